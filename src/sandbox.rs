@@ -1,0 +1,120 @@
+//! The sandbox core: the interpreter trait every backend implements, the types
+//! that cross it, and the manager that holds the live sandboxes.
+//!
+//! A [`Backend`] creates sandboxes; each is a [`CodeInterpreter`] (run code,
+//! install packages) with a [`FileInterface`] onto its files. The
+//! [`manager::SandboxManager`] owns them, serializes the calls to each one, and
+//! enforces the server-wide rules (ids, counts, expiry).
+
+pub mod error;
+pub mod guest_path;
+pub mod local_files;
+pub mod manager;
+pub mod quota;
+pub mod root;
+pub mod types;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+pub use error::SandboxError;
+pub use guest_path::GuestPath;
+pub use types::*;
+
+/// Which kind of backend runs a sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// CPython compiled to WASI, running inside this process under wasmtime.
+    Wasm,
+    /// An E2B cloud sandbox.
+    E2b,
+}
+
+impl BackendKind {
+    /// The name used in configuration and tool arguments.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Wasm => "wasm",
+            Self::E2b => "e2b",
+        }
+    }
+
+    /// Parses a backend name (`wasm`, `e2b`; case-insensitive).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "wasm" | "wasi" | "local" => Some(Self::Wasm),
+            "e2b" => Some(Self::E2b),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A source of sandboxes.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Which kind of backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Creates one sandbox. The returned interpreter is ready to run code.
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn CodeInterpreter>, SandboxError>;
+
+    /// The name of the runtime sandboxes get by default, for status.
+    fn default_runtime(&self) -> String;
+}
+
+/// One live sandbox: an interpreter with state kept between executions.
+///
+/// The manager calls these one at a time per sandbox; implementations need
+/// no locking of their own for that.
+#[async_trait]
+pub trait CodeInterpreter: Send + Sync {
+    /// Runs code; state persists into the next call. An exception in the code
+    /// or a limit is part of the returned [`Execution`], not an `Err`; `Err`
+    /// means the sandbox could not run the code at all. `cancel` stops the
+    /// execution as a timeout would.
+    async fn execute(
+        &mut self,
+        request: ExecRequest,
+        cancel: CancellationToken,
+    ) -> Result<Execution, SandboxError>;
+
+    /// Installs packages given as requirement strings (`attrs==23.2.0`, ...)
+    /// so that the running interpreter can import them right away.
+    async fn install(
+        &mut self,
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<InstallReport, SandboxError>;
+
+    /// The sandbox's files.
+    fn files(&self) -> &dyn FileInterface;
+
+    /// Memory and disk the sandbox uses now.
+    async fn usage(&self) -> ResourceUsage;
+
+    /// The runtime this sandbox runs (e.g. `python-3.12`).
+    fn runtime(&self) -> String;
+
+    /// Releases everything the sandbox holds (interpreter, directory, remote VM).
+    async fn close(&mut self);
+}
+
+/// File operations on a sandbox's filesystem, with guest paths.
+#[async_trait]
+pub trait FileInterface: Send + Sync {
+    /// Lists a directory (not recursively), at most `max_entries` entries.
+    async fn list(&self, path: &GuestPath, max_entries: usize) -> Result<Listing, SandboxError>;
+
+    /// Reads a file, at most `max_bytes` of it.
+    async fn read(&self, path: &GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError>;
+
+    /// Writes a file atomically, creating parent directories; returns bytes written.
+    async fn write(&self, path: &GuestPath, data: Vec<u8>) -> Result<u64, SandboxError>;
+}

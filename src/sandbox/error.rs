@@ -1,0 +1,143 @@
+//! The errors a sandbox operation can end in, each worded for the model that
+//! reads it: what went wrong, with the offending value, and what to do next.
+
+use std::path::PathBuf;
+
+/// Why a sandbox operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// No sandbox has this id.
+    #[error(
+        "no sandbox with id '{0}': create one with create_sandbox, or call get_sandbox_status to list the open ones"
+    )]
+    UnknownSandbox(String),
+
+    /// A sandbox id is not of the accepted form.
+    #[error(
+        "invalid sandbox id '{0}': use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
+    )]
+    InvalidId(String),
+
+    /// The server already holds its maximum number of sandboxes.
+    #[error(
+        "this server already holds its maximum of {0} sandboxes: close one with close_sandbox and try again"
+    )]
+    TooManySandboxes(usize),
+
+    /// The request named a backend this server was not configured with.
+    #[error("{0}")]
+    BackendUnavailable(String),
+
+    /// A path argument is not a valid path inside the sandbox.
+    #[error("invalid path '{path}': {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The file or directory does not exist in the sandbox.
+    #[error("'{0}' does not exist in the sandbox (paths are relative to the sandbox's root '/')")]
+    NotFound(String),
+
+    /// A path names a directory where a file was expected, or the reverse.
+    #[error("'{path}' is {what}")]
+    WrongKind {
+        /// The path as given.
+        path: String,
+        /// What it is instead, e.g. "a directory; use list_files".
+        what: String,
+    },
+
+    /// A path resolves outside the sandbox, e.g. through a symbolic link.
+    #[error(
+        "'{0}' leads outside the sandbox (through '..' or a symbolic link); only files inside the sandbox can be used"
+    )]
+    Escape(String),
+
+    /// An argument is larger than the server accepts.
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes{hint}")]
+    TooLarge {
+        /// What was too large.
+        what: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+        /// What to do instead, starting with "; ".
+        hint: String,
+    },
+
+    /// An argument is malformed.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// The sandbox's disk quota would be exceeded.
+    #[error("{0}")]
+    QuotaExceeded(String),
+
+    /// A file operation failed on the host.
+    #[error("could not {action} '{path}': {source}")]
+    Io {
+        /// What was being done, e.g. "read".
+        action: &'static str,
+        /// The guest path.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+
+    /// The sandbox root directory could not be used.
+    #[error(
+        "cannot use the sandbox directory {path}: {source}; set SANDBOX_ROOT to a writable directory"
+    )]
+    Root {
+        /// The host directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+
+    /// The Python runtime is missing, corrupt, or failed to start.
+    #[error("{0}")]
+    Runtime(String),
+
+    /// Installing packages is not possible in this sandbox or failed.
+    #[error("{0}")]
+    Install(String),
+
+    /// A remote backend failed.
+    #[error("{0}")]
+    Remote(String),
+}
+
+impl SandboxError {
+    /// Wraps an I/O error on a guest path, mapping the common kinds to clear messages.
+    pub fn io(action: &'static str, path: &str, source: std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        match source.kind() {
+            ErrorKind::NotFound => Self::NotFound(path.to_owned()),
+            ErrorKind::IsADirectory => Self::WrongKind {
+                path: path.to_owned(),
+                what: "a directory; use list_files to see what it holds".into(),
+            },
+            ErrorKind::NotADirectory => Self::WrongKind {
+                path: path.to_owned(),
+                what: "not a directory (a file is in the way)".into(),
+            },
+            ErrorKind::PermissionDenied if is_escape(&source) => Self::Escape(path.to_owned()),
+            _ if is_escape(&source) => Self::Escape(path.to_owned()),
+            _ => Self::Io {
+                action,
+                path: path.to_owned(),
+                source,
+            },
+        }
+    }
+}
+
+/// Whether cap-std refused an operation because it would leave its directory.
+fn is_escape(e: &std::io::Error) -> bool {
+    e.to_string().contains("outside of the filesystem")
+}

@@ -1,0 +1,548 @@
+//! [`SandboxManager`]: the live sandboxes of this server, by id.
+//!
+//! It validates ids (clients choose them, so they are checked and never become
+//! host paths), picks the backend of each new sandbox, enforces the maximum
+//! number of sandboxes and the idle expiry, and runs the calls to one sandbox
+//! one at a time, in arrival order, while different sandboxes run in parallel.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::error::SandboxError;
+use super::guest_path::GuestPath;
+use super::types::{
+    ExecRequest, Execution, FileContent, InstallReport, Listing, ResourceUsage, SandboxLimits,
+    SandboxSpec,
+};
+use super::{Backend, BackendKind, CodeInterpreter};
+
+/// Server-wide rules for sandboxes.
+#[derive(Clone, Debug)]
+pub struct ManagerSettings {
+    /// Backend used when a request names none.
+    pub default_backend: BackendKind,
+    /// Limits a sandbox gets when its creator asks for nothing else.
+    pub limits: SandboxLimits,
+    /// Largest memory a creator may ask for, in bytes.
+    pub max_memory_bytes: u64,
+    /// Most sandboxes alive at once.
+    pub max_sandboxes: usize,
+    /// Sandboxes unused this long are closed; `None` keeps them forever.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// What a client asked for when creating a sandbox.
+#[derive(Clone, Debug, Default)]
+pub struct CreateRequest {
+    /// The id to use; generated when absent.
+    pub id: Option<String>,
+    /// Backend; the server's default when absent.
+    pub backend: Option<BackendKind>,
+    /// Default execution timeout for this sandbox.
+    pub timeout: Option<Duration>,
+    /// Memory cap for this sandbox, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Runtime name; the backend's default when absent.
+    pub runtime: Option<String>,
+}
+
+/// The live sandboxes of this server.
+pub struct SandboxManager {
+    settings: ManagerSettings,
+    backends: Vec<Arc<dyn Backend>>,
+    slots: Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    live: HashMap<String, Arc<Sandbox>>,
+    /// Ids being created right now.
+    reserved: HashSet<String>,
+}
+
+/// One live sandbox.
+pub struct Sandbox {
+    id: String,
+    backend: BackendKind,
+    runtime: String,
+    limits: SandboxLimits,
+    created: SystemTime,
+    last_used: Mutex<SystemTime>,
+    executions: AtomicU64,
+    /// Cancelled when the sandbox is closed, to stop a running execution.
+    closing: CancellationToken,
+    /// `None` once closed.
+    interpreter: tokio::sync::Mutex<Option<Box<dyn CodeInterpreter>>>,
+}
+
+/// How a sandbox is doing, for `get_sandbox_status`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct SandboxStatus {
+    /// Its id.
+    pub session_id: String,
+    /// The backend running it (`wasm` or `e2b`).
+    pub backend: BackendKind,
+    /// The Python runtime it runs.
+    pub runtime: String,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When a tool last used it (RFC 3339, UTC).
+    pub last_used_at: String,
+    /// When it will be closed if left unused (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Executions run so far.
+    pub executions: u64,
+    /// Whether a call is running in it right now.
+    pub busy: bool,
+    /// Memory and disk it uses (absent while busy).
+    pub usage: ResourceUsage,
+    /// Its limits.
+    pub limits: LimitsView,
+}
+
+/// A sandbox's limits, as status shows them.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct LimitsView {
+    /// Default wall-clock timeout of an execution, in seconds.
+    pub timeout_seconds: f64,
+    /// Largest timeout an execution may ask for, in seconds.
+    pub max_timeout_seconds: f64,
+    /// Memory cap, in bytes.
+    pub memory_bytes: u64,
+    /// Fuel per execution (absent when not metered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// Inline output per stream, in bytes.
+    pub output_bytes: usize,
+    /// Disk quota, in bytes.
+    pub disk_bytes: u64,
+    /// Most files and directories.
+    pub disk_files: u64,
+}
+
+impl From<&SandboxLimits> for LimitsView {
+    fn from(l: &SandboxLimits) -> Self {
+        Self {
+            timeout_seconds: l.timeout.as_secs_f64(),
+            max_timeout_seconds: l.max_timeout.as_secs_f64(),
+            memory_bytes: l.memory_bytes,
+            fuel: l.fuel,
+            output_bytes: l.output_bytes,
+            disk_bytes: l.disk_bytes,
+            disk_files: l.disk_files,
+        }
+    }
+}
+
+/// Checks a client-chosen sandbox id.
+pub fn validate_id(id: &str) -> Result<(), SandboxError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        let shown: String = id.chars().take(80).flat_map(char::escape_debug).collect();
+        Err(SandboxError::InvalidId(shown))
+    }
+}
+
+fn generate_id() -> String {
+    let n: u64 = rand::rng().random();
+    format!("sb-{n:016x}")
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SandboxManager {
+    /// A manager creating sandboxes with `backends` under `settings`.
+    pub fn new(settings: ManagerSettings, backends: Vec<Arc<dyn Backend>>) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            backends,
+            slots: Mutex::new(Slots::default()),
+        })
+    }
+
+    /// The server-wide settings.
+    pub fn settings(&self) -> &ManagerSettings {
+        &self.settings
+    }
+
+    fn backend(&self, kind: BackendKind) -> Result<&Arc<dyn Backend>, SandboxError> {
+        self.backends
+            .iter()
+            .find(|b| b.kind() == kind)
+            .ok_or_else(|| {
+                SandboxError::BackendUnavailable(match kind {
+                    BackendKind::E2b => "the e2b backend is not configured on this server: set E2B_API_KEY (see the README's configuration table) and restart it".to_owned(),
+                    BackendKind::Wasm => "the local wasm backend is not available on this server".to_owned(),
+                })
+            })
+    }
+
+    /// Creates a sandbox, or returns the existing one with that id. The flag is
+    /// true when the sandbox was created by this call.
+    pub async fn create(
+        &self,
+        request: CreateRequest,
+    ) -> Result<(Arc<Sandbox>, bool), SandboxError> {
+        let id = match request.id {
+            Some(id) => {
+                validate_id(&id)?;
+                id
+            }
+            None => generate_id(),
+        };
+        let kind = request.backend.unwrap_or(self.settings.default_backend);
+        let backend = self.backend(kind)?.clone();
+        let mut limits = self.settings.limits.clone();
+        if let Some(timeout) = request.timeout {
+            if timeout > limits.max_timeout {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "timeout_seconds {} is over this server's maximum of {}",
+                    timeout.as_secs_f64(),
+                    limits.max_timeout.as_secs_f64()
+                )));
+            }
+            limits.timeout = timeout;
+        }
+        if let Some(memory) = request.memory_bytes {
+            if memory > self.settings.max_memory_bytes {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "memory_mb {} is over this server's maximum of {}",
+                    memory >> 20,
+                    self.settings.max_memory_bytes >> 20
+                )));
+            }
+            if memory < 32 << 20 {
+                return Err(SandboxError::InvalidArgument(
+                    "memory_mb must be at least 32: CPython needs that much to start".into(),
+                ));
+            }
+            limits.memory_bytes = memory;
+        }
+
+        {
+            let mut slots = lock(&self.slots);
+            if let Some(existing) = slots.live.get(&id) {
+                return Ok((existing.clone(), false));
+            }
+            if slots.reserved.contains(&id) {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "sandbox '{id}' is being created by another call right now; try again in a moment"
+                )));
+            }
+            if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
+                return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
+            }
+            slots.reserved.insert(id.clone());
+        }
+
+        let spec = SandboxSpec {
+            id: id.clone(),
+            limits: limits.clone(),
+            runtime: request.runtime,
+        };
+        let created = backend.create(spec).await;
+        let mut slots = lock(&self.slots);
+        slots.reserved.remove(&id);
+        let interpreter = created?;
+        let now = SystemTime::now();
+        let sandbox = Arc::new(Sandbox {
+            id: id.clone(),
+            backend: kind,
+            runtime: interpreter.runtime(),
+            limits,
+            created: now,
+            last_used: Mutex::new(now),
+            executions: AtomicU64::new(0),
+            closing: CancellationToken::new(),
+            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
+        });
+        slots.live.insert(id, sandbox.clone());
+        Ok((sandbox, true))
+    }
+
+    /// The sandbox with this id.
+    pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        validate_id(id)?;
+        lock(&self.slots)
+            .live
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))
+    }
+
+    /// Ids of all live sandboxes, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.slots).live.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// All live sandboxes.
+    pub fn all(&self) -> Vec<Arc<Sandbox>> {
+        let mut all: Vec<Arc<Sandbox>> = lock(&self.slots).live.values().cloned().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
+    /// Closes a sandbox; returns false when there was none with that id.
+    pub async fn close(&self, id: &str) -> Result<bool, SandboxError> {
+        validate_id(id)?;
+        let sandbox = lock(&self.slots).live.remove(id);
+        match sandbox {
+            Some(sandbox) => {
+                sandbox.shut().await;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Closes every sandbox (at shutdown).
+    pub async fn close_all(&self) {
+        let all: Vec<Arc<Sandbox>> = lock(&self.slots).live.drain().map(|(_, s)| s).collect();
+        futures::future::join_all(all.iter().map(|s| s.shut())).await;
+    }
+
+    /// Closes sandboxes that have been idle longer than the idle timeout;
+    /// returns their ids.
+    pub async fn expire_idle(&self) -> Vec<String> {
+        let Some(idle) = self.settings.idle_timeout else {
+            return Vec::new();
+        };
+        let now = SystemTime::now();
+        let expired: Vec<Arc<Sandbox>> = {
+            let mut slots = lock(&self.slots);
+            let ids: Vec<String> = slots
+                .live
+                .values()
+                .filter(|s| !s.is_busy() && s.idle_deadline(idle) <= now)
+                .map(|s| s.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| slots.live.remove(id)).collect()
+        };
+        for sandbox in &expired {
+            tracing::info!(id = %sandbox.id, "closing a sandbox left unused for {}s", idle.as_secs());
+            sandbox.shut().await;
+        }
+        expired.into_iter().map(|s| s.id.clone()).collect()
+    }
+
+    /// Runs [`SandboxManager::expire_idle`] periodically until `stop` is cancelled.
+    pub fn spawn_reaper(self: &Arc<Self>, stop: CancellationToken) {
+        let Some(idle) = self.settings.idle_timeout else {
+            return;
+        };
+        let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let manager = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let Some(manager) = manager.upgrade() else {
+                    return;
+                };
+                manager.expire_idle().await;
+            }
+        });
+    }
+}
+
+impl Sandbox {
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its backend.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+
+    fn is_busy(&self) -> bool {
+        self.interpreter.try_lock().is_err()
+    }
+
+    fn idle_deadline(&self, idle: Duration) -> SystemTime {
+        *lock(&self.last_used) + idle
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_used) = SystemTime::now();
+    }
+
+    /// Waits for this sandbox's turn and holds it until the guard is dropped.
+    async fn turn(&self) -> Result<Turn<'_>, SandboxError> {
+        let guard = self.interpreter.lock().await;
+        if guard.is_none() {
+            return Err(SandboxError::UnknownSandbox(self.id.clone()));
+        }
+        self.touch();
+        Ok(Turn {
+            sandbox: self,
+            guard,
+        })
+    }
+
+    /// Runs code. `cancel` (a client's cancellation) stops it as a timeout would.
+    pub async fn execute(
+        &self,
+        code: String,
+        timeout: Option<Duration>,
+        cancel: CancellationToken,
+    ) -> Result<Execution, SandboxError> {
+        let limits = self.limits.for_execution(timeout);
+        let mut turn = self.turn().await?;
+        let stop = CancellationToken::new();
+        let watcher = {
+            let stop = stop.clone();
+            let closing = self.closing.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => stop.cancel(),
+                    _ = closing.cancelled() => stop.cancel(),
+                    _ = stop.cancelled() => {}
+                }
+            })
+        };
+        let result = turn
+            .interpreter()
+            .execute(ExecRequest { code, limits }, stop.clone())
+            .await;
+        stop.cancel();
+        let _ = watcher.await;
+        self.executions.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    /// Installs packages into the running interpreter.
+    pub async fn install(
+        &self,
+        requirements: Vec<String>,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<InstallReport, SandboxError> {
+        let mut turn = self.turn().await?;
+        turn.interpreter().install(&requirements, progress).await
+    }
+
+    /// Lists a directory.
+    pub async fn list(&self, path: GuestPath, max_entries: usize) -> Result<Listing, SandboxError> {
+        let mut turn = self.turn().await?;
+        turn.interpreter().files().list(&path, max_entries).await
+    }
+
+    /// Reads a file.
+    pub async fn read(&self, path: GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError> {
+        let mut turn = self.turn().await?;
+        turn.interpreter().files().read(&path, max_bytes).await
+    }
+
+    /// Writes a file.
+    pub async fn write(&self, path: GuestPath, data: Vec<u8>) -> Result<u64, SandboxError> {
+        let mut turn = self.turn().await?;
+        turn.interpreter().files().write(&path, data).await
+    }
+
+    /// Its status now.
+    pub async fn status(&self, idle_timeout: Option<Duration>) -> SandboxStatus {
+        let (busy, usage) = match self.interpreter.try_lock() {
+            Ok(guard) => match guard.as_ref() {
+                Some(i) => (false, i.usage().await),
+                None => (false, ResourceUsage::default()),
+            },
+            Err(_) => (true, ResourceUsage::default()),
+        };
+        let last_used = *lock(&self.last_used);
+        SandboxStatus {
+            session_id: self.id.clone(),
+            backend: self.backend,
+            runtime: self.runtime.clone(),
+            created_at: humantime::format_rfc3339_seconds(self.created).to_string(),
+            last_used_at: humantime::format_rfc3339_seconds(last_used).to_string(),
+            expires_at: idle_timeout
+                .map(|idle| humantime::format_rfc3339_seconds(last_used + idle).to_string()),
+            executions: self.executions.load(Ordering::Relaxed),
+            busy,
+            usage,
+            limits: LimitsView::from(&self.limits),
+        }
+    }
+
+    /// Stops whatever runs in it and releases it.
+    async fn shut(&self) {
+        self.closing.cancel();
+        let mut guard = self.interpreter.lock().await;
+        if let Some(mut interpreter) = guard.take() {
+            interpreter.close().await;
+        }
+    }
+}
+
+/// Exclusive use of a sandbox's interpreter; marks the sandbox used when dropped.
+struct Turn<'a> {
+    sandbox: &'a Sandbox,
+    guard: tokio::sync::MutexGuard<'a, Option<Box<dyn CodeInterpreter>>>,
+}
+
+impl Turn<'_> {
+    fn interpreter(&mut self) -> &mut dyn CodeInterpreter {
+        self.guard
+            .as_deref_mut()
+            .expect("a turn is only handed out for an open sandbox")
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.sandbox.touch();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_checked() {
+        for ok in ["a", "sb-123", "My_Session.1", &"x".repeat(64)] {
+            assert!(validate_id(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a b",
+            "é",
+            &"x".repeat(65),
+            ".hidden",
+            "a\0",
+        ] {
+            assert!(validate_id(bad).is_err(), "{bad:?}");
+        }
+    }
+}

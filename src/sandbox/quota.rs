@@ -1,0 +1,172 @@
+//! [`DiskQuota`]: how much a sandbox directory may hold, and measuring it.
+//!
+//! Usage is measured by walking the directory (iteratively, never following
+//! symbolic links) and counting file sizes and entries. The walk stops early
+//! once the quota is clearly exceeded, so a directory of a million files does
+//! not make every check slow.
+
+use cap_std::fs::Dir;
+
+use super::error::SandboxError;
+use super::types::human_bytes;
+
+/// The limits on a sandbox's directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskQuota {
+    max_bytes: u64,
+    max_files: u64,
+}
+
+/// What a sandbox directory holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Bytes of regular files.
+    pub bytes: u64,
+    /// Files, directories and links.
+    pub files: u64,
+}
+
+impl DiskQuota {
+    /// A quota of `max_bytes` bytes and `max_files` entries.
+    pub fn new(max_bytes: u64, max_files: u64) -> Self {
+        Self {
+            max_bytes,
+            max_files,
+        }
+    }
+
+    /// No limit (for tests and remote sandboxes).
+    pub fn unlimited() -> Self {
+        Self::new(u64::MAX, u64::MAX)
+    }
+
+    /// The byte limit.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// The entry limit.
+    pub fn max_files(&self) -> u64 {
+        self.max_files
+    }
+
+    /// Measures `dir`, stopping once usage passes twice the quota.
+    pub fn usage(&self, dir: &Dir) -> DiskUsage {
+        let byte_stop = self.max_bytes.saturating_mul(2);
+        let file_stop = self.max_files.saturating_mul(2);
+        let mut usage = DiskUsage::default();
+        let mut pending: Vec<Dir> = match dir.try_clone() {
+            Ok(d) => vec![d],
+            Err(_) => return usage,
+        };
+        while let Some(current) = pending.pop() {
+            let Ok(entries) = current.entries() else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                usage.files += 1;
+                let Ok(file_type) = entry.file_type() else {
+                    continue;
+                };
+                if file_type.is_dir() {
+                    if let Ok(sub) = entry.open_dir() {
+                        pending.push(sub);
+                    }
+                } else if file_type.is_file()
+                    && let Ok(meta) = entry.metadata()
+                {
+                    usage.bytes = usage.bytes.saturating_add(meta.len());
+                }
+                if usage.bytes > byte_stop || usage.files > file_stop {
+                    return usage;
+                }
+            }
+        }
+        usage
+    }
+
+    /// The error for a sandbox found over its quota, if it is.
+    pub fn exceeded(&self, usage: DiskUsage) -> Option<String> {
+        if usage.bytes > self.max_bytes {
+            Some(format!(
+                "the sandbox holds {} of files, over its disk quota of {}",
+                human_bytes(usage.bytes),
+                human_bytes(self.max_bytes)
+            ))
+        } else if usage.files > self.max_files {
+            Some(format!(
+                "the sandbox holds {} files and directories, over its limit of {}",
+                usage.files, self.max_files
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Refuses a write of `new_size` bytes to `path` (replacing a file of
+    /// `replaced` bytes) that would take the sandbox over its quota.
+    pub fn check_write(
+        &self,
+        dir: &Dir,
+        path: &str,
+        new_size: u64,
+        replaced: u64,
+    ) -> Result<(), SandboxError> {
+        if self.max_bytes == u64::MAX && self.max_files == u64::MAX {
+            return Ok(());
+        }
+        let usage = self.usage(dir);
+        let after = usage
+            .bytes
+            .saturating_sub(replaced)
+            .saturating_add(new_size);
+        if after > self.max_bytes {
+            return Err(SandboxError::QuotaExceeded(format!(
+                "writing {} to '{path}' would take the sandbox to {}, over its disk quota of {}; delete files first",
+                human_bytes(new_size),
+                human_bytes(after),
+                human_bytes(self.max_bytes)
+            )));
+        }
+        if replaced == 0 && usage.files + 1 > self.max_files {
+            return Err(SandboxError::QuotaExceeded(format!(
+                "the sandbox already holds {} files and directories, its limit; delete some before writing '{path}'",
+                usage.files
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    #[test]
+    fn usage_counts_nested_files_and_writes_over_quota_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("a/b")).unwrap();
+        std::fs::write(tmp.path().join("a/b/f"), vec![0u8; 1000]).unwrap();
+        std::fs::write(tmp.path().join("g"), vec![0u8; 500]).unwrap();
+        std::os::unix::fs::symlink("/", tmp.path().join("root-link")).unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let quota = DiskQuota::new(2000, 10);
+        let usage = quota.usage(&dir);
+        assert_eq!(usage.bytes, 1500, "links are not followed");
+        assert_eq!(usage.files, 5);
+        assert!(quota.check_write(&dir, "/x", 400, 0).is_ok());
+        assert!(quota.check_write(&dir, "/x", 600, 0).is_err());
+        assert!(
+            quota.check_write(&dir, "/g", 1000, 500).is_ok(),
+            "replacing frees the old size"
+        );
+        assert!(
+            DiskQuota::new(10_000, 5)
+                .check_write(&dir, "/new", 1, 0)
+                .is_err()
+        );
+        assert!(quota.exceeded(usage).is_none());
+        assert!(DiskQuota::new(100, 10).exceeded(usage).is_some());
+    }
+}

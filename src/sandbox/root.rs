@@ -1,0 +1,175 @@
+//! The host directory that holds sandbox directories.
+//!
+//! Each server process works in its own subdirectory `server-<random>` of the
+//! root and holds an exclusive lock on a file inside it for as long as it runs.
+//! At start, subdirectories whose lock nobody holds are leftovers of a server
+//! that was killed, and are removed; those of other running servers are left
+//! alone. Sandbox directories get random names: a client's sandbox id never
+//! becomes part of a host path.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use rand::Rng;
+
+use super::error::SandboxError;
+
+const INSTANCE_PREFIX: &str = "server-";
+const LOCK_FILE: &str = ".lock";
+
+/// This server's directory under the sandbox root.
+#[derive(Debug)]
+pub struct SandboxRoot {
+    dir: PathBuf,
+    _lock: File,
+}
+
+impl SandboxRoot {
+    /// Creates the root if needed, removes what killed servers left, and claims
+    /// a fresh directory for this server.
+    pub fn open(root: &Path) -> Result<Self, SandboxError> {
+        let err = |source| SandboxError::Root {
+            path: root.to_owned(),
+            source,
+        };
+        fs::create_dir_all(root).map_err(err)?;
+        let removed = remove_stale(root);
+        if removed > 0 {
+            tracing::info!(removed, root = %root.display(), "removed sandbox directories left by a server that did not shut down");
+        }
+        let dir = root.join(format!("{INSTANCE_PREFIX}{}", random_name()));
+        fs::create_dir(&dir).map_err(err)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))
+            .map_err(err)?;
+        lock.try_lock()
+            .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        Ok(Self { dir, _lock: lock })
+    }
+
+    /// This server's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Creates a new, empty sandbox directory with a random name.
+    pub fn create_sandbox_dir(&self) -> Result<PathBuf, SandboxError> {
+        let path = self.dir.join(format!("sb-{}", random_name()));
+        fs::create_dir(&path).map_err(|source| SandboxError::Root {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// Removes a sandbox directory and everything in it (symbolic links are
+    /// removed, never followed).
+    pub fn remove_sandbox_dir(&self, path: &Path) {
+        if path.parent() != Some(self.dir.as_path()) {
+            tracing::error!(path = %path.display(), "refusing to remove a directory outside this server's sandbox root");
+            return;
+        }
+        if let Err(e) = fs::remove_dir_all(path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a sandbox directory");
+        }
+    }
+}
+
+impl Drop for SandboxRoot {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.dir) {
+            tracing::warn!(path = %self.dir.display(), error = %e, "could not remove this server's sandbox directory");
+        }
+    }
+}
+
+/// Removes server directories whose lock is free; returns how many.
+fn remove_stale(root: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(INSTANCE_PREFIX) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let lock = match File::open(path.join(LOCK_FILE)) {
+            Ok(f) => f,
+            // No lock file: a server died while creating its directory.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if fs::remove_dir_all(&path).is_ok() {
+                    removed += 1;
+                }
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if lock.try_lock().is_ok() && fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn random_name() -> String {
+    let n: u64 = rand::rng().random();
+    format!("{n:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftovers_of_a_dead_server_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = SandboxRoot::open(tmp.path()).unwrap();
+        let live_sandbox = live.create_sandbox_dir().unwrap();
+
+        // A dead server: its directory exists but nobody holds the lock.
+        let dead = tmp.path().join("server-dead");
+        fs::create_dir_all(dead.join("sb-1")).unwrap();
+        File::create(dead.join(LOCK_FILE)).unwrap();
+        fs::write(dead.join("sb-1/data.txt"), "x").unwrap();
+        // Something that is not ours.
+        fs::create_dir(tmp.path().join("unrelated")).unwrap();
+
+        let second = SandboxRoot::open(tmp.path()).unwrap();
+        assert!(!dead.exists(), "a dead server's directory is removed");
+        assert!(live_sandbox.exists(), "a live server's sandboxes are kept");
+        assert!(tmp.path().join("unrelated").exists());
+        drop(second);
+        drop(live);
+        assert!(
+            !live_sandbox.exists(),
+            "a clean shutdown removes its sandboxes"
+        );
+    }
+
+    #[test]
+    fn removing_a_sandbox_does_not_follow_links_out_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep.txt"), "keep").unwrap();
+        let root = SandboxRoot::open(&tmp.path().join("root")).unwrap();
+        let sandbox = root.create_sandbox_dir().unwrap();
+        std::os::unix::fs::symlink(&outside, sandbox.join("link")).unwrap();
+        root.remove_sandbox_dir(&sandbox);
+        assert!(!sandbox.exists());
+        assert!(outside.join("keep.txt").exists());
+        root.remove_sandbox_dir(&outside);
+        assert!(
+            outside.exists(),
+            "only this server's sandbox directories are removed"
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! Values that cross the interpreter trait: limits, execution results, file
+//! listings and status. They serialize to the structured output of the tools.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The limits one execution runs under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecLimits {
+    /// Wall-clock time the execution may take.
+    pub timeout: Duration,
+    /// Fuel (roughly, WebAssembly instructions) the execution may burn; `None`
+    /// when fuel is not metered.
+    pub fuel: Option<u64>,
+    /// Bytes of each output stream returned inline.
+    pub output_bytes: usize,
+    /// Bytes of each output stream kept in a file in the sandbox when the
+    /// inline part overflows.
+    pub output_file_bytes: u64,
+}
+
+/// The resource limits of one sandbox, fixed when it is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Default wall-clock timeout of an execution.
+    pub timeout: Duration,
+    /// Largest timeout an execution may ask for.
+    pub max_timeout: Duration,
+    /// Linear memory the interpreter may grow to, in bytes.
+    pub memory_bytes: u64,
+    /// Fuel per execution, when metered.
+    pub fuel: Option<u64>,
+    /// Inline output per stream, in bytes.
+    pub output_bytes: usize,
+    /// Output per stream kept in a file, in bytes.
+    pub output_file_bytes: u64,
+    /// Bytes the sandbox directory may hold.
+    pub disk_bytes: u64,
+    /// Files and directories the sandbox directory may hold.
+    pub disk_files: u64,
+}
+
+impl SandboxLimits {
+    /// The limits of one execution that asked for `timeout` (capped at the maximum).
+    pub fn for_execution(&self, timeout: Option<Duration>) -> ExecLimits {
+        ExecLimits {
+            timeout: timeout.unwrap_or(self.timeout).min(self.max_timeout),
+            fuel: self.fuel,
+            output_bytes: self.output_bytes,
+            output_file_bytes: self.output_file_bytes,
+        }
+    }
+}
+
+/// What a backend needs to create a sandbox.
+#[derive(Clone, Debug)]
+pub struct SandboxSpec {
+    /// The sandbox's id (already validated).
+    pub id: String,
+    /// Its limits.
+    pub limits: SandboxLimits,
+    /// The runtime to run, by name (`None`: the backend's default).
+    pub runtime: Option<String>,
+}
+
+/// One request to run code.
+#[derive(Clone, Debug)]
+pub struct ExecRequest {
+    /// Python source.
+    pub code: String,
+    /// Limits for this execution.
+    pub limits: ExecLimits,
+}
+
+/// Captured text of one output stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct CapturedText {
+    /// The text, possibly cut at the inline limit.
+    pub text: String,
+    /// Bytes the program wrote to the stream in all.
+    pub total_bytes: u64,
+    /// Whether `text` is cut short.
+    pub truncated: bool,
+    /// Guest path of a file holding the whole stream (up to the file limit)
+    /// when `text` is cut short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+}
+
+/// An exception raised by the user's code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct ExecError {
+    /// Exception class, e.g. `ZeroDivisionError`.
+    pub name: String,
+    /// Its message.
+    pub value: String,
+    /// The formatted traceback.
+    pub traceback: String,
+}
+
+/// Which limit an execution hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The wall-clock timeout.
+    Timeout,
+    /// The fuel budget.
+    Fuel,
+    /// The memory cap.
+    Memory,
+    /// The WebAssembly stack.
+    Stack,
+    /// The inline output cap.
+    Output,
+    /// The disk quota.
+    Disk,
+}
+
+/// A limit that an execution ran into.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct LimitHit {
+    /// Which limit.
+    pub kind: LimitKind,
+    /// Its value, in words (e.g. "30 s", "512 MiB").
+    pub limit: String,
+    /// What happened and what it means for the sandbox.
+    pub message: String,
+}
+
+/// An image produced by the execution (e.g. a plot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ExecImage {
+    /// MIME type, e.g. `image/png`.
+    pub mime_type: String,
+    /// Base64 data (not serialized into the structured result).
+    #[serde(skip)]
+    pub data_base64: String,
+    /// Guest path of the full-size file, when one was saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// What one execution used.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+pub struct Usage {
+    /// Wall time, in milliseconds.
+    pub wall_ms: f64,
+    /// Fuel burned, when metered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// The interpreter's memory after the execution, in bytes (its peak: it
+    /// never shrinks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Whether any output was cut.
+    pub output_truncated: bool,
+}
+
+/// The result of one execution.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+pub struct Execution {
+    /// Standard output.
+    pub stdout: CapturedText,
+    /// Standard error.
+    pub stderr: CapturedText,
+    /// `repr()` of the value of a trailing expression, as a notebook shows it.
+    pub value: Option<String>,
+    /// The exception the code raised, if any.
+    pub error: Option<ExecError>,
+    /// The limit the execution hit, if any.
+    pub limit: Option<LimitHit>,
+    /// Set when in-memory state (variables, imports) was lost: the interpreter
+    /// was stopped during this call, or restarted before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_lost: Option<String>,
+    /// Images the execution produced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ExecImage>,
+    /// What the execution used.
+    pub usage: Usage,
+}
+
+impl Execution {
+    /// Whether the call should be reported to the client as an error.
+    pub fn is_error(&self) -> bool {
+        self.error.is_some() || self.limit.is_some()
+    }
+}
+
+/// Kind of a directory entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link (not followed).
+    Symlink,
+    /// Anything else.
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct FileEntry {
+    /// File name.
+    pub name: String,
+    /// Full guest path.
+    pub path: String,
+    /// What it is.
+    pub kind: EntryKind,
+    /// Size in bytes (of the link itself for symbolic links).
+    pub size: u64,
+    /// Last modification time, RFC 3339 in UTC, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+}
+
+/// A directory listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Listing {
+    /// Entries, sorted by name.
+    pub entries: Vec<FileEntry>,
+    /// Whether entries were left out because the directory is very large.
+    pub truncated: bool,
+}
+
+/// How file content is encoded in a request or result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// UTF-8 text.
+    #[default]
+    #[serde(rename = "utf-8", alias = "utf8", alias = "text")]
+    Utf8,
+    /// Base64 (standard alphabet) of arbitrary bytes.
+    Base64,
+}
+
+/// The content of a file read from a sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileContent {
+    /// The bytes read (at most the limit).
+    pub bytes: Vec<u8>,
+    /// The file's full size.
+    pub size: u64,
+    /// Whether `bytes` is cut short of the file's size.
+    pub truncated: bool,
+}
+
+/// Memory and disk a sandbox uses now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ResourceUsage {
+    /// The interpreter's memory, in bytes, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Bytes of files in the sandbox directory, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Files and directories in the sandbox directory, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_files: Option<u64>,
+}
+
+/// Where an installed package came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PackageSource {
+    /// The host's download cache (no network request).
+    Cache,
+    /// The configured package index.
+    Index,
+    /// The local wheelhouse directory.
+    Wheelhouse,
+    /// The package manager inside a remote sandbox.
+    Remote,
+}
+
+/// One package an install put in place.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct InstalledPackage {
+    /// Normalized project name.
+    pub name: String,
+    /// Version installed.
+    pub version: String,
+    /// Where it came from (absent for packages that were already present).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<PackageSource>,
+}
+
+/// The outcome of installing packages into a sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct InstallReport {
+    /// Packages newly installed, dependencies included.
+    pub installed: Vec<InstalledPackage>,
+    /// Requested packages (or dependencies) that were already installed.
+    pub already_present: Vec<InstalledPackage>,
+    /// Log text from the installer, when it produced one (remote backends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// Formats a byte count for people: `512 MiB`, `1.5 KiB`, `12 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() < 0.05 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Formats a duration for people: `30 s`, `1.5 s`, `250 ms`.
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs >= 1.0 {
+        if secs.fract() < 0.001 {
+            format!("{secs:.0} s")
+        } else {
+            format!("{secs:.1} s")
+        }
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_read_naturally() {
+        assert_eq!(human_bytes(12), "12 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(512 << 20), "512 MiB");
+        assert_eq!(human_bytes(1 << 20), "1 MiB");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_secs(30)), "30 s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(human_duration(Duration::from_millis(250)), "250 ms");
+    }
+
+    #[test]
+    fn an_execution_timeout_is_capped_at_the_sandbox_maximum() {
+        let limits = SandboxLimits {
+            timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(60),
+            memory_bytes: 1 << 29,
+            fuel: None,
+            output_bytes: 1 << 20,
+            output_file_bytes: 1 << 24,
+            disk_bytes: 1 << 28,
+            disk_files: 10_000,
+        };
+        assert_eq!(limits.for_execution(None).timeout, Duration::from_secs(30));
+        assert_eq!(
+            limits.for_execution(Some(Duration::from_secs(5))).timeout,
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            limits.for_execution(Some(Duration::from_secs(600))).timeout,
+            Duration::from_secs(60)
+        );
+    }
+}
