@@ -1,0 +1,182 @@
+//! The local backend: CPython compiled to WASI, running inside this process
+//! under wasmtime, one instance and one host directory per sandbox.
+//!
+//! What a guest gets is listed in [`interpreter`]'s documentation: one
+//! directory as `/`, no network, no host environment, and the limits of its
+//! sandbox. Runtimes are loaded (verified, compiled or read from the module
+//! cache, linked) once per server and then instantiated per sandbox.
+
+mod capture;
+pub mod engine;
+mod guest_io;
+mod interpreter;
+pub mod module_cache;
+pub mod runtime;
+mod sandbox;
+mod trap;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::OnceCell;
+use wasmtime::{Engine, Linker, Module};
+
+use self::engine::{EngineSettings, build_engine};
+use self::interpreter::{GuestImage, GuestState};
+use self::runtime::load_runtime;
+use self::sandbox::WasmSandbox;
+use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::{Backend, BackendKind, CodeInterpreter, SandboxError, SandboxSpec};
+
+/// Settings of the local backend.
+#[derive(Clone, Debug)]
+pub struct WasmSettings {
+    /// Directory holding the runtimes' modules (and extra manifests).
+    pub runtime_dir: PathBuf,
+    /// Runtime used when a sandbox asks for none.
+    pub default_runtime: String,
+    /// Directory for compiled modules.
+    pub cache_dir: PathBuf,
+    /// Directory under which sandbox directories are created.
+    pub sandbox_root: PathBuf,
+    /// Engine settings.
+    pub engine: EngineSettings,
+    /// Threads that run guests (0: one per CPU).
+    pub threads: usize,
+}
+
+/// The local WASI backend.
+pub struct WasmBackend {
+    settings: WasmSettings,
+    engine: Engine,
+    root: Arc<SandboxRoot>,
+    executor: Option<tokio::runtime::Runtime>,
+    images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
+}
+
+impl WasmBackend {
+    /// Builds the engine and claims this server's sandbox directory. Runtimes
+    /// load on first use (or with [`WasmBackend::preload`]).
+    pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
+        let engine = build_engine(settings.engine)
+            .map_err(|e| SandboxError::Runtime(format!("cannot set up wasmtime: {e}")))?;
+        let root = Arc::new(SandboxRoot::open(&settings.sandbox_root)?);
+        let threads = if settings.threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            settings.threads
+        };
+        let executor = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("wasm-guest")
+            .enable_all()
+            .build()
+            .map_err(|e| SandboxError::Runtime(format!("cannot start the guest threads: {e}")))?;
+        Ok(Self {
+            settings,
+            engine,
+            root,
+            executor: Some(executor),
+            images: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The settings it runs with.
+    pub fn settings(&self) -> &WasmSettings {
+        &self.settings
+    }
+
+    /// Loads a runtime now, so the first sandbox does not wait for it.
+    pub async fn preload(&self, name: Option<&str>) -> Result<(), SandboxError> {
+        self.image(name.unwrap_or(&self.settings.default_runtime))
+            .await
+            .map(|_| ())
+    }
+
+    /// The loaded runtime `name`, loading it on first use.
+    async fn image(&self, name: &str) -> Result<Arc<GuestImage>, SandboxError> {
+        let cell = {
+            let mut images = self.images.lock().unwrap_or_else(|p| p.into_inner());
+            images.entry(name.to_owned()).or_default().clone()
+        };
+        cell.get_or_try_init(|| self.load_image(name.to_owned()))
+            .await
+            .cloned()
+    }
+
+    async fn load_image(&self, name: String) -> Result<Arc<GuestImage>, SandboxError> {
+        let settings = self.settings.clone();
+        let engine = self.engine.clone();
+        let executor = self
+            .executor
+            .as_ref()
+            .map(|e| e.handle().clone())
+            .ok_or_else(|| SandboxError::Runtime("the backend is shutting down".into()))?;
+        tokio::task::spawn_blocking(move || {
+            let runtime = load_runtime(&settings.runtime_dir, &name, &settings.default_runtime)
+                .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+            let module = module_cache::load_or_compile(
+                &engine,
+                &settings.cache_dir,
+                &runtime.manifest.sha256,
+                &runtime.module_bytes,
+            )
+            .map_err(|e| {
+                SandboxError::Runtime(format!(
+                    "cannot compile the Python runtime {}: {e}",
+                    runtime.module_path.display()
+                ))
+            })?;
+            let pre = link(&engine, &module).map_err(|e| {
+                SandboxError::Runtime(format!("cannot link the Python runtime: {e}"))
+            })?;
+            Ok(Arc::new(GuestImage {
+                engine,
+                pre,
+                manifest: runtime.manifest,
+                executor,
+                fuel_metered: settings.engine.fuel,
+            }))
+        })
+        .await
+        .map_err(|e| SandboxError::Runtime(format!("loading the runtime failed: {e}")))?
+    }
+}
+
+/// Links a module with WASI preview 1 and nothing else.
+fn link(engine: &Engine, module: &Module) -> wasmtime::Result<wasmtime::InstancePre<GuestState>> {
+    let mut linker: Linker<GuestState> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi)?;
+    linker.instantiate_pre(module)
+}
+
+#[async_trait]
+impl Backend for WasmBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wasm
+    }
+
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn CodeInterpreter>, SandboxError> {
+        let name = spec
+            .runtime
+            .clone()
+            .unwrap_or_else(|| self.settings.default_runtime.clone());
+        let image = self.image(&name).await?;
+        let sandbox = WasmSandbox::start(image, self.root.clone(), spec.limits).await?;
+        Ok(Box::new(sandbox))
+    }
+
+    fn default_runtime(&self) -> String {
+        self.settings.default_runtime.clone()
+    }
+}
+
+impl Drop for WasmBackend {
+    fn drop(&mut self) {
+        if let Some(executor) = self.executor.take() {
+            executor.shutdown_background();
+        }
+    }
+}

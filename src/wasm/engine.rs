@@ -1,0 +1,72 @@
+//! The wasmtime engine all local sandboxes share, and the clock that lets a
+//! busy guest yield.
+//!
+//! Deny by default: the engine enables no WebAssembly proposal beyond what
+//! wasmtime turns on for stable features, compiles with Cranelift, and keeps
+//! wasmtime's default guard regions and Spectre mitigations. Every store checks
+//! the engine's epoch; a ticker thread advances it every [`EPOCH_TICK`], so a
+//! running guest yields to the async executor at least that often and can be
+//! stopped there.
+
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, OptLevel};
+
+/// How often the epoch advances (and a running guest yields).
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Engine settings that change compiled code, so they key the module cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EngineSettings {
+    /// Whether fuel is metered.
+    pub fuel: bool,
+    /// Most bytes of native stack that WebAssembly frames may use.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            fuel: true,
+            max_wasm_stack: 8 << 20,
+        }
+    }
+}
+
+/// Builds the engine.
+pub fn build_engine(settings: EngineSettings) -> wasmtime::Result<Engine> {
+    let mut config = Config::new();
+    config
+        .consume_fuel(settings.fuel)
+        .epoch_interruption(true)
+        .max_wasm_stack(settings.max_wasm_stack)
+        // Host calls run on the same fiber stack: leave them room beyond the
+        // WebAssembly frames, so a deep guest recursion traps instead of
+        // overflowing the host's stack.
+        .async_stack_size(settings.max_wasm_stack + (2 << 20))
+        .cranelift_opt_level(OptLevel::Speed)
+        .parallel_compilation(true);
+    let engine = Engine::new(&config)?;
+    start_ticker(&engine);
+    Ok(engine)
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own,
+/// until the engine is dropped.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start the epoch thread: running guests will not yield");
+    }
+}

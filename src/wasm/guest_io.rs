@@ -1,0 +1,373 @@
+//! The host ends of a guest's stdin, stdout and stderr, which carry both the
+//! driver protocol (requests in, replies out) and the program's own output.
+//!
+//! Requests are written into [`GuestLink`]'s inbox and read by the guest as
+//! stdin. A reply is one stdout write that starts with the interpreter's secret
+//! token; every other byte on stdout or stderr is program output and goes to the
+//! [`OutputCapture`] of the execution in progress. While an execution runs, reads
+//! of stdin by the program see end-of-file, so user code can never consume the
+//! next request.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{Notify, oneshot};
+use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
+use wasmtime_wasi_io::poll::Pollable;
+use wasmtime_wasi_io::streams::{InputStream, OutputStream, StreamError, StreamResult};
+
+use super::capture::OutputCapture;
+
+/// Length of the per-interpreter token that marks a reply on stdout.
+pub(crate) const TOKEN_LEN: usize = 32;
+/// Bytes of a reply header: the token and a big-endian u32 length.
+const HEADER_LEN: usize = TOKEN_LEN + 4;
+/// Largest reply the host accepts from the driver.
+const MAX_REPLY: usize = 64 << 20;
+
+/// Which of the guest's output streams a capture belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// A reply from the driver and the fuel left when it was sent.
+pub(crate) struct Reply {
+    /// The reply's JSON.
+    pub body: Vec<u8>,
+    /// Fuel left as the guest wrote the reply.
+    pub fuel_left: u64,
+}
+
+/// State shared between the host side of one interpreter and its WASI streams.
+pub(crate) struct GuestLink {
+    token: [u8; TOKEN_LEN],
+    inbox: Mutex<BytesMut>,
+    inbox_ready: Notify,
+    /// True while an execution runs: program reads of stdin then see EOF.
+    executing: AtomicBool,
+    stdout: Mutex<StdoutState>,
+    stderr: Mutex<OutputCapture>,
+    reply: Mutex<Option<oneshot::Sender<Reply>>>,
+    /// Fuel to install when the guest next returns from a host call (0: none).
+    pending_fuel: AtomicU64,
+    /// Fuel left when the guest last called the host.
+    fuel_left: AtomicU64,
+    /// Fuel the driver gets between requests.
+    idle_fuel: AtomicU64,
+}
+
+struct StdoutState {
+    capture: OutputCapture,
+    /// A reply being received: its expected length and the bytes so far.
+    reply: Option<(usize, Vec<u8>)>,
+}
+
+impl GuestLink {
+    pub(crate) fn new(token: [u8; TOKEN_LEN]) -> Arc<Self> {
+        Arc::new(Self {
+            token,
+            inbox: Mutex::new(BytesMut::new()),
+            inbox_ready: Notify::new(),
+            executing: AtomicBool::new(false),
+            stdout: Mutex::new(StdoutState {
+                capture: OutputCapture::discard(),
+                reply: None,
+            }),
+            stderr: Mutex::new(OutputCapture::discard()),
+            reply: Mutex::new(None),
+            pending_fuel: AtomicU64::new(0),
+            fuel_left: AtomicU64::new(0),
+            idle_fuel: AtomicU64::new(0),
+        })
+    }
+
+    /// The secret that starts every reply, as text for the hello request.
+    pub(crate) fn token_text(&self) -> &str {
+        std::str::from_utf8(&self.token).unwrap_or_default()
+    }
+
+    /// Sends one request to the driver and returns the receiver of its reply.
+    ///
+    /// `fuel` is the budget installed when the guest picks the request up (0 when
+    /// fuel is not metered); the captures receive the program's output until the
+    /// reply arrives.
+    pub(crate) fn send(
+        &self,
+        request: &[u8],
+        fuel: u64,
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+    ) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut out = lock(&self.stdout);
+            out.capture = stdout;
+            out.reply = None;
+        }
+        *lock(&self.stderr) = stderr;
+        *lock(&self.reply) = Some(tx);
+        self.pending_fuel.store(fuel, Ordering::SeqCst);
+        {
+            let mut inbox = lock(&self.inbox);
+            let len = u32::try_from(request.len()).unwrap_or(u32::MAX);
+            inbox.extend_from_slice(&len.to_be_bytes());
+            inbox.extend_from_slice(request);
+        }
+        self.inbox_ready.notify_one();
+        rx
+    }
+
+    /// Takes back the output captured since the last [`GuestLink::send`].
+    pub(crate) fn take_output(&self) -> (OutputCapture, OutputCapture) {
+        let stdout = std::mem::replace(&mut lock(&self.stdout).capture, OutputCapture::discard());
+        let stderr = std::mem::replace(&mut *lock(&self.stderr), OutputCapture::discard());
+        (stdout, stderr)
+    }
+
+    /// Fuel to install now, if a request was just delivered (called from the call hook).
+    pub(crate) fn take_pending_fuel(&self) -> Option<u64> {
+        match self.pending_fuel.swap(0, Ordering::SeqCst) {
+            0 => None,
+            fuel => Some(fuel),
+        }
+    }
+
+    /// Sets the fuel installed after each reply, for the driver's own work
+    /// between requests.
+    pub(crate) fn set_idle_fuel(&self, fuel: u64) {
+        self.idle_fuel.store(fuel, Ordering::Relaxed);
+    }
+
+    /// Records the fuel left as the guest enters the host (called from the call hook).
+    pub(crate) fn record_fuel_left(&self, fuel: u64) {
+        self.fuel_left.store(fuel, Ordering::Relaxed);
+    }
+
+    fn write(&self, stream: Stream, bytes: &[u8]) {
+        match stream {
+            Stream::Stderr => lock(&self.stderr).push(bytes),
+            Stream::Stdout => {
+                let mut out = lock(&self.stdout);
+                if let Some((expected, mut body)) = out.reply.take() {
+                    let wanted = expected - body.len();
+                    body.extend_from_slice(&bytes[..wanted.min(bytes.len())]);
+                    if body.len() < expected {
+                        out.reply = Some((expected, body));
+                    } else {
+                        drop(out);
+                        self.finish_reply(body);
+                    }
+                    return;
+                }
+                if bytes.len() >= HEADER_LEN && bytes[..TOKEN_LEN] == self.token {
+                    let mut len = [0u8; 4];
+                    len.copy_from_slice(&bytes[TOKEN_LEN..HEADER_LEN]);
+                    let expected = (u32::from_be_bytes(len) as usize).min(MAX_REPLY);
+                    let body = &bytes[HEADER_LEN..];
+                    let body = body[..expected.min(body.len())].to_vec();
+                    if body.len() < expected {
+                        out.reply = Some((expected, body));
+                    } else {
+                        drop(out);
+                        self.finish_reply(body);
+                    }
+                } else {
+                    out.capture.push(bytes);
+                }
+            }
+        }
+    }
+
+    fn finish_reply(&self, body: Vec<u8>) {
+        // The guest recorded its fuel as it entered this host call; it goes on
+        // (and records again) as soon as this call returns.
+        let fuel_left = self.fuel_left.load(Ordering::Relaxed);
+        self.executing.store(false, Ordering::SeqCst);
+        self.pending_fuel
+            .store(self.idle_fuel.load(Ordering::Relaxed), Ordering::SeqCst);
+        if let Some(tx) = lock(&self.reply).take() {
+            let _ = tx.send(Reply { body, fuel_left });
+        }
+    }
+
+    fn read(&self, size: usize) -> StreamResult<Bytes> {
+        let mut inbox = lock(&self.inbox);
+        if inbox.is_empty() {
+            return if self.executing.load(Ordering::SeqCst) {
+                Err(StreamError::Closed)
+            } else {
+                Ok(Bytes::new())
+            };
+        }
+        self.executing.store(true, Ordering::SeqCst);
+        let n = size.min(inbox.len());
+        Ok(inbox.split_to(n).freeze())
+    }
+
+    async fn wait_readable(&self) {
+        loop {
+            let notified = self.inbox_ready.notified();
+            if !lock(&self.inbox).is_empty() || self.executing.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The guest's stdin: the driver's request channel.
+pub(crate) struct GuestStdin(pub(crate) Arc<GuestLink>);
+
+impl IsTerminal for GuestStdin {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdinStream for GuestStdin {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
+        Box::new(tokio::io::empty())
+    }
+
+    fn p2_stream(&self) -> Box<dyn InputStream> {
+        Box::new(StdinReader(self.0.clone()))
+    }
+}
+
+struct StdinReader(Arc<GuestLink>);
+
+#[async_trait::async_trait]
+impl Pollable for StdinReader {
+    async fn ready(&mut self) {
+        self.0.wait_readable().await;
+    }
+}
+
+#[async_trait::async_trait]
+impl InputStream for StdinReader {
+    fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        self.0.read(size)
+    }
+}
+
+/// The guest's stdout or stderr.
+pub(crate) struct GuestOutput(pub(crate) Arc<GuestLink>, pub(crate) Stream);
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(tokio::io::sink())
+    }
+
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(OutputWriter(self.0.clone(), self.1))
+    }
+}
+
+struct OutputWriter(Arc<GuestLink>, Stream);
+
+#[async_trait::async_trait]
+impl Pollable for OutputWriter {
+    async fn ready(&mut self) {}
+}
+
+#[async_trait::async_trait]
+impl OutputStream for OutputWriter {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.0.write(self.1, &bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(1 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> Arc<GuestLink> {
+        GuestLink::new([b'k'; TOKEN_LEN])
+    }
+
+    fn reply_frame(body: &[u8]) -> Vec<u8> {
+        let mut frame = vec![b'k'; TOKEN_LEN];
+        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        frame.extend_from_slice(body);
+        frame
+    }
+
+    #[test]
+    fn a_reply_split_across_writes_is_reassembled_and_output_is_kept_apart() {
+        let link = link();
+        let mut rx = link.send(
+            b"{}",
+            0,
+            OutputCapture::memory(100),
+            OutputCapture::memory(100),
+        );
+        link.write(Stream::Stdout, b"hello\n");
+        let frame = reply_frame(b"{\"value\": null}");
+        link.write(Stream::Stdout, &frame[..TOKEN_LEN + 6]);
+        assert!(rx.try_recv().is_err(), "reply is not complete yet");
+        link.write(Stream::Stdout, &frame[TOKEN_LEN + 6..]);
+        assert_eq!(rx.try_recv().unwrap().body, b"{\"value\": null}");
+        let (stdout, _) = link.take_output();
+        assert_eq!(stdout.finish().text, "hello\n");
+    }
+
+    #[test]
+    fn stdin_reads_see_eof_while_executing_and_requests_are_length_prefixed() {
+        let link = link();
+        let _rx = link.send(
+            b"abc",
+            7,
+            OutputCapture::discard(),
+            OutputCapture::discard(),
+        );
+        let first = link.read(100).unwrap();
+        assert_eq!(&first[..], b"\0\0\0\x03abc");
+        assert!(matches!(link.read(10), Err(StreamError::Closed)));
+        assert_eq!(link.take_pending_fuel(), Some(7));
+        assert_eq!(link.take_pending_fuel(), None);
+        link.write(Stream::Stdout, &reply_frame(b"{}"));
+        assert_eq!(
+            link.read(10).unwrap().len(),
+            0,
+            "idle again: reads wait for data"
+        );
+    }
+
+    #[test]
+    fn output_that_does_not_start_with_the_token_is_program_output() {
+        let link = link();
+        let _rx = link.send(
+            b"x",
+            0,
+            OutputCapture::memory(100),
+            OutputCapture::memory(100),
+        );
+        link.write(Stream::Stdout, b"kkkk not the token");
+        link.write(Stream::Stderr, b"oops");
+        let (stdout, stderr) = link.take_output();
+        assert_eq!(stdout.finish().text, "kkkk not the token");
+        assert_eq!(stderr.finish().text, "oops");
+    }
+}

@@ -1,0 +1,341 @@
+//! [`Interpreter`]: one CPython instance, alive between calls, running the
+//! driver loop on a task of the guest runtime.
+//!
+//! What the guest gets, and nothing more: its sandbox directory preopened
+//! read-write as `/`; stdin, stdout and stderr connected to the host (see
+//! [`super::guest_io`]); a fixed environment (`HOME=/` and the runtime's own
+//! variables, never the host's); the argument list `python -c <driver>`; WASI
+//! clocks and random numbers. No network: WASI preview 1 has no way to open a
+//! socket, and nothing else is linked. Each instance has its own memory limit,
+//! and each call its own fuel budget and wall-clock timeout.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use wasmtime::{CallHook, Engine, InstancePre, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::capture::OutputCapture;
+use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
+use super::runtime::RuntimeManifest;
+use super::trap::{GuestExit, classify};
+
+/// The driver program, passed with `python -c`.
+const DRIVER: &str = include_str!("driver.py");
+/// Fuel for interpreter start-up and for the driver between requests.
+const IDLE_FUEL: u64 = 50_000_000_000;
+
+/// A compiled runtime, ready to be instantiated many times.
+pub(crate) struct GuestImage {
+    /// The engine it was compiled for.
+    pub engine: Engine,
+    /// The module, linked with WASI.
+    pub pre: InstancePre<GuestState>,
+    /// What it is.
+    pub manifest: RuntimeManifest,
+    /// The runtime whose threads run guests.
+    pub executor: tokio::runtime::Handle,
+    /// Whether the engine meters fuel.
+    pub fuel_metered: bool,
+}
+
+/// Everything a guest's store holds.
+pub(crate) struct GuestState {
+    wasi: WasiP1Ctx,
+    limiter: MemoryLimiter,
+}
+
+impl GuestState {
+    /// The WASI context (for the linker).
+    pub(crate) fn wasi(&mut self) -> &mut WasiP1Ctx {
+        &mut self.wasi
+    }
+}
+
+/// Memory a guest holds and whether a growth was refused.
+#[derive(Default)]
+pub(crate) struct MemoryMeter {
+    bytes: AtomicU64,
+    refused: AtomicBool,
+}
+
+struct MemoryLimiter {
+    limit: usize,
+    meter: Arc<MemoryMeter>,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.meter.refused.store(true, Ordering::SeqCst);
+            return Ok(false);
+        }
+        self.meter.bytes.store(desired as u64, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn tables(&self) -> usize {
+        16
+    }
+
+    fn memories(&self) -> usize {
+        1
+    }
+}
+
+/// How one call to the driver ended.
+pub(crate) enum Outcome {
+    /// The driver answered.
+    Reply {
+        /// The reply's JSON.
+        body: Vec<u8>,
+        /// Fuel the call burned, when metered.
+        fuel_used: Option<u64>,
+    },
+    /// The interpreter stopped on its own (trap, exit).
+    Exited(GuestExit),
+    /// The timeout passed; the interpreter was stopped.
+    TimedOut,
+    /// The call was cancelled; the interpreter was stopped.
+    Cancelled,
+}
+
+/// One live CPython.
+pub(crate) struct Interpreter {
+    link: Arc<GuestLink>,
+    task: Option<JoinHandle<GuestExit>>,
+    meter: Arc<MemoryMeter>,
+}
+
+impl Interpreter {
+    /// Starts CPython on `dir` and waits until the driver is ready.
+    pub(crate) async fn start(
+        image: &Arc<GuestImage>,
+        dir: &Path,
+        memory_limit: u64,
+        start_timeout: Duration,
+    ) -> Result<Self, String> {
+        let link = GuestLink::new(random_token());
+        let meter = Arc::new(MemoryMeter::default());
+
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdin(GuestStdin(link.clone()))
+            .stdout(GuestOutput(link.clone(), Stream::Stdout))
+            .stderr(GuestOutput(link.clone(), Stream::Stderr))
+            .args(&["python", "-c", DRIVER])
+            .env("HOME", "/")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONUTF8", "1")
+            .allow_blocking_current_thread(true)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for (key, value) in &image.manifest.env {
+            wasi.env(key, value);
+        }
+        wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
+            .map_err(|e| format!("cannot open the sandbox directory: {e}"))?;
+        let state = GuestState {
+            wasi: wasi.build_p1(),
+            limiter: MemoryLimiter {
+                limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),
+                meter: meter.clone(),
+            },
+        };
+
+        let task_image = image.clone();
+        let task_link = link.clone();
+        let task = image
+            .executor
+            .spawn(async move { run_guest(task_image, task_link, state).await });
+        let mut interpreter = Self {
+            link,
+            task: Some(task),
+            meter,
+        };
+
+        let hello = serde_json::json!({
+            "op": "hello",
+            "token": interpreter.link.token_text(),
+            "site_packages": image.manifest.site_packages,
+        });
+        let fuel = image.fuel_metered.then_some(IDLE_FUEL);
+        let (outcome, _, stderr) = interpreter
+            .call(
+                &hello,
+                fuel,
+                start_timeout,
+                &CancellationToken::new(),
+                OutputCapture::discard(),
+                OutputCapture::memory(16 << 10),
+            )
+            .await;
+        match outcome {
+            Outcome::Reply { .. } => Ok(interpreter),
+            Outcome::Exited(exit) => Err(format!(
+                "the Python runtime stopped while starting ({exit}){}",
+                stderr_note(stderr)
+            )),
+            Outcome::TimedOut => Err(format!(
+                "the Python runtime did not start within {} s",
+                start_timeout.as_secs()
+            )),
+            Outcome::Cancelled => Err("start-up was cancelled".into()),
+        }
+    }
+
+    /// Sends one request and waits for the reply, the interpreter's end, the
+    /// timeout or the cancellation, whichever comes first. Program output goes
+    /// to the captures, which are handed back.
+    pub(crate) async fn call(
+        &mut self,
+        request: &serde_json::Value,
+        fuel: Option<u64>,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+    ) -> (Outcome, OutputCapture, OutputCapture) {
+        let Some(task) = self.task.as_mut() else {
+            return (Outcome::Exited(GuestExit::Gone), stdout, stderr);
+        };
+        self.meter.refused.store(false, Ordering::SeqCst);
+        let body = serde_json::to_vec(request).unwrap_or_default();
+        let budget = fuel.unwrap_or(0);
+        let reply = self.link.send(&body, budget, stdout, stderr);
+        let outcome = tokio::select! {
+            biased;
+            reply = reply => match reply {
+                Ok(reply) => Outcome::Reply {
+                    body: reply.body,
+                    fuel_used: fuel.map(|f| f.saturating_sub(reply.fuel_left)),
+                },
+                Err(_) => Outcome::Exited(GuestExit::Gone),
+            },
+            exit = task => {
+                self.task = None;
+                Outcome::Exited(exit.unwrap_or_else(|e| GuestExit::Failed(format!("the interpreter task failed: {e}"))))
+            }
+            _ = tokio::time::sleep(timeout) => {
+                self.kill();
+                Outcome::TimedOut
+            }
+            _ = cancel.cancelled() => {
+                self.kill();
+                Outcome::Cancelled
+            }
+        };
+        let (stdout, stderr) = self.link.take_output();
+        (outcome, stdout, stderr)
+    }
+
+    /// Whether the interpreter still runs.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Its linear memory, in bytes.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.meter.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether a memory growth was refused during the last call.
+    pub(crate) fn memory_refused(&self) -> bool {
+        self.meter.refused.load(Ordering::SeqCst)
+    }
+
+    /// Stops the interpreter. Its store is dropped at the guest's next yield
+    /// (within one epoch tick) or host call.
+    pub(crate) fn kill(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Interpreter {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A fresh secret for marking replies: lowercase hex digits.
+fn random_token() -> [u8; TOKEN_LEN] {
+    let alphabet = b"0123456789abcdef";
+    let mut rng = rand::rng();
+    std::array::from_fn(|_| alphabet[rng.random_range(0..16)])
+}
+
+fn stderr_note(stderr: OutputCapture) -> String {
+    let text = stderr.finish().text;
+    let text = text.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
+}
+
+/// Instantiates the module and runs `_start` until the interpreter ends.
+async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestState) -> GuestExit {
+    let mut store = Store::new(&image.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    let metered = image.fuel_metered;
+    if metered && let Err(e) = store.set_fuel(IDLE_FUEL) {
+        return GuestExit::Failed(e.to_string());
+    }
+    store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Yield(1)));
+    store.set_epoch_deadline(1);
+    let hook_link = link.clone();
+    store.call_hook(move |mut ctx, hook| {
+        match hook {
+            CallHook::ReturningFromHost => {
+                if let Some(fuel) = hook_link.take_pending_fuel()
+                    && metered
+                {
+                    ctx.set_fuel(fuel)?;
+                }
+            }
+            CallHook::CallingHost if metered => {
+                hook_link.record_fuel_left(ctx.get_fuel()?);
+            }
+            _ => {}
+        }
+        Ok(())
+    });
+    link.set_idle_fuel(IDLE_FUEL);
+
+    let instance = match image.pre.instantiate_async(&mut store).await {
+        Ok(instance) => instance,
+        Err(e) => return classify(Err(e)),
+    };
+    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
+        Ok(f) => f,
+        Err(e) => return GuestExit::Failed(format!("the runtime has no _start: {e}")),
+    };
+    classify(start.call_async(&mut store, ()).await)
+}

@@ -1,0 +1,75 @@
+//! Compiled modules cached on disk, so only the first start pays the compile.
+//!
+//! A cache file's name holds the module's sha256, the wasmtime version and a
+//! hash of the engine's settings, so a change to any of them compiles anew.
+//! Files are written to a temporary name and renamed into place, so a crash
+//! never leaves half a file under a valid name.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use wasmtime::{Engine, Module};
+
+/// wasmtime's version, part of every cache key.
+const WASMTIME_VERSION: &str = "48.0";
+
+/// The cache file for a module with this sha256 under this engine.
+pub fn cache_path(cache_dir: &Path, engine: &Engine, module_sha256: &str) -> PathBuf {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let short = &module_sha256[..module_sha256.len().min(24)];
+    cache_dir.join(format!(
+        "{short}-wasmtime{WASMTIME_VERSION}-{:016x}.cwasm",
+        hasher.finish()
+    ))
+}
+
+/// Loads the compiled module from the cache, or compiles `wasm` and stores it.
+pub fn load_or_compile(
+    engine: &Engine,
+    cache_dir: &Path,
+    module_sha256: &str,
+    wasm: &[u8],
+) -> wasmtime::Result<Module> {
+    let path = cache_path(cache_dir, engine, module_sha256);
+    if path.exists() {
+        // SAFETY: the file was written by `Module::serialize` of this program
+        // into the user's own cache directory; its name carries the engine's
+        // compatibility hash, and wasmtime checks the header on load.
+        match unsafe { Module::deserialize_file(engine, &path) } {
+            Ok(module) => return Ok(module),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable cached module");
+            }
+        }
+    }
+    let started = Instant::now();
+    tracing::info!(
+        bytes = wasm.len(),
+        "compiling the Python runtime (only the first start does this)"
+    );
+    let module = Module::new(engine, wasm)?;
+    tracing::info!(
+        seconds = started.elapsed().as_secs_f64(),
+        "compiled the Python runtime"
+    );
+    if let Err(e) = store(&module, &path) {
+        tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled module; the next start compiles again");
+    }
+    Ok(module)
+}
+
+fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
+    let bytes = module.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let temp = dir.join(format!(
+        ".{}.partial-{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&temp, bytes)?;
+    std::fs::rename(&temp, path)?;
+    Ok(())
+}

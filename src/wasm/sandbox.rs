@@ -1,0 +1,417 @@
+//! [`WasmSandbox`]: a local sandbox: a directory and the interpreter that runs
+//! in it, restarted in the same directory when a limit stops it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use cap_std::fs::Dir;
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::capture::{OutputCapture, SpillTarget};
+use super::interpreter::{GuestImage, Interpreter, Outcome};
+use super::trap::GuestExit;
+use crate::sandbox::local_files::LocalFiles;
+use crate::sandbox::quota::DiskQuota;
+use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::{
+    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, InstallReport, LimitHit,
+    LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes, human_duration,
+};
+
+/// How long an interpreter may take to start.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Guest directory of the files that hold whole outputs.
+const OUTPUT_DIR: &str = ".outputs";
+
+/// A sandbox of the local WASI backend.
+pub(crate) struct WasmSandbox {
+    image: Arc<GuestImage>,
+    root: Arc<SandboxRoot>,
+    host_dir: PathBuf,
+    files: LocalFiles,
+    dir: Arc<Dir>,
+    quota: DiskQuota,
+    limits: SandboxLimits,
+    interpreter: Option<Interpreter>,
+    /// A replacement interpreter starting in the background.
+    restarting: Option<JoinHandle<Result<Interpreter, String>>>,
+    /// Why the previous interpreter stopped, until the next execution reports it.
+    lost_state: Option<String>,
+    executions: u64,
+    closed: bool,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    value: Option<String>,
+    error: Option<ExecError>,
+}
+
+impl WasmSandbox {
+    /// Starts a sandbox in a new directory under `root`.
+    pub(crate) async fn start(
+        image: Arc<GuestImage>,
+        root: Arc<SandboxRoot>,
+        limits: SandboxLimits,
+    ) -> Result<Self, SandboxError> {
+        let host_dir = root.create_sandbox_dir()?;
+        let sandbox = Self::open(image, root, host_dir, limits);
+        let mut sandbox = match sandbox {
+            Ok(s) => s,
+            Err(e) => return Err(e),
+        };
+        match Interpreter::start(
+            &sandbox.image,
+            &sandbox.host_dir,
+            sandbox.limits.memory_bytes,
+            START_TIMEOUT,
+        )
+        .await
+        {
+            Ok(interpreter) => {
+                sandbox.interpreter = Some(interpreter);
+                Ok(sandbox)
+            }
+            Err(message) => Err(SandboxError::Runtime(message)),
+        }
+    }
+
+    fn open(
+        image: Arc<GuestImage>,
+        root: Arc<SandboxRoot>,
+        host_dir: PathBuf,
+        limits: SandboxLimits,
+    ) -> Result<Self, SandboxError> {
+        let dir =
+            Dir::open_ambient_dir(&host_dir, cap_std::ambient_authority()).map_err(|source| {
+                root.remove_sandbox_dir(&host_dir);
+                SandboxError::Root {
+                    path: host_dir.clone(),
+                    source,
+                }
+            })?;
+        let dir = Arc::new(dir);
+        let quota = DiskQuota::new(limits.disk_bytes, limits.disk_files);
+        Ok(Self {
+            files: LocalFiles::new(dir.clone(), quota.clone()),
+            image,
+            root,
+            host_dir,
+            dir,
+            quota,
+            limits,
+            interpreter: None,
+            restarting: None,
+            lost_state: None,
+            executions: 0,
+            closed: false,
+        })
+    }
+
+    /// Starts a replacement interpreter in the background.
+    fn restart_in_background(&mut self) {
+        let image = self.image.clone();
+        let dir = self.host_dir.clone();
+        let memory = self.limits.memory_bytes;
+        self.restarting = Some(tokio::spawn(async move {
+            Interpreter::start(&image, &dir, memory, START_TIMEOUT).await
+        }));
+    }
+
+    /// The live interpreter, starting one if the last was stopped.
+    async fn interpreter(&mut self) -> Result<&mut Interpreter, SandboxError> {
+        if self.interpreter.as_ref().is_some_and(Interpreter::is_alive) {
+            return Ok(self.interpreter.as_mut().expect("checked above"));
+        }
+        if self.interpreter.take().is_some() && self.lost_state.is_none() {
+            self.lost_state = Some("the interpreter had stopped".into());
+        }
+        let started = match self.restarting.take() {
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| Err(format!("restarting failed: {e}"))),
+            None => Err(String::new()),
+        };
+        let interpreter = match started {
+            Ok(i) if i.is_alive() => i,
+            _ => Interpreter::start(
+                &self.image,
+                &self.host_dir,
+                self.limits.memory_bytes,
+                START_TIMEOUT,
+            )
+            .await
+            .map_err(SandboxError::Runtime)?,
+        };
+        Ok(self.interpreter.insert(interpreter))
+    }
+
+    fn spill(&self, stream: &str) -> SpillTarget {
+        SpillTarget {
+            dir: self.dir.clone(),
+            relative: format!("{OUTPUT_DIR}/exec-{}-{stream}.txt", self.executions),
+            file_limit: self.limits.output_file_bytes,
+        }
+    }
+
+    /// Marks the interpreter as stopped, starts its replacement and returns
+    /// the sentence that tells the model what was lost.
+    fn lose_state(&mut self, why: &str) -> String {
+        self.interpreter = None;
+        self.restart_in_background();
+        let note = format!(
+            "{why}; the interpreter was stopped and a fresh one is starting in the same sandbox: variables, imports and definitions are lost, files are kept"
+        );
+        self.lost_state = Some(note.clone());
+        note
+    }
+}
+
+#[async_trait]
+impl CodeInterpreter for WasmSandbox {
+    async fn execute(
+        &mut self,
+        request: ExecRequest,
+        cancel: CancellationToken,
+    ) -> Result<Execution, SandboxError> {
+        let limits = request.limits;
+        let earlier_loss = self.lost_state.take();
+        self.executions += 1;
+        let cell = format!("<cell-{}>", self.executions);
+        let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")));
+        let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")));
+        let message = serde_json::json!({"op": "exec", "code": request.code, "filename": cell});
+        let interpreter = self.interpreter().await?;
+        let started = Instant::now();
+        let (outcome, stdout, stderr) = interpreter
+            .call(
+                &message,
+                limits.fuel,
+                limits.timeout,
+                &cancel,
+                stdout,
+                stderr,
+            )
+            .await;
+        let wall = started.elapsed();
+        let memory_bytes = interpreter.memory_bytes();
+        let memory_refused = interpreter.memory_refused();
+
+        let mut execution = Execution {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            ..Execution::default()
+        };
+        let mut fuel_used = None;
+        let memory_limit = human_bytes(self.limits.memory_bytes);
+        match outcome {
+            Outcome::Reply {
+                body,
+                fuel_used: used,
+            } => {
+                fuel_used = used;
+                match serde_json::from_slice::<Reply>(&body) {
+                    Ok(reply) => {
+                        execution.value = reply.value.map(|v| cap_text(v, limits.output_bytes));
+                        execution.error = reply.error;
+                    }
+                    Err(e) => {
+                        execution.error = Some(ExecError {
+                            name: "SandboxError".into(),
+                            value: format!("the interpreter sent an unreadable reply: {e}"),
+                            traceback: String::new(),
+                        });
+                    }
+                }
+                if memory_refused
+                    && execution
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.name == "MemoryError")
+                {
+                    execution.limit = Some(LimitHit {
+                        kind: LimitKind::Memory,
+                        limit: memory_limit.clone(),
+                        message: format!(
+                            "memory limit of {memory_limit} reached: Python raised MemoryError; the interpreter and its state are kept"
+                        ),
+                    });
+                }
+            }
+            Outcome::TimedOut => {
+                let limit = human_duration(limits.timeout);
+                let note = self.lose_state(&format!("time limit of {limit} exceeded"));
+                execution.limit = Some(LimitHit {
+                    kind: LimitKind::Timeout,
+                    limit,
+                    message: note.clone(),
+                });
+                execution.state_lost = Some(note);
+            }
+            Outcome::Cancelled => {
+                let note = self.lose_state("the call was cancelled by the client");
+                execution.error = Some(ExecError {
+                    name: "Cancelled".into(),
+                    value: note.clone(),
+                    traceback: String::new(),
+                });
+                execution.state_lost = Some(note);
+            }
+            Outcome::Exited(exit) => {
+                let (limit, why) = match &exit {
+                    GuestExit::OutOfFuel => {
+                        let fuel = limits.fuel.unwrap_or_default();
+                        (
+                            Some((LimitKind::Fuel, format!("{fuel} units"))),
+                            format!(
+                                "fuel budget of {fuel} units exhausted (the code ran too long)"
+                            ),
+                        )
+                    }
+                    GuestExit::StackOverflow => (
+                        Some((LimitKind::Stack, "WebAssembly stack".into())),
+                        "the WebAssembly stack overflowed (recursion too deep)".into(),
+                    ),
+                    GuestExit::Trap(_) if memory_refused => (
+                        Some((LimitKind::Memory, memory_limit.clone())),
+                        format!(
+                            "memory limit of {memory_limit} reached and the interpreter could not recover ({exit})"
+                        ),
+                    ),
+                    GuestExit::Exited(code) => (
+                        None,
+                        format!("the program ended the interpreter with exit status {code}"),
+                    ),
+                    other => (None, format!("the interpreter crashed ({other})")),
+                };
+                let note = self.lose_state(&why);
+                match limit {
+                    Some((kind, limit)) => {
+                        execution.limit = Some(LimitHit {
+                            kind,
+                            limit,
+                            message: note.clone(),
+                        });
+                    }
+                    None => {
+                        execution.error = Some(ExecError {
+                            name: "InterpreterExit".into(),
+                            value: note.clone(),
+                            traceback: String::new(),
+                        });
+                    }
+                }
+                execution.state_lost = Some(note);
+            }
+        }
+
+        let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
+        if output_truncated && execution.limit.is_none() {
+            let limit = human_bytes(limits.output_bytes as u64);
+            let saved = [&execution.stdout, &execution.stderr]
+                .iter()
+                .filter_map(|t| t.full_output_path.clone())
+                .collect::<Vec<_>>();
+            let where_ = if saved.is_empty() {
+                String::new()
+            } else {
+                format!("; the whole output is in {}", saved.join(" and "))
+            };
+            execution.limit = Some(LimitHit {
+                kind: LimitKind::Output,
+                limit: format!("{limit} per stream"),
+                message: format!(
+                    "output limit of {limit} per stream reached: the rest was cut{where_} (read it with read_file); the code itself ran to the end"
+                ),
+            });
+        }
+        if execution.state_lost.is_none() {
+            execution.state_lost = earlier_loss;
+        }
+        execution.usage = Usage {
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            fuel: fuel_used,
+            memory_bytes: Some(memory_bytes),
+            output_truncated,
+        };
+        Ok(execution)
+    }
+
+    async fn install(
+        &mut self,
+        _requirements: &[String],
+        _progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<InstallReport, SandboxError> {
+        Err(SandboxError::Install(
+            "install_package is not available in this build yet".into(),
+        ))
+    }
+
+    fn files(&self) -> &dyn FileInterface {
+        &self.files
+    }
+
+    async fn usage(&self) -> ResourceUsage {
+        let dir = self.dir.clone();
+        let quota = self.quota.clone();
+        let disk = tokio::task::spawn_blocking(move || quota.usage(&dir))
+            .await
+            .ok();
+        ResourceUsage {
+            memory_bytes: self.interpreter.as_ref().map(Interpreter::memory_bytes),
+            disk_bytes: disk.map(|d| d.bytes),
+            disk_files: disk.map(|d| d.files),
+        }
+    }
+
+    fn runtime(&self) -> String {
+        self.image.manifest.name.clone()
+    }
+
+    async fn close(&mut self) {
+        self.release();
+    }
+}
+
+impl WasmSandbox {
+    fn release(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if let Some(mut interpreter) = self.interpreter.take() {
+            interpreter.kill();
+        }
+        if let Some(task) = self.restarting.take() {
+            task.abort();
+        }
+        self.root.remove_sandbox_dir(&self.host_dir);
+    }
+}
+
+impl Drop for WasmSandbox {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Cuts text to at most `limit` bytes on a character boundary, marking the cut.
+fn cap_text(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… [value cut: {} of {} bytes shown]",
+        &text[..end],
+        end,
+        text.len()
+    )
+}
