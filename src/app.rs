@@ -1,0 +1,102 @@
+//! [`App`]: the backends and the sandbox manager built from a [`Config`] —
+//! the factory that `INTERPRETER_TYPE` steers — and the stdio server's life.
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::sandbox::manager::SandboxManager;
+use crate::sandbox::{Backend, SandboxError};
+use crate::server::SandboxServer;
+use crate::wasm::WasmBackend;
+
+/// A configured server: its backends and its sandboxes.
+pub struct App {
+    /// The configuration it was built from.
+    pub config: Config,
+    /// The live sandboxes.
+    pub manager: Arc<SandboxManager>,
+    /// The local backend.
+    pub wasm: Arc<WasmBackend>,
+}
+
+impl App {
+    /// Builds the backends the configuration asks for.
+    pub fn build(config: Config) -> Result<Self, SandboxError> {
+        let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?);
+        let backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];
+        let manager = SandboxManager::new(config.manager.clone(), backends);
+        Ok(Self {
+            config,
+            manager,
+            wasm,
+        })
+    }
+
+    /// Loads the default runtime in the background, logging what is wrong
+    /// with it (sandbox creation reports the same to the client).
+    pub fn preload_in_background(&self) {
+        let wasm = self.wasm.clone();
+        tokio::spawn(async move {
+            if let Err(e) = wasm.preload(None).await {
+                tracing::error!("{e}");
+            }
+        });
+    }
+
+    /// The MCP tool server over this app's sandboxes.
+    pub fn server(&self) -> SandboxServer {
+        SandboxServer::new(self.manager.clone(), self.config.requests.clone())
+    }
+
+    /// Serves MCP on stdin/stdout until stdin closes or SIGINT/SIGTERM
+    /// arrives, then closes every sandbox.
+    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+        self.preload_in_background();
+        let stop = CancellationToken::new();
+        self.manager.spawn_reaper(stop.clone());
+        let server = self.server();
+        tokio::select! {
+            result = async {
+                let running = server.serve_with_ct(rmcp::transport::stdio(), stop.clone()).await?;
+                running.waiting().await?;
+                anyhow::Ok(())
+            } => {
+                if let Err(e) = result {
+                    tracing::warn!("the MCP session ended with an error: {e:#}");
+                }
+                tracing::info!("stdin closed; shutting down");
+            }
+            signal = shutdown_signal() => tracing::info!("received {signal}; shutting down"),
+        }
+        stop.cancel();
+        self.manager.close_all().await;
+        Ok(())
+    }
+}
+
+/// Waits for SIGINT or SIGTERM; returns its name.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            std::future::pending::<()>().await;
+            return "nothing";
+        };
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

@@ -1,0 +1,186 @@
+//! The command line: subcommands, and every setting as a flag with its
+//! environment variable. Values are checked and turned into a
+//! [`crate::config::Config`] by [`crate::config::Config::from_settings`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// An MCP server that runs Python in sandboxes: CPython compiled to WebAssembly
+/// inside this process by default, or E2B cloud sandboxes.
+///
+/// With no subcommand it serves MCP on stdin/stdout (point your MCP client at
+/// this binary). Settings come from flags, environment variables, and a `.env`
+/// file in the working directory (or the one SANDBOX_ENV_FILE names).
+#[derive(Debug, Parser)]
+#[command(name = "mcp-code-sandbox", version, max_term_width = 100)]
+pub struct Cli {
+    /// What to do (default: serve MCP on stdio).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Settings.
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP on stdin/stdout (the default).
+    Serve,
+    /// Run Python once in a fresh sandbox, print its output, and exit
+    /// (status 1 if the code raised or hit a limit).
+    Exec {
+        /// The code to run.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        code: Option<String>,
+        /// Read the code from this file ("-" for stdin).
+        #[arg(long, short)]
+        file: Option<PathBuf>,
+    },
+    /// Load the runtime and compile it into the module cache ahead of time, so
+    /// the server's first start does not pay for it.
+    Prepare {
+        /// Runtimes to prepare (default: the configured one).
+        runtimes: Vec<String>,
+    },
+}
+
+/// Every setting. Each flag also reads the environment variable shown.
+#[derive(Debug, Args, Clone)]
+pub struct Settings {
+    /// Backend for new sandboxes: `wasm` (local, the default) or `e2b`.
+    #[arg(long, env = "INTERPRETER_TYPE", default_value = "wasm", global = true)]
+    pub interpreter_type: String,
+
+    /// Directory holding the sandbox directories [default: the user's cache
+    /// directory, e.g. ~/.cache/mcp-code-sandbox/sandboxes].
+    #[arg(long, env = "SANDBOX_ROOT", global = true)]
+    pub root: Option<PathBuf>,
+
+    /// Directory holding the Python runtimes that fetch-python.sh downloads
+    /// [default: the repository's runtime/ directory].
+    #[arg(long, env = "SANDBOX_RUNTIME_DIR", global = true)]
+    pub runtime_dir: Option<PathBuf>,
+
+    /// Runtime new sandboxes run, by manifest name.
+    #[arg(
+        long,
+        env = "SANDBOX_RUNTIME",
+        default_value = "python-3.12",
+        global = true
+    )]
+    pub runtime: String,
+
+    /// Directory for compiled modules and downloaded wheels [default: the
+    /// user's cache directory, e.g. ~/.cache/mcp-code-sandbox].
+    #[arg(long, env = "SANDBOX_CACHE_DIR", global = true)]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Default wall-clock limit of one execution, in seconds.
+    #[arg(
+        long,
+        env = "SANDBOX_TIMEOUT_SECONDS",
+        default_value_t = 30.0,
+        global = true
+    )]
+    pub timeout_seconds: f64,
+
+    /// Largest timeout an execution or sandbox may ask for, in seconds.
+    #[arg(
+        long,
+        env = "SANDBOX_MAX_TIMEOUT_SECONDS",
+        default_value_t = 300.0,
+        global = true
+    )]
+    pub max_timeout_seconds: f64,
+
+    /// Default memory cap of one sandbox, in MiB.
+    #[arg(long, env = "SANDBOX_MEMORY_MB", default_value_t = 512, global = true)]
+    pub memory_mb: u64,
+
+    /// Largest memory cap a sandbox may ask for, in MiB.
+    #[arg(
+        long,
+        env = "SANDBOX_MAX_MEMORY_MB",
+        default_value_t = 2048,
+        global = true
+    )]
+    pub max_memory_mb: u64,
+
+    /// Fuel (about one unit per WebAssembly instruction) one execution may
+    /// burn; 0 turns fuel metering off (the wall-clock limit still applies).
+    #[arg(
+        long,
+        env = "SANDBOX_FUEL",
+        default_value_t = 200_000_000_000,
+        global = true
+    )]
+    pub fuel: u64,
+
+    /// Bytes of each output stream (stdout, stderr) returned inline.
+    #[arg(long, env = "SANDBOX_OUTPUT_LIMIT_BYTES", default_value_t = 1 << 20, global = true)]
+    pub output_limit_bytes: usize,
+
+    /// Bytes of each output stream kept in a file in the sandbox when it
+    /// overflows the inline limit.
+    #[arg(long, env = "SANDBOX_OUTPUT_FILE_LIMIT_BYTES", default_value_t = 16 << 20, global = true)]
+    pub output_file_limit_bytes: u64,
+
+    /// Disk quota of one sandbox, in MiB.
+    #[arg(
+        long,
+        env = "SANDBOX_DISK_QUOTA_MB",
+        default_value_t = 256,
+        global = true
+    )]
+    pub disk_quota_mb: u64,
+
+    /// Most files and directories one sandbox may hold.
+    #[arg(
+        long,
+        env = "SANDBOX_MAX_FILES",
+        default_value_t = 10_000,
+        global = true
+    )]
+    pub max_files: u64,
+
+    /// Largest file read_file returns, or write_file/upload_file accept, in bytes.
+    #[arg(long, env = "SANDBOX_MAX_FILE_BYTES", default_value_t = 10 << 20, global = true)]
+    pub max_file_bytes: u64,
+
+    /// Largest `code` argument accepted, in bytes.
+    #[arg(long, env = "SANDBOX_MAX_CODE_BYTES", default_value_t = 1 << 20, global = true)]
+    pub max_code_bytes: usize,
+
+    /// Most sandboxes alive at once.
+    #[arg(
+        long,
+        env = "SANDBOX_MAX_SANDBOXES",
+        default_value_t = 64,
+        global = true
+    )]
+    pub max_sandboxes: usize,
+
+    /// Close sandboxes unused for this many seconds (0: never).
+    #[arg(
+        long,
+        env = "SANDBOX_IDLE_TIMEOUT_SECONDS",
+        default_value_t = 1800,
+        global = true
+    )]
+    pub idle_timeout_seconds: u64,
+
+    /// Threads that run guest code (0: one per CPU).
+    #[arg(long, env = "SANDBOX_THREADS", default_value_t = 0, global = true)]
+    pub threads: usize,
+
+    /// Log filter for stderr, e.g. `info` or `mcp_code_sandbox=debug`.
+    #[arg(long, env = "SANDBOX_LOG", default_value = "info", global = true)]
+    pub log: String,
+
+    /// A .env file to read settings from [default: .env in the working directory].
+    #[arg(long, env = "SANDBOX_ENV_FILE", global = true)]
+    pub env_file: Option<PathBuf>,
+}

@@ -1,0 +1,205 @@
+//! [`Config`]: the settings, checked once and typed. Nothing below `main`
+//! reads the environment; everything gets what it needs from here.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::Settings;
+use crate::sandbox::manager::ManagerSettings;
+use crate::sandbox::{BackendKind, SandboxLimits};
+use crate::wasm::WasmSettings;
+use crate::wasm::engine::EngineSettings;
+
+/// A setting that is out of range or malformed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {name}: {reason}")]
+pub struct ConfigError {
+    name: &'static str,
+    reason: String,
+}
+
+fn bad(name: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        name,
+        reason: reason.into(),
+    }
+}
+
+/// Limits on what one tool call may send or receive.
+#[derive(Clone, Debug)]
+pub struct RequestLimits {
+    /// Largest `code` argument, in bytes.
+    pub max_code_bytes: usize,
+    /// Largest file read or written through the file tools, in bytes.
+    pub max_file_bytes: u64,
+    /// Most entries `list_files` returns.
+    pub max_list_entries: usize,
+}
+
+/// The server's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Rules for sandboxes.
+    pub manager: ManagerSettings,
+    /// The local backend's settings.
+    pub wasm: WasmSettings,
+    /// Limits on tool arguments and results.
+    pub requests: RequestLimits,
+    /// Log filter.
+    pub log: String,
+}
+
+impl Config {
+    /// Checks raw settings and builds the configuration.
+    pub fn from_settings(s: &Settings) -> Result<Self, ConfigError> {
+        let default_backend = BackendKind::parse(&s.interpreter_type).ok_or_else(|| {
+            bad(
+                "INTERPRETER_TYPE",
+                format!("'{}' is not a backend; use wasm or e2b", s.interpreter_type),
+            )
+        })?;
+        let timeout = seconds("SANDBOX_TIMEOUT_SECONDS", s.timeout_seconds)?;
+        let max_timeout = seconds("SANDBOX_MAX_TIMEOUT_SECONDS", s.max_timeout_seconds)?;
+        if timeout > max_timeout {
+            return Err(bad(
+                "SANDBOX_TIMEOUT_SECONDS",
+                format!(
+                    "{} is over SANDBOX_MAX_TIMEOUT_SECONDS ({})",
+                    s.timeout_seconds, s.max_timeout_seconds
+                ),
+            ));
+        }
+        if s.memory_mb < 32 {
+            return Err(bad("SANDBOX_MEMORY_MB", "CPython needs at least 32 MiB"));
+        }
+        if s.memory_mb > s.max_memory_mb {
+            return Err(bad(
+                "SANDBOX_MEMORY_MB",
+                format!(
+                    "{} is over SANDBOX_MAX_MEMORY_MB ({})",
+                    s.memory_mb, s.max_memory_mb
+                ),
+            ));
+        }
+        if s.max_memory_mb > 4096 {
+            return Err(bad(
+                "SANDBOX_MAX_MEMORY_MB",
+                "a 32-bit WebAssembly memory holds at most 4096 MiB",
+            ));
+        }
+        if s.output_limit_bytes == 0 {
+            return Err(bad("SANDBOX_OUTPUT_LIMIT_BYTES", "must be at least 1"));
+        }
+        if s.max_sandboxes == 0 {
+            return Err(bad("SANDBOX_MAX_SANDBOXES", "must be at least 1"));
+        }
+        let limits = SandboxLimits {
+            timeout,
+            max_timeout,
+            memory_bytes: s.memory_mb << 20,
+            fuel: (s.fuel > 0).then_some(s.fuel),
+            output_bytes: s.output_limit_bytes,
+            output_file_bytes: s.output_file_limit_bytes,
+            disk_bytes: s.disk_quota_mb << 20,
+            disk_files: s.max_files,
+        };
+        let cache_dir = s.cache_dir.clone().unwrap_or_else(default_cache_dir);
+        let wasm = WasmSettings {
+            runtime_dir: s.runtime_dir.clone().unwrap_or_else(default_runtime_dir),
+            default_runtime: s.runtime.clone(),
+            cache_dir: cache_dir.join("modules"),
+            sandbox_root: s
+                .root
+                .clone()
+                .unwrap_or_else(|| cache_dir.join("sandboxes")),
+            engine: EngineSettings {
+                fuel: s.fuel > 0,
+                ..EngineSettings::default()
+            },
+            threads: s.threads,
+        };
+        Ok(Self {
+            manager: ManagerSettings {
+                default_backend,
+                limits,
+                max_memory_bytes: s.max_memory_mb << 20,
+                max_sandboxes: s.max_sandboxes,
+                idle_timeout: (s.idle_timeout_seconds > 0)
+                    .then(|| Duration::from_secs(s.idle_timeout_seconds)),
+            },
+            wasm,
+            requests: RequestLimits {
+                max_code_bytes: s.max_code_bytes,
+                max_file_bytes: s.max_file_bytes,
+                max_list_entries: 10_000,
+            },
+            log: s.log.clone(),
+        })
+    }
+}
+
+fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    if !(value > 0.0 && value <= 86_400.0) {
+        return Err(bad(
+            name,
+            format!("{value} is not between 0 and 86400 seconds"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// `~/.cache/mcp-code-sandbox` (or the platform's equivalent).
+fn default_cache_dir() -> PathBuf {
+    dirs::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("mcp-code-sandbox")
+}
+
+/// The repository's `runtime/` directory, where fetch-python.sh puts runtimes.
+fn default_runtime_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        let mut argv = vec!["mcp-code-sandbox"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        Config::from_settings(&cli.settings)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.manager.default_backend, BackendKind::Wasm);
+        assert_eq!(c.manager.limits.timeout, Duration::from_secs(30));
+        assert_eq!(c.manager.limits.memory_bytes, 512 << 20);
+        assert_eq!(c.manager.limits.output_bytes, 1 << 20);
+        assert_eq!(c.manager.limits.disk_bytes, 256 << 20);
+        assert_eq!(c.manager.max_sandboxes, 64);
+        assert_eq!(c.manager.idle_timeout, Some(Duration::from_secs(1800)));
+        assert!(c.wasm.engine.fuel);
+    }
+
+    #[test]
+    fn out_of_range_settings_are_refused_with_their_name() {
+        let err = parse(&["--timeout-seconds", "500"]).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_TIMEOUT_SECONDS"), "{err}");
+        let err = parse(&["--memory-mb", "8"]).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_MEMORY_MB"), "{err}");
+        let err = parse(&["--interpreter-type", "docker"]).unwrap_err();
+        assert!(err.to_string().contains("INTERPRETER_TYPE"), "{err}");
+        assert!(
+            parse(&["--fuel", "0"])
+                .unwrap()
+                .manager
+                .limits
+                .fuel
+                .is_none()
+        );
+    }
+}

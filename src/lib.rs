@@ -1,0 +1,29 @@
+//! mcp-code-sandbox: an MCP server that gives AI assistants a safe place to
+//! run Python.
+//!
+//! By default each sandbox is CPython compiled to WASI, running inside this
+//! process under wasmtime with one host directory of its own, no network, and
+//! fuel, memory, time and output limits on every execution.
+//!
+//! # Layout
+//!
+//! - [`cli`]: flags and environment variables, as parsed from the command line.
+//! - [`config`]: the checked, typed configuration built from them.
+//! - [`app`]: builds the backends and the manager from the configuration (the
+//!   factory), and runs the stdio server.
+//! - [`server`]: the ten MCP tools, their arguments and their results.
+//! - [`sandbox`]: the interpreter trait every backend implements, the types that
+//!   cross it, guest paths, the file tools on a local directory, disk quotas,
+//!   the sandbox root, and the manager of live sandboxes.
+//! - [`wasm`]: the local backend: runtime manifests, the engine, the module
+//!   cache, and one CPython instance per sandbox.
+//! - [`oneshot`]: `mcp-code-sandbox exec`, one execution from the command line.
+#![deny(clippy::print_stdout, clippy::dbg_macro)]
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod oneshot;
+pub mod sandbox;
+pub mod server;
+pub mod wasm;

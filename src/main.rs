@@ -1,0 +1,116 @@
+//! The `mcp-code-sandbox` binary: parse settings, start logging, build the
+//! app, then serve MCP on stdio (or run one of the subcommands).
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use clap::Parser;
+use mcp_code_sandbox::app::App;
+use mcp_code_sandbox::cli::{Cli, Command};
+use mcp_code_sandbox::config::Config;
+use mcp_code_sandbox::oneshot;
+
+fn main() -> ExitCode {
+    load_env_file();
+    let cli = Cli::parse();
+    let config = match Config::from_settings(&cli.settings) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log))
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let status = runtime.block_on(run(cli.command.unwrap_or(Command::Serve), config));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    status
+}
+
+async fn run(command: Command, config: Config) -> ExitCode {
+    let app = match App::build(config) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match command {
+        Command::Serve => app.serve_stdio().await.map(|()| 0),
+        Command::Exec { code, file } => match read_code(code, file) {
+            Ok(code) => oneshot::run(&app, code).await.map_err(anyhow::Error::from),
+            Err(e) => Err(e),
+        },
+        Command::Prepare { runtimes } => prepare(&app, runtimes).await,
+    };
+    match result {
+        Ok(status) => ExitCode::from(status as u8),
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn prepare(app: &App, runtimes: Vec<String>) -> anyhow::Result<i32> {
+    let names = if runtimes.is_empty() {
+        vec![app.config.wasm.default_runtime.clone()]
+    } else {
+        runtimes
+    };
+    for name in names {
+        app.wasm.preload(Some(&name)).await?;
+        eprintln!(
+            "runtime '{name}' is ready (compiled into {})",
+            app.config.wasm.cache_dir.display()
+        );
+    }
+    Ok(0)
+}
+
+fn read_code(code: Option<String>, file: Option<std::path::PathBuf>) -> anyhow::Result<String> {
+    match (code, file) {
+        (Some(code), _) => Ok(code),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut code = String::new();
+            std::io::stdin().read_to_string(&mut code)?;
+            Ok(code)
+        }
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        (None, None) => anyhow::bail!("give the code to run, or --file"),
+    }
+}
+
+/// Loads settings from a .env file into the environment before the command
+/// line is parsed; variables already set win.
+fn load_env_file() {
+    let mut args = std::env::args().skip(1);
+    let mut from_flag = None;
+    while let Some(arg) = args.next() {
+        if arg == "--env-file" {
+            from_flag = args.next();
+        } else if let Some(path) = arg.strip_prefix("--env-file=") {
+            from_flag = Some(path.to_owned());
+        }
+    }
+    match from_flag.or_else(|| std::env::var("SANDBOX_ENV_FILE").ok()) {
+        Some(path) => {
+            if let Err(e) = dotenvy::from_filename(&path) {
+                eprintln!("mcp-code-sandbox: cannot read the env file {path}: {e}");
+            }
+        }
+        None => {
+            let _ = dotenvy::dotenv();
+        }
+    }
+}

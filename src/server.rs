@@ -1,0 +1,538 @@
+//! The MCP server: ten tools over the [`SandboxManager`], served on stdio.
+//!
+//! Tool failures the model can act on (unknown sandbox, refused path, an
+//! exception in the code, a limit) are results with `isError: true` and a
+//! message written for the model; only unusable requests are protocol errors.
+
+pub mod params;
+pub mod results;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
+
+use self::params::*;
+use self::results::*;
+use crate::config::RequestLimits;
+use crate::sandbox::manager::{CreateRequest, SandboxManager};
+use crate::sandbox::{BackendKind, GuestPath, SandboxError, human_bytes};
+
+const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
+(or create_run_close for a one-off), then execute_code; variables and imports persist between \
+calls in a sandbox, and a final expression's value is returned. Local sandboxes have no network \
+and see only their own directory, which is '/'; move files with write_file, upload_file, \
+read_file and list_files. Every execution has a time, memory and output limit; results say \
+when one was hit.";
+
+/// The MCP tool server.
+#[derive(Clone)]
+pub struct SandboxServer {
+    manager: Arc<SandboxManager>,
+    limits: RequestLimits,
+    tool_router: ToolRouter<Self>,
+}
+
+fn seconds(value: Option<f64>, name: &str) -> Result<Option<Duration>, SandboxError> {
+    match value {
+        None => Ok(None),
+        Some(s) if s > 0.0 && s <= 86_400.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(SandboxError::InvalidArgument(format!(
+            "{name} must be a number of seconds above 0, not {s}"
+        ))),
+    }
+}
+
+fn backend(name: Option<&str>) -> Result<Option<BackendKind>, SandboxError> {
+    name.map(|n| {
+        BackendKind::parse(n).ok_or_else(|| {
+            SandboxError::InvalidArgument(format!("unknown backend '{n}': use \"wasm\" or \"e2b\""))
+        })
+    })
+    .transpose()
+}
+
+#[tool_router]
+impl SandboxServer {
+    /// A server over `manager`, with per-request `limits`.
+    pub fn new(manager: Arc<SandboxManager>, limits: RequestLimits) -> Self {
+        Self {
+            manager,
+            limits,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn check_code(&self, code: &str) -> Result<(), SandboxError> {
+        if code.len() > self.limits.max_code_bytes {
+            return Err(SandboxError::TooLarge {
+                what: "code".into(),
+                size: code.len() as u64,
+                limit: self.limits.max_code_bytes as u64,
+                hint: "; write large inputs to a file with write_file and read it from the code"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_file_size(&self, size: u64) -> Result<(), SandboxError> {
+        if size > self.limits.max_file_bytes {
+            return Err(SandboxError::TooLarge {
+                what: "the file content".into(),
+                size,
+                limit: self.limits.max_file_bytes,
+                hint: "; split it into smaller files".into(),
+            });
+        }
+        Ok(())
+    }
+
+    #[tool(
+        description = "Create a Python sandbox and return its session_id. A local sandbox is CPython \
+3.12 compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and \
+output limits on every execution. Optional: session_id (your own id; an existing one is \
+reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_mb, runtime.",
+        output_schema = schema_for_output::<CreateResult>()
+    )]
+    async fn create_sandbox(
+        &self,
+        Parameters(p): Parameters<CreateSandboxParams>,
+    ) -> CallToolResult {
+        let request = (|| {
+            Ok::<_, SandboxError>(CreateRequest {
+                id: p.session_id,
+                backend: backend(p.backend.as_deref())?,
+                timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
+                memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+                runtime: p.runtime,
+            })
+        })();
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return error(&e),
+        };
+        match self.manager.create(request).await {
+            Ok((sandbox, created)) => {
+                let status = sandbox.status(self.manager.settings().idle_timeout).await;
+                let message = if created {
+                    format!(
+                        "Created sandbox '{}' ({} backend, {}). Run code with execute_code.",
+                        status.session_id, status.backend, status.runtime
+                    )
+                } else {
+                    format!(
+                        "Sandbox '{}' already exists; it was left as it is.",
+                        status.session_id
+                    )
+                };
+                let text = message.clone();
+                structured(
+                    &CreateResult {
+                        created,
+                        message,
+                        status,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Close a sandbox and delete its files. Closing an id that does not exist is not an error.",
+        output_schema = schema_for_output::<CloseResult>()
+    )]
+    async fn close_sandbox(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
+        match self.manager.close(&p.session_id).await {
+            Ok(closed) => {
+                let message = if closed {
+                    format!("Closed sandbox '{}'.", p.session_id)
+                } else {
+                    format!("No sandbox '{}' was open; nothing to close.", p.session_id)
+                };
+                let text = message.clone();
+                structured(
+                    &CloseResult {
+                        session_id: p.session_id,
+                        closed,
+                        message,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Report on one sandbox (session_id) or all: backend, runtime, created, last used, \
+when it expires if left idle, executions, memory and disk used, and its limits.",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<StatusResult>()
+    )]
+    async fn get_sandbox_status(&self, Parameters(p): Parameters<StatusParams>) -> CallToolResult {
+        let idle = self.manager.settings().idle_timeout;
+        let sandboxes = match &p.session_id {
+            Some(id) => match self.manager.get(id) {
+                Ok(s) => vec![s],
+                Err(e) => return error(&e),
+            },
+            None => self.manager.all(),
+        };
+        let mut statuses = Vec::with_capacity(sandboxes.len());
+        for s in &sandboxes {
+            statuses.push(s.status(idle).await);
+        }
+        let ids = self.manager.ids();
+        let mut text = format!("{} sandbox(es) open", ids.len());
+        for s in &statuses {
+            text.push_str(&format!(
+                "\n- {}: {} ({}), {} executions, memory {}, disk {}{}",
+                s.session_id,
+                s.backend,
+                s.runtime,
+                s.executions,
+                s.usage.memory_bytes.map_or("?".into(), human_bytes),
+                s.usage.disk_bytes.map_or("?".into(), human_bytes),
+                if s.busy { ", busy" } else { "" }
+            ));
+        }
+        structured(
+            &StatusResult {
+                count: ids.len(),
+                sandbox_ids: ids,
+                sandboxes: statuses,
+            },
+            text,
+            false,
+        )
+    }
+
+    #[tool(
+        description = "Run Python code in a sandbox. State persists between calls (like a notebook); \
+the value of a final expression is returned (e.g. `y + 2` shows 42). Returns stdout, stderr, the \
+value, and on failure the exception with its traceback (isError). Limits: a wall-clock timeout \
+(timeout_seconds, default 30), memory, fuel and output (1 MiB per stream inline; the rest is saved \
+to a file whose path is returned). If a limit stops the interpreter, variables are lost but files \
+are kept. No network access in local sandboxes.",
+        output_schema = schema_for_output::<ExecutionResult>()
+    )]
+    async fn execute_code(
+        &self,
+        Parameters(p): Parameters<ExecuteCodeParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if let Err(e) = self.check_code(&p.code) {
+            return error(&e);
+        }
+        let timeout = match seconds(p.timeout_seconds, "timeout_seconds") {
+            Ok(t) => t,
+            Err(e) => return error(&e),
+        };
+        let sandbox = match self.manager.get(&p.session_id) {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        match sandbox.execute(p.code, timeout, ctx.ct.clone()).await {
+            Ok(e) => execution(&p.session_id, e),
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Create a fresh sandbox, run the code in it, return the result, and close it. \
+For one-off computations that need no state afterwards.",
+        output_schema = schema_for_output::<ExecutionResult>()
+    )]
+    async fn create_run_close(
+        &self,
+        Parameters(p): Parameters<CreateRunCloseParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if let Err(e) = self.check_code(&p.code) {
+            return error(&e);
+        }
+        let request = (|| {
+            Ok::<_, SandboxError>(CreateRequest {
+                id: None,
+                backend: backend(p.backend.as_deref())?,
+                timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
+                memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+                runtime: p.runtime,
+            })
+        })();
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return error(&e),
+        };
+        let (sandbox, _) = match self.manager.create(request).await {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        let id = sandbox.id().to_owned();
+        let result = sandbox.execute(p.code, None, ctx.ct.clone()).await;
+        drop(sandbox);
+        if let Err(e) = self.manager.close(&id).await {
+            tracing::warn!(%id, error = %e, "could not close a create_run_close sandbox");
+        }
+        match result {
+            Ok(e) => execution(&id, e),
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Install Python packages into a sandbox, as pip would: \"six\", \"attrs==23.2.0\", \
+\"python-dateutil>=2.8\", several separated by spaces or commas. Local sandboxes take pure-Python \
+wheels only (no numpy); the package is importable right after, without a restart.",
+        output_schema = schema_for_output::<InstallResult>()
+    )]
+    async fn install_package(
+        &self,
+        Parameters(p): Parameters<InstallPackageParams>,
+    ) -> CallToolResult {
+        let requirements: Vec<String> = p
+            .package_name
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if requirements.is_empty() {
+            return error_text("package_name is empty: give a package name such as \"attrs\"");
+        }
+        let sandbox = match self.manager.get(&p.session_id) {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        match sandbox.install(requirements, &|_| {}).await {
+            Ok(report) => {
+                let mut message = String::new();
+                if report.installed.is_empty() {
+                    message.push_str("Nothing new to install");
+                } else {
+                    message.push_str("Installed ");
+                    message.push_str(
+                        &report
+                            .installed
+                            .iter()
+                            .map(|p| format!("{} {}", p.name, p.version))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    );
+                }
+                if !report.already_present.is_empty() {
+                    message.push_str("; already present: ");
+                    message.push_str(
+                        &report
+                            .already_present
+                            .iter()
+                            .map(|p| format!("{} {}", p.name, p.version))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    );
+                }
+                message.push('.');
+                let text = message.clone();
+                structured(
+                    &InstallResult {
+                        session_id: p.session_id,
+                        package: p.package_name,
+                        report,
+                        message,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "List a directory in a sandbox (default \"/\", the sandbox's root): name, path, \
+kind (file, directory, symlink), size and modification time of each entry.",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<ListResult>()
+    )]
+    async fn list_files(&self, Parameters(p): Parameters<ListFilesParams>) -> CallToolResult {
+        let path = match GuestPath::parse(&p.path) {
+            Ok(path) => path,
+            Err(e) => return error(&e),
+        };
+        let sandbox = match self.manager.get(&p.session_id) {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        match sandbox
+            .list(path.clone(), self.limits.max_list_entries)
+            .await
+        {
+            Ok(listing) => {
+                let mut text = format!("{} ({} entries", path, listing.entries.len());
+                if listing.truncated {
+                    text.push_str(", more not shown");
+                }
+                text.push(')');
+                for e in &listing.entries {
+                    let kind = match e.kind {
+                        crate::sandbox::EntryKind::Directory => "dir ",
+                        crate::sandbox::EntryKind::Symlink => "link",
+                        crate::sandbox::EntryKind::File => "file",
+                        crate::sandbox::EntryKind::Other => "othr",
+                    };
+                    text.push_str(&format!("\n{kind} {:>10}  {}", e.size, e.name));
+                }
+                structured(
+                    &ListResult {
+                        path: path.to_string(),
+                        files: listing.entries,
+                        truncated: listing.truncated,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Read a file from a sandbox. Text comes back as is; a file that is not UTF-8 comes \
+back as base64 with encoding \"base64\". Large files are cut at the server's limit (truncated: true).",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<ReadResult>()
+    )]
+    async fn read_file(&self, Parameters(p): Parameters<ReadFileParams>) -> CallToolResult {
+        let path = match GuestPath::parse(&p.file_path) {
+            Ok(path) => path,
+            Err(e) => return error(&e),
+        };
+        let sandbox = match self.manager.get(&p.session_id) {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        match sandbox.read(path.clone(), self.limits.max_file_bytes).await {
+            Ok(file) => {
+                let (content, encoding) = encode_content(file.bytes);
+                let text = if file.truncated {
+                    format!(
+                        "{content}\n[cut: the file has {} bytes; only the first {} are shown]",
+                        file.size, self.limits.max_file_bytes
+                    )
+                } else {
+                    content.clone()
+                };
+                structured(
+                    &ReadResult {
+                        path: path.to_string(),
+                        content,
+                        encoding,
+                        size: file.size,
+                        truncated: file.truncated,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Write a file in a sandbox (creating parent directories; replacing the file \
+atomically). content is text, or base64 with encoding \"base64\" for binary data.",
+        output_schema = schema_for_output::<WriteResult>()
+    )]
+    async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
+        self.write(&p.session_id, &p.file_path, p.content, p.encoding)
+            .await
+    }
+
+    #[tool(
+        description = "Upload a file into a sandbox: file_name in destination_path (default \"/\"). \
+file_content is text, or base64 with encoding \"base64\" for binary files.",
+        output_schema = schema_for_output::<WriteResult>()
+    )]
+    async fn upload_file(&self, Parameters(p): Parameters<UploadFileParams>) -> CallToolResult {
+        if p.file_name.contains('/') || p.file_name == "." || p.file_name == ".." {
+            return error_text(format!(
+                "file_name '{}' must be a plain file name; put directories in destination_path",
+                p.file_name.escape_debug()
+            ));
+        }
+        let dir = match GuestPath::parse(&p.destination_path) {
+            Ok(d) => d,
+            Err(e) => return error(&e),
+        };
+        let path = match dir.join(&p.file_name) {
+            Ok(path) => path.to_string(),
+            Err(e) => return error(&e),
+        };
+        self.write(&p.session_id, &path, p.file_content, p.encoding)
+            .await
+    }
+
+    async fn write(
+        &self,
+        session_id: &str,
+        file_path: &str,
+        content: String,
+        encoding: Option<crate::sandbox::Encoding>,
+    ) -> CallToolResult {
+        let path = match GuestPath::parse(file_path) {
+            Ok(path) => path,
+            Err(e) => return error(&e),
+        };
+        if let Err(e) = self.check_file_size(content.len() as u64 * 3 / 4) {
+            return error(&e);
+        }
+        let bytes = match decode_content(content, encoding) {
+            Ok(b) => b,
+            Err(e) => return error(&e),
+        };
+        if let Err(e) = self.check_file_size(bytes.len() as u64) {
+            return error(&e);
+        }
+        let sandbox = match self.manager.get(session_id) {
+            Ok(s) => s,
+            Err(e) => return error(&e),
+        };
+        match sandbox.write(path.clone(), bytes).await {
+            Ok(size) => {
+                let message = format!("Wrote {size} bytes to {path}.");
+                let text = message.clone();
+                structured(
+                    &WriteResult {
+                        path: path.to_string(),
+                        message,
+                        size,
+                    },
+                    text,
+                    false,
+                )
+            }
+            Err(e) => error(&e),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SandboxServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "mcp-code-sandbox",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+}

@@ -1,0 +1,270 @@
+//! Results of the tools: the structured output (with its schema) and the
+//! readable text block that goes with it.
+
+use std::fmt::Write;
+
+use base64::Engine as _;
+use rmcp::model::{CallToolResult, ContentBlock};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::sandbox::manager::SandboxStatus;
+use crate::sandbox::{
+    CapturedText, Encoding, Execution, FileEntry, InstallReport, SandboxError, human_bytes,
+};
+
+/// Result of `execute_code` and `create_run_close`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExecutionResult {
+    /// The sandbox the code ran in.
+    pub session_id: String,
+    /// Everything about the run.
+    #[serde(flatten)]
+    pub execution: Execution,
+}
+
+/// Result of `create_sandbox`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CreateResult {
+    /// True if this call created the sandbox; false if it already existed.
+    pub created: bool,
+    /// What happened, in words.
+    pub message: String,
+    /// The sandbox's status.
+    #[serde(flatten)]
+    pub status: SandboxStatus,
+}
+
+/// Result of `close_sandbox`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CloseResult {
+    /// The id given.
+    pub session_id: String,
+    /// True if a sandbox was closed; false if none had that id.
+    pub closed: bool,
+    /// What happened, in words.
+    pub message: String,
+}
+
+/// Result of `get_sandbox_status`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusResult {
+    /// Number of open sandboxes.
+    pub count: usize,
+    /// Ids of all open sandboxes.
+    pub sandbox_ids: Vec<String>,
+    /// Status of the sandbox asked about, or of every sandbox.
+    pub sandboxes: Vec<SandboxStatus>,
+}
+
+/// Result of `list_files`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListResult {
+    /// The directory listed.
+    pub path: String,
+    /// Its entries, sorted by name.
+    pub files: Vec<FileEntry>,
+    /// True if entries were left out (very large directory).
+    pub truncated: bool,
+}
+
+/// Result of `read_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadResult {
+    /// The file read.
+    pub path: String,
+    /// Its content: text, or base64 when `encoding` is "base64" (the file is
+    /// not valid UTF-8).
+    pub content: String,
+    /// How `content` is encoded.
+    pub encoding: Encoding,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// True if only the first part of the file is returned.
+    pub truncated: bool,
+}
+
+/// Result of `write_file` and `upload_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WriteResult {
+    /// The file written.
+    pub path: String,
+    /// What happened, in words.
+    pub message: String,
+    /// Bytes written.
+    pub size: u64,
+}
+
+/// Result of `install_package`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct InstallResult {
+    /// The sandbox.
+    pub session_id: String,
+    /// The requirements as given.
+    pub package: String,
+    /// What was installed and what was already there.
+    #[serde(flatten)]
+    pub report: InstallReport,
+    /// What happened, in words.
+    pub message: String,
+}
+
+/// A successful result with structured content and a readable text block.
+pub fn structured<T: Serialize>(value: &T, text: String, is_error: bool) -> CallToolResult {
+    let json = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+    let mut result = if is_error {
+        CallToolResult::structured_error(json)
+    } else {
+        CallToolResult::structured(json)
+    };
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+/// A tool error the model can act on.
+pub fn error(e: &SandboxError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(e.to_string())])
+}
+
+/// A tool error from a message.
+pub fn error_text(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+/// The result of an execution, with its images as image content.
+pub fn execution(session_id: &str, execution: Execution) -> CallToolResult {
+    let text = render_execution(&execution);
+    let images = execution.images.clone();
+    let is_error = execution.is_error();
+    let mut result = structured(
+        &ExecutionResult {
+            session_id: session_id.to_owned(),
+            execution,
+        },
+        text,
+        is_error,
+    );
+    for image in images {
+        result
+            .content
+            .push(ContentBlock::image(image.data_base64, image.mime_type));
+    }
+    result
+}
+
+/// The readable form of an execution.
+pub fn render_execution(e: &Execution) -> String {
+    let mut out = String::new();
+    stream(&mut out, "stdout", &e.stdout);
+    stream(&mut out, "stderr", &e.stderr);
+    if let Some(value) = &e.value {
+        let _ = writeln!(out, "Out: {value}");
+    }
+    if let Some(error) = &e.error {
+        if error.traceback.is_empty() {
+            let _ = writeln!(out, "{}: {}", error.name, error.value);
+        } else {
+            out.push_str(error.traceback.trim_end());
+            out.push('\n');
+        }
+    }
+    if let Some(limit) = &e.limit {
+        let _ = writeln!(out, "Limit reached ({}): {}", limit.limit, limit.message);
+    } else if let Some(lost) = &e.state_lost {
+        let _ = writeln!(out, "Note: {lost}.");
+    }
+    if out.is_empty() {
+        out.push_str("(no output)\n");
+    }
+    let mut usage = format!("[{:.1} ms", e.usage.wall_ms);
+    if let Some(fuel) = e.usage.fuel {
+        let _ = write!(usage, ", fuel {fuel}");
+    }
+    if let Some(memory) = e.usage.memory_bytes {
+        let _ = write!(usage, ", memory {}", human_bytes(memory));
+    }
+    usage.push(']');
+    out.push_str(&usage);
+    out
+}
+
+fn stream(out: &mut String, name: &str, text: &CapturedText) {
+    if text.text.is_empty() && !text.truncated {
+        return;
+    }
+    let _ = writeln!(out, "{name}:");
+    out.push_str(&text.text);
+    if !text.text.ends_with('\n') {
+        out.push('\n');
+    }
+    if text.truncated {
+        let dropped = text.total_bytes.saturating_sub(text.text.len() as u64);
+        let _ = write!(out, "[{name} cut: {} more not shown", human_bytes(dropped));
+        if let Some(path) = &text.full_output_path {
+            let _ = write!(out, "; the whole {name} is in {path}");
+        }
+        out.push_str("]\n");
+    }
+}
+
+/// Decodes file content sent by a client.
+pub fn decode_content(
+    content: String,
+    encoding: Option<Encoding>,
+) -> Result<Vec<u8>, SandboxError> {
+    match encoding.unwrap_or_default() {
+        Encoding::Utf8 => Ok(content.into_bytes()),
+        Encoding::Base64 => {
+            let cleaned: String = content
+                .chars()
+                .filter(|c| !c.is_ascii_whitespace())
+                .collect();
+            base64::engine::general_purpose::STANDARD
+                .decode(cleaned.as_bytes())
+                .map_err(|e| {
+                    SandboxError::InvalidArgument(format!(
+                        "content is not valid base64 ({e}); send text with encoding \"utf-8\" or standard base64"
+                    ))
+                })
+        }
+    }
+}
+
+/// Encodes file bytes for a client: text when they are UTF-8, else base64.
+pub fn encode_content(bytes: Vec<u8>) -> (String, Encoding) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, Encoding::Utf8),
+        Err(e) => (
+            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+            Encoding::Base64,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_round_trips_in_both_encodings() {
+        assert_eq!(
+            decode_content("héllo".into(), None).unwrap(),
+            "héllo".as_bytes()
+        );
+        let bytes = vec![0u8, 159, 146, 150, 255];
+        let (text, enc) = encode_content(bytes.clone());
+        assert_eq!(enc, Encoding::Base64);
+        assert_eq!(decode_content(text, Some(Encoding::Base64)).unwrap(), bytes);
+        assert_eq!(encode_content(b"plain".to_vec()).1, Encoding::Utf8);
+        assert!(decode_content("not base64!".into(), Some(Encoding::Base64)).is_err());
+    }
+
+    #[test]
+    fn an_execution_reads_like_a_notebook_cell() {
+        let mut e = Execution::default();
+        e.stdout.text = "hi\n".into();
+        e.value = Some("42".into());
+        let text = render_execution(&e);
+        assert!(text.starts_with("stdout:\nhi\nOut: 42\n"), "{text}");
+    }
+}
