@@ -1,0 +1,247 @@
+//! The four file tools, and every way of trying to leave the sandbox with them.
+
+use base64::Engine as _;
+use serde_json::json;
+
+use crate::support::Server;
+
+#[tokio::test]
+async fn files_move_in_and_out_and_the_code_sees_them() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let w = server
+        .ok(
+            "write_file",
+            json!({"session_id": id, "file_path": "/data/in.csv", "content": "a,b\n1,2\n"}),
+        )
+        .await;
+    assert_eq!(w["path"], "/data/in.csv");
+    assert_eq!(w["size"], 8);
+    let r = server
+        .run(&id, "import csv\nrows = list(csv.reader(open('data/in.csv')))\nopen('/data/out.txt', 'w').write(str(rows))\nrows")
+        .await;
+    assert_eq!(r["value"], "[['a', 'b'], ['1', '2']]");
+    let out = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "data/out.txt"}),
+        )
+        .await;
+    assert_eq!(out["content"], "[['a', 'b'], ['1', '2']]");
+    assert_eq!(out["encoding"], "utf-8");
+
+    let listing = server
+        .ok("list_files", json!({"session_id": id, "path": "/data"}))
+        .await;
+    let names: Vec<&str> = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["in.csv", "out.txt"]);
+    let first = &listing["files"][0];
+    assert_eq!(first["kind"], "file");
+    assert_eq!(first["size"], 8);
+    assert!(first["modified"].as_str().unwrap().ends_with('Z'));
+    let root = server.ok("list_files", json!({"session_id": id})).await;
+    assert_eq!(root["files"][0]["name"], "data");
+    assert_eq!(root["files"][0]["kind"], "directory");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn binary_files_round_trip_byte_exact() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let bytes: Vec<u8> = (0..=255u8).chain([0, 0xff, 0xfe]).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    server
+        .ok(
+            "upload_file",
+            json!({"session_id": id, "file_name": "blob.bin", "file_content": b64, "destination_path": "/up", "encoding": "base64"}),
+        )
+        .await;
+    let r = server
+        .run(
+            &id,
+            "import hashlib\nhashlib.sha256(open('/up/blob.bin','rb').read()).hexdigest()",
+        )
+        .await;
+    let expected = {
+        use sha2::Digest;
+        format!("'{:x}'", sha2::Sha256::digest(&bytes))
+    };
+    assert_eq!(r["value"], expected);
+    let back = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "/up/blob.bin"}),
+        )
+        .await;
+    assert_eq!(back["encoding"], "base64");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(back["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(decoded, bytes);
+    let bad = server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "x", "content": "%%%", "encoding": "base64"}),
+        )
+        .await;
+    assert!(bad.contains("base64"), "{bad}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn paths_that_leave_the_sandbox_are_refused_and_nothing_outside_is_touched() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let outside = server.root.parent().unwrap().join("canary.txt");
+    std::fs::write(&outside, "canary").unwrap();
+    let canary = outside.to_str().unwrap().to_owned();
+    let guest_read = server.exec(&id, "open('../../../canary.txt').read()").await;
+    assert_eq!(guest_read.is_error, Some(true), "the guest cannot read past its root");
+
+    for (path, expect) in [
+        ("../canary.txt", "outside the sandbox"),
+        ("/../../../../etc/passwd", "outside the sandbox"),
+        ("a/../../x", "outside the sandbox"),
+        ("ok.txt\u{0}/../../etc/passwd", "control character"),
+        ("..\\..\\etc\\passwd", "backslash"),
+        ("C:/Windows/win.ini", "drive"),
+    ] {
+        let msg = server
+            .err("read_file", json!({"session_id": id, "file_path": path}))
+            .await;
+        assert!(msg.contains(expect), "{path:?}: {msg}");
+        let msg = server
+            .err(
+                "write_file",
+                json!({"session_id": id, "file_path": path, "content": "pwned"}),
+            )
+            .await;
+        assert!(msg.contains(expect), "{path:?}: {msg}");
+    }
+    // A host path is read as a path inside the sandbox, where it does not exist.
+    let msg = server
+        .err("read_file", json!({"session_id": id, "file_path": canary}))
+        .await;
+    assert!(msg.contains("does not exist"), "{msg}");
+    let msg = server
+        .err(
+            "read_file",
+            json!({"session_id": id, "file_path": "/etc/passwd"}),
+        )
+        .await;
+    assert!(msg.contains("does not exist"), "{msg}");
+
+    // Links the guest makes that point out of the sandbox. WASI refuses
+    // absolute targets outright; relative ones can be made but not followed.
+    let abs = server
+        .exec(&id, &format!("import os\nos.symlink({canary:?}, 'abs')"))
+        .await;
+    assert_eq!(crate::support::structured(&abs)["error"]["name"], "PermissionError");
+    server
+        .run(
+            &id,
+            "import os\nos.symlink('../../../canary.txt', 'rel')\nos.symlink('../../..', 'up')\nos.symlink('up/', 'chain')\n'ok'",
+        )
+        .await;
+    for path in ["rel", "up/canary.txt", "chain/canary.txt"] {
+        let msg = server
+            .err("read_file", json!({"session_id": id, "file_path": path}))
+            .await;
+        assert!(
+            msg.contains("outside the sandbox")
+                || msg.contains("does not exist")
+                || msg.contains("symbolic link"),
+            "{path}: {msg}"
+        );
+        server
+            .err(
+                "write_file",
+                json!({"session_id": id, "file_path": path, "content": "pwned"}),
+            )
+            .await;
+        server
+            .err(
+                "write_file",
+                json!({"session_id": id, "file_path": format!("{path}/x"), "content": "pwned"}),
+            )
+            .await;
+    }
+    server
+        .err("list_files", json!({"session_id": id, "path": "up"}))
+        .await;
+    let bad_upload = server
+        .err(
+            "upload_file",
+            json!({"session_id": id, "file_name": "../x", "file_content": "x"}),
+        )
+        .await;
+    assert!(bad_upload.contains("file_name"), "{bad_upload}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "canary");
+    let parent_entries: Vec<_> = std::fs::read_dir(server.root.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !parent_entries.iter().any(|n| n == "x"),
+        "{parent_entries:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_and_wrong_kind_requests_get_clear_errors() {
+    let server = Server::start_with(&[("SANDBOX_MAX_FILE_BYTES", "1000")]).await;
+    let id = server.create().await;
+    let msg = server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "big", "content": "x".repeat(2000)}),
+        )
+        .await;
+    assert!(msg.contains("over the limit of 1000 bytes"), "{msg}");
+    server
+        .run(
+            &id,
+            "open('/big.txt', 'w').write('y' * 5000)\nimport os; os.mkdir('/d')",
+        )
+        .await;
+    let cut = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "big.txt"}),
+        )
+        .await;
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["size"], 5000);
+    assert_eq!(cut["content"].as_str().unwrap().len(), 1000);
+    let dir = server
+        .err("read_file", json!({"session_id": id, "file_path": "/d"}))
+        .await;
+    assert!(dir.contains("directory"), "{dir}");
+    let missing = server
+        .err("list_files", json!({"session_id": id, "path": "/nope"}))
+        .await;
+    assert!(missing.contains("does not exist"), "{missing}");
+    let unknown = server
+        .err(
+            "read_file",
+            json!({"session_id": "nobody", "file_path": "x"}),
+        )
+        .await;
+    assert!(unknown.contains("no sandbox with id 'nobody'"), "{unknown}");
+    let big_code = server
+        .err(
+            "execute_code",
+            json!({"session_id": id, "code": "#".repeat(2 << 20)}),
+        )
+        .await;
+    assert!(big_code.contains("code is"), "{big_code}");
+    server.stop().await;
+}

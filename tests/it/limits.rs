@@ -1,0 +1,222 @@
+//! Every limit, obeyed and violated, and the sandbox working afterwards.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{Server, structured, text};
+
+#[tokio::test]
+async fn a_timeout_stops_a_busy_loop_and_a_fresh_interpreter_keeps_the_files() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    server
+        .run(
+            &id,
+            "lost = 1\nopen('/kept.txt', 'w').write('files survive')",
+        )
+        .await;
+    let within = server
+        .ok(
+            "execute_code",
+            json!({"session_id": id, "code": "import time; time.sleep(0.2); 'done'", "timeout_seconds": 5}),
+        )
+        .await;
+    assert_eq!(
+        within["value"], "'done'",
+        "a call within its limit is untouched"
+    );
+
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "print('started')\nwhile True: pass", "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(result.is_error, Some(true));
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], "timeout");
+    assert_eq!(s["limit"]["limit"], "1 s");
+    assert_eq!(
+        s["stdout"]["text"], "started\n",
+        "output before the timeout is kept"
+    );
+    assert!(
+        text(&result).contains("time limit of 1 s"),
+        "{}",
+        text(&result)
+    );
+    assert!(s["state_lost"].as_str().unwrap().contains("files are kept"));
+
+    let after = server.run(&id, "open('/kept.txt').read()").await;
+    assert_eq!(after["value"], "'files survive'");
+    let gone = server.exec(&id, "lost").await;
+    assert_eq!(structured(&gone)["error"]["name"], "NameError");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_timeout_also_stops_code_blocked_in_a_host_call() {
+    let server = Server::start().await;
+    let id = server.create_with(json!({"timeout_seconds": 1})).await;
+    let result = server.exec(&id, "import time\ntime.sleep(3600)").await;
+    assert_eq!(structured(&result)["limit"]["kind"], "timeout");
+    assert_eq!(server.run(&id, "2 + 2").await["value"], "4");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_requested_timeout_is_capped_at_the_server_maximum() {
+    let server = Server::start_with(&[
+        ("SANDBOX_TIMEOUT_SECONDS", "1"),
+        ("SANDBOX_MAX_TIMEOUT_SECONDS", "1"),
+    ])
+    .await;
+    let id = server.create_with(json!({"timeout_seconds": 1})).await;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "while True: pass", "timeout_seconds": 100}),
+        )
+        .await;
+    assert_eq!(structured(&result)["limit"]["limit"], "1 s");
+    let over = server
+        .err("create_sandbox", json!({"timeout_seconds": 100}))
+        .await;
+    assert!(over.contains("maximum"), "{over}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_gets_memory_error_and_keeps_its_state() {
+    let server = Server::start().await;
+    let id = server.create_with(json!({"memory_mb": 64})).await;
+    server.run(&id, "survivor = [1, 2, 3]").await;
+    let small = server.run(&id, "len(bytearray(8 * 1024 * 1024))").await;
+    assert_eq!(small["value"], "8388608", "allocations within the cap work");
+    let result = server.exec(&id, "x = bytearray(1024 * 1024 * 1024)").await;
+    assert_eq!(result.is_error, Some(true));
+    let s = structured(&result);
+    assert_eq!(s["error"]["name"], "MemoryError");
+    assert_eq!(s["limit"]["kind"], "memory");
+    assert_eq!(s["limit"]["limit"], "64 MiB");
+    assert_eq!(server.run(&id, "survivor").await["value"], "[1, 2, 3]");
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
+    let memory = status["sandboxes"][0]["usage"]["memory_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(memory <= 64 << 20, "memory stays under the cap: {memory}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_fuel_budget_stops_long_computations() {
+    let server = Server::start_with(&[("SANDBOX_FUEL", "2000000000")]).await;
+    let id = server.create().await;
+    let cheap = server.run(&id, "sum(range(1000))").await;
+    let fuel = cheap["usage"]["fuel"].as_u64().unwrap();
+    assert!(
+        fuel > 0 && fuel < 2_000_000_000,
+        "fuel used is reported: {fuel}"
+    );
+    let result = server.exec(&id, "n = 0\nwhile True: n += 1").await;
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], "fuel", "{}", text(&result));
+    assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn deep_recursion_is_a_recursion_error_and_never_crashes_the_server() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let result = server.exec(&id, "def f(n): return f(n + 1)\nf(0)").await;
+    assert_eq!(structured(&result)["error"]["name"], "RecursionError");
+    let deeper = server
+        .exec(
+            &id,
+            "import sys\nsys.setrecursionlimit(10**8)\ndef g(n): return g(n + 1)\ng(0)",
+        )
+        .await;
+    assert_eq!(deeper.is_error, Some(true), "{}", text(&deeper));
+    assert_eq!(server.run(&id, "'ok'").await["value"], "'ok'");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn output_past_the_inline_limit_is_cut_and_kept_whole_in_a_file() {
+    let server = Server::start_with(&[("SANDBOX_OUTPUT_LIMIT_BYTES", "1000")]).await;
+    let id = server.create().await;
+    let result = server
+        .exec(&id, "for i in range(2000):\n    print(f'line {i}')")
+        .await;
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "hitting the output limit is reported"
+    );
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], "output");
+    assert_eq!(s["stdout"]["truncated"], true);
+    assert!(s["stdout"]["text"].as_str().unwrap().len() <= 1000);
+    assert!(
+        s["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 0\nline 1\n")
+    );
+    let path = s["stdout"]["full_output_path"].as_str().unwrap().to_owned();
+    assert!(text(&result).contains(&path), "{}", text(&result));
+    let whole = server
+        .ok("read_file", json!({"session_id": id, "file_path": path}))
+        .await;
+    let content = whole["content"].as_str().unwrap();
+    assert!(
+        content.ends_with("line 1999\n"),
+        "the file holds everything"
+    );
+    assert_eq!(content.lines().count(), 2000);
+    let flood = server
+        .exec(&id, "import sys\nsys.stdout.write('x' * 5_000_000)")
+        .await;
+    assert_eq!(structured(&flood)["stdout"]["total_bytes"], 5_000_000);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_execution_stops_and_the_sandbox_goes_on() {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let server = Server::start().await;
+    let id = server.create().await;
+    let params = CallToolRequestParams::new("execute_code").with_arguments(
+        json!({"session_id": id, "code": "while True: pass", "timeout_seconds": 120})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    handle.cancel(Some("test".into())).await.unwrap();
+    // The next call waits its turn behind the cancelled one, which must stop.
+    let next = tokio::time::timeout(Duration::from_secs(30), server.exec(&id, "'next'"))
+        .await
+        .expect("the cancelled execution stopped");
+    let s = structured(&next);
+    assert_eq!(s["value"], "'next'");
+    assert!(
+        s["state_lost"].is_string(),
+        "the result says state was lost"
+    );
+    server.stop().await;
+}

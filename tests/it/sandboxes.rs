@@ -1,0 +1,219 @@
+//! Sandbox lifecycle: ids, status, isolation, parallelism, ordering, cleanup.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{Server, structured};
+
+#[tokio::test]
+async fn ids_are_generated_or_chosen_and_existing_ones_are_reported() {
+    let server = Server::start().await;
+    let generated = server.create().await;
+    assert!(generated.starts_with("sb-"));
+    let created = server
+        .ok("create_sandbox", json!({"session_id": "my-session"}))
+        .await;
+    assert_eq!(created["created"], true);
+    assert_eq!(created["backend"], "wasm");
+    assert_eq!(created["runtime"], "python-3.12");
+    server.run("my-session", "marker = 'original'").await;
+    let again = server
+        .ok("create_sandbox", json!({"session_id": "my-session"}))
+        .await;
+    assert_eq!(again["created"], false);
+    assert_eq!(
+        server.run("my-session", "marker").await["value"],
+        "'original'"
+    );
+    for bad in ["../x", "a/b", "", &"x".repeat(65)] {
+        let msg = server
+            .err("create_sandbox", json!({"session_id": bad}))
+            .await;
+        assert!(msg.contains("invalid sandbox id"), "{msg}");
+    }
+    let msg = server
+        .err(
+            "execute_code",
+            json!({"session_id": "../../etc", "code": "1"}),
+        )
+        .await;
+    assert!(msg.contains("invalid sandbox id"), "{msg}");
+    let msg = server
+        .err("create_sandbox", json!({"backend": "docker"}))
+        .await;
+    assert!(msg.contains("unknown backend"), "{msg}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn status_reports_each_sandbox_and_close_removes_it() {
+    let server = Server::start().await;
+    let a = server.create().await;
+    let b = server
+        .create_with(json!({"timeout_seconds": 5, "memory_mb": 128}))
+        .await;
+    server.run(&a, "open('f.txt', 'w').write('x' * 100)").await;
+    let all = server.ok("get_sandbox_status", json!({})).await;
+    assert_eq!(all["count"], 2);
+    let one = server
+        .ok("get_sandbox_status", json!({"session_id": a}))
+        .await;
+    let s = &one["sandboxes"][0];
+    assert_eq!(s["session_id"], a.as_str());
+    assert_eq!(s["executions"], 1);
+    assert_eq!(s["backend"], "wasm");
+    assert!(s["usage"]["disk_bytes"].as_u64().unwrap() >= 100);
+    assert!(s["usage"]["memory_bytes"].as_u64().unwrap() > 1 << 20);
+    assert!(s["expires_at"].is_string());
+    assert!(s["created_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(s["limits"]["timeout_seconds"], 30.0);
+    let sb = server
+        .ok("get_sandbox_status", json!({"session_id": b}))
+        .await;
+    assert_eq!(sb["sandboxes"][0]["limits"]["timeout_seconds"], 5.0);
+    assert_eq!(sb["sandboxes"][0]["limits"]["memory_bytes"], 128u64 << 20);
+
+    assert_eq!(server.sandbox_dirs().len(), 2);
+    let closed = server.ok("close_sandbox", json!({"session_id": a})).await;
+    assert_eq!(closed["closed"], true);
+    assert_eq!(server.sandbox_dirs().len(), 1, "its directory is gone");
+    let again = server.ok("close_sandbox", json!({"session_id": a})).await;
+    assert_eq!(
+        again["closed"], false,
+        "closing an unknown id is not an error"
+    );
+    let msg = server
+        .err("execute_code", json!({"session_id": a, "code": "1"}))
+        .await;
+    assert!(msg.contains("no sandbox"), "{msg}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn sandboxes_are_isolated_from_each_other() {
+    let server = Server::start().await;
+    let a = server.create().await;
+    let b = server.create().await;
+    server
+        .run(&a, "secret = 'a'\nopen('/only-a.txt', 'w').write('a')")
+        .await;
+    let r = server.exec(&b, "secret").await;
+    assert_eq!(structured(&r)["error"]["name"], "NameError");
+    let r = server.run(&b, "import os\nos.listdir('/')").await;
+    assert_eq!(r["value"], "[]");
+    let r = server.exec(&b, "open('../only-a.txt').read()").await;
+    let name = structured(&r)["error"]["name"].clone();
+    assert!(name == "PermissionError" || name == "FileNotFoundError", "{name}");
+    server
+        .err(
+            "read_file",
+            json!({"session_id": b, "file_path": "only-a.txt"}),
+        )
+        .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_runaway_sandbox_does_not_hold_up_another() {
+    let server = Server::start().await;
+    let slow = server.create().await;
+    let fast = server.create().await;
+    let slow_call = server.call(
+        "execute_code",
+        json!({"session_id": slow, "code": "n = 0\nwhile n < 10**9: n += 1", "timeout_seconds": 20}),
+    );
+    let fast_call = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = server.run(&fast, "sum(range(10))").await;
+        (r, std::time::Instant::now())
+    };
+    let (slow_result, (fast_result, fast_done)) = tokio::join!(slow_call, fast_call);
+    let slow_done = std::time::Instant::now();
+    assert_eq!(fast_result["value"], "45");
+    assert!(
+        fast_done < slow_done,
+        "the quick call finished while the busy one ran"
+    );
+    assert_eq!(structured(&slow_result)["limit"]["kind"], "timeout");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn calls_to_one_sandbox_run_one_at_a_time_in_arrival_order() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let write = server.call(
+        "execute_code",
+        json!({"session_id": id, "code": "import time\ntime.sleep(0.5)\nopen('/late.txt', 'w').write('written')"}),
+    );
+    let read = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server
+            .call(
+                "read_file",
+                json!({"session_id": id, "file_path": "/late.txt"}),
+            )
+            .await
+    };
+    let (_, read) = tokio::join!(write, read);
+    assert_eq!(
+        structured(&read)["content"],
+        "written",
+        "the read waited for the execution"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_next_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    first.create().await;
+    assert_eq!(first.sandbox_dirs().len(), 1);
+    first.stop().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        0,
+        "stdin EOF removes the sandboxes"
+    );
+
+    // A server killed outright leaves its directory behind.
+    let mut child = std::process::Command::new(crate::support::binary())
+        .env("SANDBOX_ROOT", &root)
+        .env("SANDBOX_CACHE_DIR", crate::support::shared_cache())
+        .env("SANDBOX_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::fs::read_dir(&root).unwrap().count() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        1,
+        "the killed server left its directory"
+    );
+
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    second.create().await;
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        1,
+        "only the live server's directory remains"
+    );
+    assert!(
+        second.logs().contains("left by a server"),
+        "{}",
+        second.logs()
+    );
+    second.stop().await;
+}

@@ -1,0 +1,226 @@
+//! Shared helpers: start the real binary, talk MCP to it over stdio with
+//! rmcp's client, and read results the way a client would.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Once};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::AsyncReadExt;
+
+/// The binary under test.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-code-sandbox")
+}
+
+/// A module cache shared by all tests, so the runtime compiles once.
+pub fn shared_cache() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache");
+    static PREPARE: Once = Once::new();
+    PREPARE.call_once(|| {
+        let status = std::process::Command::new(binary())
+            .arg("prepare")
+            .env("SANDBOX_CACHE_DIR", &dir)
+            .env("SANDBOX_ROOT", dir.join("prepare-root"))
+            .env("SANDBOX_LOG", "warn")
+            .status()
+            .expect("run mcp-code-sandbox prepare");
+        assert!(
+            status.success(),
+            "the runtime is not ready: run ./fetch-python.sh first"
+        );
+    });
+    dir
+}
+
+/// A running server process with an MCP client connected to it.
+pub struct Server {
+    pub client: RunningService<RoleClient, ()>,
+    /// The sandbox root given to the server.
+    pub root: PathBuf,
+    stderr: Arc<Mutex<String>>,
+    _show_logs_on_failure: ShowLogsOnFailure,
+    _tmp: TempDir,
+}
+
+/// Prints the server's log when a test fails.
+struct ShowLogsOnFailure(Arc<Mutex<String>>);
+
+impl Drop for ShowLogsOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- server log ---\n{}", self.0.lock().unwrap());
+        }
+    }
+}
+
+impl Server {
+    /// Starts the server with default settings.
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts the server with extra environment variables.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        Self::start_in(tmp, root, env).await
+    }
+
+    /// Starts the server on a given sandbox root.
+    pub async fn start_in(tmp: TempDir, root: PathBuf, env: &[(&str, &str)]) -> Self {
+        let cache = shared_cache();
+        let cmd = tokio::process::Command::new(binary()).configure(|c| {
+            c.env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", tmp.path())
+                .env("SANDBOX_CACHE_DIR", &cache)
+                .env("SANDBOX_ROOT", &root)
+                .env("SANDBOX_LOG", "info");
+            for (k, v) in env {
+                c.env(k, v);
+            }
+        });
+        let (transport, stderr_pipe) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(mut pipe) = stderr_pipe {
+            let sink = stderr.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let client = ().serve(transport).await.expect("MCP handshake");
+        Self {
+            client,
+            root,
+            _show_logs_on_failure: ShowLogsOnFailure(stderr.clone()),
+            stderr,
+            _tmp: tmp,
+        }
+    }
+
+    /// What the server logged so far.
+    pub fn logs(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Calls a tool and returns its result (tool errors included).
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else {
+            panic!("tool arguments must be an object")
+        };
+        self.client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+            .await
+            .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
+    }
+
+    /// Calls a tool that must succeed; returns its structured content.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        let result = self.call(tool, args).await;
+        assert_ne!(
+            result.is_error,
+            Some(true),
+            "{tool} failed: {}",
+            text(&result)
+        );
+        result
+            .structured_content
+            .unwrap_or_else(|| panic!("{tool} returned no structured content"))
+    }
+
+    /// Calls a tool that must fail; returns its text.
+    pub async fn err(&self, tool: &str, args: Value) -> String {
+        let result = self.call(tool, args).await;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{tool} should have failed: {}",
+            text(&result)
+        );
+        text(&result)
+    }
+
+    /// Creates a sandbox; returns its id.
+    pub async fn create(&self) -> String {
+        self.create_with(json!({})).await
+    }
+
+    /// Creates a sandbox with arguments; returns its id.
+    pub async fn create_with(&self, args: Value) -> String {
+        let created = self.ok("create_sandbox", args).await;
+        created["session_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs code that must succeed; returns the structured result.
+    pub async fn run(&self, id: &str, code: &str) -> Value {
+        self.ok("execute_code", json!({"session_id": id, "code": code}))
+            .await
+    }
+
+    /// Runs code; returns the whole result.
+    pub async fn exec(&self, id: &str, code: &str) -> CallToolResult {
+        self.call("execute_code", json!({"session_id": id, "code": code}))
+            .await
+    }
+
+    /// The host directories of this server's sandboxes.
+    pub fn sandbox_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for server in std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for sb in std::fs::read_dir(server.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if sb.path().is_dir() {
+                    dirs.push(sb.path());
+                }
+            }
+        }
+        dirs
+    }
+
+    /// Ends the session (stdin EOF) and waits for the process to exit.
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+/// The text blocks of a result, joined.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The structured content of a result (which may be an error).
+pub fn structured(result: &CallToolResult) -> Value {
+    result
+        .structured_content
+        .clone()
+        .unwrap_or_else(|| panic!("no structured content: {}", text(result)))
+}
