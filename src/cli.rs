@@ -172,6 +172,11 @@ pub struct Settings {
     )]
     pub idle_timeout_seconds: u64,
 
+    /// Interpreters kept started ahead of time, so creating a sandbox takes one
+    /// instead of starting CPython (0: off).
+    #[arg(long, env = "SANDBOX_POOL_SIZE", default_value_t = 2, global = true)]
+    pub pool_size: usize,
+
     /// Threads that run guest code (0: one per CPU).
     #[arg(long, env = "SANDBOX_THREADS", default_value_t = 0, global = true)]
     pub threads: usize,

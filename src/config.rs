@@ -117,6 +117,8 @@ impl Config {
                 ..EngineSettings::default()
             },
             threads: s.threads,
+            pool_size: s.pool_size,
+            pool_memory_bytes: s.memory_mb << 20,
         };
         Ok(Self {
             manager: ManagerSettings {

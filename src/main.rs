@@ -36,7 +36,11 @@ fn main() -> ExitCode {
     status
 }
 
-async fn run(command: Command, config: Config) -> ExitCode {
+async fn run(command: Command, mut config: Config) -> ExitCode {
+    if !matches!(command, Command::Serve) {
+        // One-off commands need no interpreters started ahead of time.
+        config.wasm.pool_size = 0;
+    }
     let app = match App::build(config) {
         Ok(app) => app,
         Err(e) => {

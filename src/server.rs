@@ -119,7 +119,9 @@ reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_
         };
         match self.manager.create(request).await {
             Ok((sandbox, created)) => {
-                let status = sandbox.status(self.manager.settings().idle_timeout).await;
+                let status = sandbox
+                    .status(self.manager.settings().idle_timeout, false)
+                    .await;
                 let message = if created {
                     format!(
                         "Created sandbox '{}' ({} backend, {}). Run code with execute_code.",
@@ -190,7 +192,7 @@ when it expires if left idle, executions, memory and disk used, and its limits."
         };
         let mut statuses = Vec::with_capacity(sandboxes.len());
         for s in &sandboxes {
-            statuses.push(s.status(idle).await);
+            statuses.push(s.status(idle, true).await);
         }
         let ids = self.manager.ids();
         let mut text = format!("{} sandbox(es) open", ids.len());

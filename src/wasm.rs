@@ -11,6 +11,8 @@ pub mod engine;
 mod guest_io;
 mod interpreter;
 pub mod module_cache;
+mod pool;
+mod protocol;
 pub mod runtime;
 mod sandbox;
 mod trap;
@@ -25,6 +27,7 @@ use wasmtime::{Engine, Linker, Module};
 
 use self::engine::{EngineSettings, build_engine};
 use self::interpreter::{GuestImage, GuestState};
+use self::pool::WarmPool;
 use self::runtime::load_runtime;
 use self::sandbox::WasmSandbox;
 use crate::sandbox::root::SandboxRoot;
@@ -45,6 +48,11 @@ pub struct WasmSettings {
     pub engine: EngineSettings,
     /// Threads that run guests (0: one per CPU).
     pub threads: usize,
+    /// Interpreters of the default runtime kept started ahead of time (0: none).
+    pub pool_size: usize,
+    /// Memory limit the pooled interpreters start with (a sandbox's own limit
+    /// replaces it when one is handed out).
+    pub pool_memory_bytes: u64,
 }
 
 /// The local WASI backend.
@@ -54,6 +62,7 @@ pub struct WasmBackend {
     root: Arc<SandboxRoot>,
     executor: Option<tokio::runtime::Runtime>,
     images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
+    pool: OnceCell<Arc<WarmPool>>,
 }
 
 impl WasmBackend {
@@ -80,6 +89,7 @@ impl WasmBackend {
             root,
             executor: Some(executor),
             images: Mutex::new(HashMap::new()),
+            pool: OnceCell::new(),
         })
     }
 
@@ -88,11 +98,32 @@ impl WasmBackend {
         &self.settings
     }
 
-    /// Loads a runtime now, so the first sandbox does not wait for it.
+    /// Loads a runtime now, so the first sandbox does not wait for it, and
+    /// fills the warm pool when it is the default runtime.
     pub async fn preload(&self, name: Option<&str>) -> Result<(), SandboxError> {
-        self.image(name.unwrap_or(&self.settings.default_runtime))
+        let name = name.unwrap_or(&self.settings.default_runtime);
+        self.image(name).await?;
+        if name == self.settings.default_runtime {
+            self.pool().await?;
+        }
+        Ok(())
+    }
+
+    /// The warm pool of the default runtime, created (and filling) on first use.
+    async fn pool(&self) -> Result<&Arc<WarmPool>, SandboxError> {
+        self.pool
+            .get_or_try_init(|| async {
+                let image = self.image(&self.settings.default_runtime).await?;
+                let pool = WarmPool::new(
+                    image,
+                    self.root.clone(),
+                    self.settings.pool_size,
+                    self.settings.pool_memory_bytes,
+                );
+                pool.refill();
+                Ok(pool)
+            })
             .await
-            .map(|_| ())
     }
 
     /// The loaded runtime `name`, loading it on first use.
@@ -164,6 +195,14 @@ impl Backend for WasmBackend {
             .clone()
             .unwrap_or_else(|| self.settings.default_runtime.clone());
         let image = self.image(&name).await?;
+        if name == self.settings.default_runtime
+            && let Some(warm) = self.pool().await?.take()
+            && let Some((dir, interpreter)) = warm.into_parts()
+        {
+            let sandbox =
+                WasmSandbox::from_warm(image, self.root.clone(), dir, interpreter, spec.limits)?;
+            return Ok(Box::new(sandbox));
+        }
         let sandbox = WasmSandbox::start(image, self.root.clone(), spec.limits).await?;
         Ok(Box::new(sandbox))
     }

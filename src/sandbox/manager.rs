@@ -102,7 +102,7 @@ pub struct SandboxStatus {
     pub executions: u64,
     /// Whether a call is running in it right now.
     pub busy: bool,
-    /// Memory and disk it uses (absent while busy).
+    /// Memory and disk it uses (absent while busy, and at creation).
     pub usage: ResourceUsage,
     /// Its limits.
     pub limits: LimitsView,
@@ -466,12 +466,12 @@ impl Sandbox {
         turn.interpreter().files().write(&path, data).await
     }
 
-    /// Its status now.
-    pub async fn status(&self, idle_timeout: Option<Duration>) -> SandboxStatus {
+    /// Its status now; `measure` adds memory and disk use (a directory walk).
+    pub async fn status(&self, idle_timeout: Option<Duration>, measure: bool) -> SandboxStatus {
         let (busy, usage) = match self.interpreter.try_lock() {
             Ok(guard) => match guard.as_ref() {
-                Some(i) => (false, i.usage().await),
-                None => (false, ResourceUsage::default()),
+                Some(i) if measure => (false, i.usage().await),
+                _ => (false, ResourceUsage::default()),
             },
             Err(_) => (true, ResourceUsage::default()),
         };

@@ -34,7 +34,7 @@ pub(crate) enum Stream {
 }
 
 /// A reply from the driver and the fuel left when it was sent.
-pub(crate) struct Reply {
+pub(crate) struct RawReply {
     /// The reply's JSON.
     pub body: Vec<u8>,
     /// Fuel left as the guest wrote the reply.
@@ -50,7 +50,7 @@ pub(crate) struct GuestLink {
     executing: AtomicBool,
     stdout: Mutex<StdoutState>,
     stderr: Mutex<OutputCapture>,
-    reply: Mutex<Option<oneshot::Sender<Reply>>>,
+    reply: Mutex<Option<oneshot::Sender<RawReply>>>,
     /// Fuel to install when the guest next returns from a host call (0: none).
     pending_fuel: AtomicU64,
     /// Fuel left when the guest last called the host.
@@ -100,7 +100,7 @@ impl GuestLink {
         fuel: u64,
         stdout: OutputCapture,
         stderr: OutputCapture,
-    ) -> oneshot::Receiver<Reply> {
+    ) -> oneshot::Receiver<RawReply> {
         let (tx, rx) = oneshot::channel();
         {
             let mut out = lock(&self.stdout);
@@ -189,7 +189,7 @@ impl GuestLink {
         self.pending_fuel
             .store(self.idle_fuel.load(Ordering::Relaxed), Ordering::SeqCst);
         if let Some(tx) = lock(&self.reply).take() {
-            let _ = tx.send(Reply { body, fuel_left });
+            let _ = tx.send(RawReply { body, fuel_left });
         }
     }
 

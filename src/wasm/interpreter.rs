@@ -23,10 +23,12 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
+use super::protocol::Request;
 use super::runtime::RuntimeManifest;
 use super::trap::{GuestExit, classify};
 
-/// The driver program, passed with `python -c`.
+/// The driver program, passed with `python -S -c` (`-S`: `site` is imported
+/// only once packages are installed, which saves start-up time).
 const DRIVER: &str = include_str!("driver.py");
 /// Fuel for interpreter start-up and for the driver between requests.
 const IDLE_FUEL: u64 = 50_000_000_000;
@@ -58,15 +60,15 @@ impl GuestState {
     }
 }
 
-/// Memory a guest holds and whether a growth was refused.
+/// A guest's memory limit, the memory it holds, and whether a growth was refused.
 #[derive(Default)]
 pub(crate) struct MemoryMeter {
+    limit: AtomicU64,
     bytes: AtomicU64,
     refused: AtomicBool,
 }
 
 struct MemoryLimiter {
-    limit: usize,
     meter: Arc<MemoryMeter>,
 }
 
@@ -77,7 +79,7 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limit {
+        if desired as u64 > self.meter.limit.load(Ordering::Relaxed) {
             self.meter.refused.store(true, Ordering::SeqCst);
             return Ok(false);
         }
@@ -141,12 +143,13 @@ impl Interpreter {
     ) -> Result<Self, String> {
         let link = GuestLink::new(random_token());
         let meter = Arc::new(MemoryMeter::default());
+        meter.limit.store(memory_limit, Ordering::Relaxed);
 
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(GuestStdin(link.clone()))
             .stdout(GuestOutput(link.clone(), Stream::Stdout))
             .stderr(GuestOutput(link.clone(), Stream::Stderr))
-            .args(&["python", "-c", DRIVER])
+            .args(&["python", "-S", "-c", DRIVER])
             .env("HOME", "/")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUTF8", "1")
@@ -162,7 +165,6 @@ impl Interpreter {
         let state = GuestState {
             wasi: wasi.build_p1(),
             limiter: MemoryLimiter {
-                limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),
                 meter: meter.clone(),
             },
         };
@@ -178,11 +180,11 @@ impl Interpreter {
             meter,
         };
 
-        let hello = serde_json::json!({
-            "op": "hello",
-            "token": interpreter.link.token_text(),
-            "site_packages": image.manifest.site_packages,
-        });
+        let token = interpreter.link.token_text().to_owned();
+        let hello = Request::Hello {
+            token: &token,
+            site_packages: &image.manifest.site_packages,
+        };
         let fuel = image.fuel_metered.then_some(IDLE_FUEL);
         let (outcome, _, stderr) = interpreter
             .call(
@@ -213,7 +215,7 @@ impl Interpreter {
     /// to the captures, which are handed back.
     pub(crate) async fn call(
         &mut self,
-        request: &serde_json::Value,
+        request: &Request<'_>,
         fuel: Option<u64>,
         timeout: Duration,
         cancel: &CancellationToken,
@@ -224,7 +226,7 @@ impl Interpreter {
             return (Outcome::Exited(GuestExit::Gone), stdout, stderr);
         };
         self.meter.refused.store(false, Ordering::SeqCst);
-        let body = serde_json::to_vec(request).unwrap_or_default();
+        let body = request.encode();
         let budget = fuel.unwrap_or(0);
         let reply = self.link.send(&body, budget, stdout, stderr);
         let outcome = tokio::select! {
@@ -261,6 +263,11 @@ impl Interpreter {
     /// Its linear memory, in bytes.
     pub(crate) fn memory_bytes(&self) -> u64 {
         self.meter.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Changes the memory limit (for an interpreter started ahead of time).
+    pub(crate) fn set_memory_limit(&self, bytes: u64) {
+        self.meter.limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Whether a memory growth was refused during the last call.

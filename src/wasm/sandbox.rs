@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use cap_std::fs::Dir;
-use serde::Deserialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{GuestImage, Interpreter, Outcome};
+use super::protocol::{Request, decode_reply};
 use super::trap::GuestExit;
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::DiskQuota;
@@ -45,12 +45,6 @@ pub(crate) struct WasmSandbox {
     closed: bool,
 }
 
-#[derive(Deserialize)]
-struct Reply {
-    value: Option<String>,
-    error: Option<ExecError>,
-}
-
 impl WasmSandbox {
     /// Starts a sandbox in a new directory under `root`.
     pub(crate) async fn start(
@@ -59,25 +53,31 @@ impl WasmSandbox {
         limits: SandboxLimits,
     ) -> Result<Self, SandboxError> {
         let host_dir = root.create_sandbox_dir()?;
-        let sandbox = Self::open(image, root, host_dir, limits);
-        let mut sandbox = match sandbox {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
-        match Interpreter::start(
+        let mut sandbox = Self::open(image, root, host_dir, limits)?;
+        let interpreter = Interpreter::start(
             &sandbox.image,
             &sandbox.host_dir,
             sandbox.limits.memory_bytes,
             START_TIMEOUT,
         )
         .await
-        {
-            Ok(interpreter) => {
-                sandbox.interpreter = Some(interpreter);
-                Ok(sandbox)
-            }
-            Err(message) => Err(SandboxError::Runtime(message)),
-        }
+        .map_err(SandboxError::Runtime)?;
+        sandbox.interpreter = Some(interpreter);
+        Ok(sandbox)
+    }
+
+    /// A sandbox made of an interpreter started ahead of time in `host_dir`.
+    pub(crate) fn from_warm(
+        image: Arc<GuestImage>,
+        root: Arc<SandboxRoot>,
+        host_dir: PathBuf,
+        interpreter: Interpreter,
+        limits: SandboxLimits,
+    ) -> Result<Self, SandboxError> {
+        interpreter.set_memory_limit(limits.memory_bytes);
+        let mut sandbox = Self::open(image, root, host_dir, limits)?;
+        sandbox.interpreter = Some(interpreter);
+        Ok(sandbox)
     }
 
     fn open(
@@ -184,7 +184,10 @@ impl CodeInterpreter for WasmSandbox {
         let cell = format!("<cell-{}>", self.executions);
         let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")));
         let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")));
-        let message = serde_json::json!({"op": "exec", "code": request.code, "filename": cell});
+        let message = Request::Exec {
+            filename: &cell,
+            code: &request.code,
+        };
         let interpreter = self.interpreter().await?;
         let started = Instant::now();
         let (outcome, stdout, stderr) = interpreter
@@ -214,7 +217,7 @@ impl CodeInterpreter for WasmSandbox {
                 fuel_used: used,
             } => {
                 fuel_used = used;
-                match serde_json::from_slice::<Reply>(&body) {
+                match decode_reply(&body) {
                     Ok(reply) => {
                         execution.value = reply.value.map(|v| cap_text(v, limits.output_bytes));
                         execution.error = reply.error;

@@ -80,7 +80,8 @@ async fn an_exception_is_an_error_result_with_its_traceback_and_the_state_surviv
 
 #[tokio::test]
 async fn the_guest_sees_only_its_directory_and_no_host_environment() {
-    let server = Server::start_with(&[("HOST_SECRET", "do-not-leak")]).await;
+    let server =
+        Server::start_with(&[("HOST_SECRET", "do-not-leak"), ("SANDBOX_POOL_SIZE", "0")]).await;
     let id = server.create().await;
     let r = server
         .run(
@@ -121,7 +122,7 @@ async fn the_guest_sees_only_its_directory_and_no_host_environment() {
 
 #[tokio::test]
 async fn create_run_close_runs_once_and_leaves_nothing() {
-    let server = Server::start().await;
+    let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
     let r = server
         .ok("create_run_close", json!({"code": "print('hi'); 6 * 7"}))
         .await;

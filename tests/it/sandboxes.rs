@@ -48,7 +48,7 @@ async fn ids_are_generated_or_chosen_and_existing_ones_are_reported() {
 
 #[tokio::test]
 async fn status_reports_each_sandbox_and_close_removes_it() {
-    let server = Server::start().await;
+    let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
     let a = server.create().await;
     let b = server
         .create_with(json!({"timeout_seconds": 5, "memory_mb": 128}))
@@ -104,7 +104,10 @@ async fn sandboxes_are_isolated_from_each_other() {
     assert_eq!(r["value"], "[]");
     let r = server.exec(&b, "open('../only-a.txt').read()").await;
     let name = structured(&r)["error"]["name"].clone();
-    assert!(name == "PermissionError" || name == "FileNotFoundError", "{name}");
+    assert!(
+        name == "PermissionError" || name == "FileNotFoundError",
+        "{name}"
+    );
     server
         .err(
             "read_file",
@@ -169,7 +172,8 @@ async fn calls_to_one_sandbox_run_one_at_a_time_in_arrival_order() {
 async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_next_start() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    let no_pool = [("SANDBOX_POOL_SIZE", "0")];
+    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &no_pool).await;
     first.create().await;
     assert_eq!(first.sandbox_dirs().len(), 1);
     first.stop().await;
@@ -203,7 +207,7 @@ async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_
         "the killed server left its directory"
     );
 
-    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &no_pool).await;
     second.create().await;
     assert_eq!(
         std::fs::read_dir(&root).unwrap().count(),
@@ -216,4 +220,35 @@ async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_
         second.logs()
     );
     second.stop().await;
+}
+
+#[tokio::test]
+async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories() {
+    let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "3")]).await;
+    let first = server.create().await;
+    server
+        .run(&first, "open('/mine.txt', 'w').write('x')\nleft_behind = 1")
+        .await;
+    // Give the pool time to start its interpreters; every create takes one.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let small = server.create_with(json!({"memory_mb": 48})).await;
+    let r = server
+        .exec(&small, "x = bytearray(100 * 1024 * 1024)")
+        .await;
+    assert_eq!(
+        structured(&r)["limit"]["kind"],
+        "memory",
+        "the sandbox's own cap applies"
+    );
+    let r = server
+        .run(
+            &small,
+            "import os\n(os.listdir('/'), 'left_behind' in globals())",
+        )
+        .await;
+    assert_eq!(r["value"], "([], False)", "a pooled sandbox starts empty");
+    let big = server.create_with(json!({"memory_mb": 256})).await;
+    let r = server.run(&big, "len(bytearray(100 * 1024 * 1024))").await;
+    assert_eq!(r["value"], "104857600");
+    server.stop().await;
 }

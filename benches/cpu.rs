@@ -1,0 +1,164 @@
+//! CPU-bound Python: a small suite run in a sandbox with fuel metering on and
+//! off, and under the machine's native `python3` when there is one, so the
+//! report shows the cost of WebAssembly and of metering side by side.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use criterion::{Criterion, criterion_group, criterion_main};
+use mcp_code_sandbox::app::App;
+use mcp_code_sandbox::cli::Cli;
+use mcp_code_sandbox::config::Config;
+use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
+use tokio_util::sync::CancellationToken;
+
+/// (name, set-up code, timed statement)
+const SUITE: &[(&str, &str, &str)] = &[
+    (
+        "recursion_fib25",
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)",
+        "fib(25)",
+    ),
+    (
+        "sort_100k_strings",
+        "import random\nrandom.seed(1)\nwords = [str(random.random()) for _ in range(100_000)]",
+        "sorted(words)",
+    ),
+    (
+        "json_round_trip_10k",
+        "import json\ndocs = [{'id': i, 'name': f'item {i}', 'tags': ['a', 'b'], 'score': i / 7} for i in range(10_000)]",
+        "json.loads(json.dumps(docs))",
+    ),
+    (
+        "regex_scan",
+        "import re\ntext = 'user@example.org, x@y.z; ' * 20_000\npattern = re.compile(r'[\\w.]+@[\\w.]+')",
+        "len(pattern.findall(text))",
+    ),
+    (
+        "bigint_pow_str",
+        "import sys\nsys.set_int_max_str_digits(0)",
+        "len(str(7 ** 30_000))",
+    ),
+];
+
+fn app(rt: &tokio::runtime::Runtime, fuel: &str) -> App {
+    let root = std::env::temp_dir().join(format!("mcp-bench-cpu-{}", std::process::id()));
+    let cli = Cli::try_parse_from([
+        "mcp-code-sandbox",
+        "--log",
+        "warn",
+        "--pool-size",
+        "0",
+        "--fuel",
+        fuel,
+        "--root",
+        root.to_str().unwrap(),
+    ])
+    .unwrap();
+    let app = rt
+        .block_on(async { App::build(Config::from_settings(&cli.settings).unwrap()) })
+        .unwrap();
+    rt.block_on(app.wasm.preload(None))
+        .expect("run ./fetch-python.sh first");
+    app
+}
+
+async fn run(sandbox: &Sandbox, code: &str) {
+    let e = sandbox
+        .execute(
+            code.to_owned(),
+            Some(Duration::from_secs(300)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
+}
+
+/// A native python3 that runs statements on request and reports their time.
+struct Native {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Native {
+    fn start() -> Option<Self> {
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-c",
+                "import sys, time\nns = {}\nfor line in sys.stdin:\n    kind, src = line.split(' ', 1)\n    src = src.encode().decode('unicode_escape')\n    t = time.perf_counter()\n    exec(src, ns)\n    print(time.perf_counter() - t if kind == 'T' else 0, flush=True)",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let input = child.stdin.take()?;
+        let output = BufReader::new(child.stdout.take()?);
+        Some(Self {
+            child,
+            input,
+            output,
+        })
+    }
+
+    fn exec(&mut self, kind: char, code: &str) -> Duration {
+        let escaped = code.escape_default().to_string();
+        writeln!(self.input, "{kind} {escaped}").unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        Duration::from_secs_f64(line.trim().parse().unwrap())
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn cpu(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let metered = app(&rt, "2000000000000");
+    let unmetered = app(&rt, "0");
+    let (with_fuel, _) = rt
+        .block_on(metered.manager.create(CreateRequest::default()))
+        .unwrap();
+    let (without_fuel, _) = rt
+        .block_on(unmetered.manager.create(CreateRequest::default()))
+        .unwrap();
+    let mut native = Native::start();
+    if native.is_none() {
+        eprintln!("note: no native python3 on this machine; the native column is skipped");
+    }
+
+    for (name, setup, statement) in SUITE {
+        let mut group = c.benchmark_group(format!("cpu/{name}"));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(8));
+        rt.block_on(run(&with_fuel, setup));
+        rt.block_on(run(&without_fuel, setup));
+        group.bench_function("wasm_fuel_on", |b| {
+            b.to_async(&rt).iter(|| run(&with_fuel, statement))
+        });
+        group.bench_function("wasm_fuel_off", |b| {
+            b.to_async(&rt).iter(|| run(&without_fuel, statement))
+        });
+        if let Some(native) = native.as_mut() {
+            native.exec('S', setup);
+            group.bench_function("native_python3", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| native.exec('T', statement)).sum())
+            });
+        }
+        group.finish();
+    }
+    rt.block_on(metered.manager.close_all());
+    rt.block_on(unmetered.manager.close_all());
+}
+
+criterion_group!(benches, cpu);
+criterion_main!(benches);

@@ -1,0 +1,111 @@
+//! Library-level latency: sandbox creation (cold and from the warm pool),
+//! trivial executions, create-run-close, and the file tools.
+
+use std::time::Duration;
+
+use clap::Parser;
+use criterion::{Criterion, criterion_group, criterion_main};
+use mcp_code_sandbox::app::App;
+use mcp_code_sandbox::cli::Cli;
+use mcp_code_sandbox::config::Config;
+use mcp_code_sandbox::sandbox::GuestPath;
+use mcp_code_sandbox::sandbox::manager::CreateRequest;
+use tokio_util::sync::CancellationToken;
+
+fn app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> App {
+    let root = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    let mut args = vec![
+        "mcp-code-sandbox",
+        "--log",
+        "warn",
+        "--root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let cli = Cli::try_parse_from(args).unwrap();
+    let config = Config::from_settings(&cli.settings).unwrap();
+    let app = rt.block_on(async { App::build(config) }).unwrap();
+    rt.block_on(app.wasm.preload(None))
+        .expect("run ./fetch-python.sh first");
+    app
+}
+
+fn create(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut group = c.benchmark_group("create_sandbox");
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(10));
+    for (name, pool) in [("cold", "0"), ("warm_pool", "4")] {
+        let app = app(&rt, &["--pool-size", pool]);
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        // Let the pool refill between samples, outside the timed part.
+                        tokio::time::sleep(Duration::from_millis(if pool == "0" {
+                            0
+                        } else {
+                            150
+                        }))
+                        .await;
+                        let started = std::time::Instant::now();
+                        let (sandbox, _) =
+                            app.manager.create(CreateRequest::default()).await.unwrap();
+                        total += started.elapsed();
+                        let id = sandbox.id().to_owned();
+                        drop(sandbox);
+                        app.manager.close(&id).await.unwrap();
+                    }
+                    total
+                })
+            })
+        });
+        rt.block_on(app.manager.close_all());
+    }
+    group.finish();
+}
+
+fn execute(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let app = app(&rt, &[]);
+    let (sandbox, _) = rt
+        .block_on(app.manager.create(CreateRequest::default()))
+        .unwrap();
+    let mut group = c.benchmark_group("execute_code");
+    group.bench_function("trivial_expression", |b| {
+        b.to_async(&rt).iter(|| async {
+            let e = sandbox
+                .execute("1 + 1".into(), None, CancellationToken::new())
+                .await
+                .unwrap();
+            assert_eq!(e.value.as_deref(), Some("2"));
+        })
+    });
+    group.bench_function("print", |b| {
+        b.to_async(&rt).iter(|| async {
+            sandbox
+                .execute("print('hello')".into(), None, CancellationToken::new())
+                .await
+                .unwrap()
+        })
+    });
+    group.finish();
+
+    let mut files = c.benchmark_group("file_tools");
+    let data = vec![b'x'; 1 << 20];
+    let path = GuestPath::parse("/bench.bin").unwrap();
+    files.bench_function("write_then_read_1MiB", |b| {
+        b.to_async(&rt).iter(|| async {
+            sandbox.write(path.clone(), data.clone()).await.unwrap();
+            let back = sandbox.read(path.clone(), 2 << 20).await.unwrap();
+            assert_eq!(back.bytes.len(), 1 << 20);
+        })
+    });
+    files.finish();
+    rt.block_on(app.manager.close_all());
+}
+
+criterion_group!(benches, create, execute);
+criterion_main!(benches);

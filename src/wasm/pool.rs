@@ -1,0 +1,143 @@
+//! [`WarmPool`]: interpreters started ahead of time, each in a fresh sandbox
+//! directory, so creating a sandbox is taking one rather than starting CPython.
+//!
+//! The pool refills itself in the background, one interpreter at a time, a
+//! moment after each take: starting CPython costs tens of milliseconds of CPU,
+//! and the sandbox just handed out usually runs code right away, so the refill
+//! waits [`REFILL_DELAY`] rather than compete with it. A size of 0 turns it off.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::interpreter::{GuestImage, Interpreter};
+use super::sandbox::START_TIMEOUT;
+
+/// How long a refill waits after a take before starting an interpreter.
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+use crate::sandbox::root::SandboxRoot;
+
+/// An interpreter running in its own, still empty, sandbox directory; both
+/// are removed if it is dropped without being handed out.
+pub(crate) struct Warm {
+    root: Arc<SandboxRoot>,
+    parts: Option<(PathBuf, Interpreter)>,
+}
+
+impl Warm {
+    /// Hands over the directory and the interpreter.
+    pub(crate) fn into_parts(mut self) -> Option<(PathBuf, Interpreter)> {
+        self.parts.take()
+    }
+
+    fn is_alive(&self) -> bool {
+        self.parts.as_ref().is_some_and(|(_, i)| i.is_alive())
+    }
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        if let Some((dir, mut interpreter)) = self.parts.take() {
+            interpreter.kill();
+            self.root.remove_sandbox_dir(&dir);
+        }
+    }
+}
+
+/// Ready interpreters of one runtime.
+pub(crate) struct WarmPool {
+    image: Arc<GuestImage>,
+    root: Arc<SandboxRoot>,
+    size: usize,
+    memory_limit: u64,
+    ready: Mutex<VecDeque<Warm>>,
+    refilling: AtomicBool,
+}
+
+impl WarmPool {
+    /// A pool of `size` interpreters of `image`, started with `memory_limit`.
+    pub(crate) fn new(
+        image: Arc<GuestImage>,
+        root: Arc<SandboxRoot>,
+        size: usize,
+        memory_limit: u64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            image,
+            root,
+            size,
+            memory_limit,
+            ready: Mutex::new(VecDeque::new()),
+            refilling: AtomicBool::new(false),
+        })
+    }
+
+    fn ready(&self) -> MutexGuard<'_, VecDeque<Warm>> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a ready interpreter, if there is one, and starts a replacement.
+    pub(crate) fn take(self: &Arc<Self>) -> Option<Warm> {
+        let warm = loop {
+            let Some(warm) = self.ready().pop_front() else {
+                break None;
+            };
+            if warm.is_alive() {
+                break Some(warm);
+            }
+        };
+        self.refill_after(REFILL_DELAY);
+        warm
+    }
+
+    /// Starts interpreters in the background until the pool is full.
+    pub(crate) fn refill(self: &Arc<Self>) {
+        self.refill_after(std::time::Duration::ZERO);
+    }
+
+    fn refill_after(self: &Arc<Self>, delay: std::time::Duration) {
+        if self.size == 0 || self.refilling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let pool = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            loop {
+                let Some(pool) = pool.upgrade() else { return };
+                if pool.ready().len() >= pool.size {
+                    pool.refilling.store(false, Ordering::SeqCst);
+                    // A take may have raced with the check above.
+                    if pool.ready().len() < pool.size
+                        && !pool.refilling.swap(true, Ordering::SeqCst)
+                    {
+                        continue;
+                    }
+                    return;
+                }
+                match pool.start_one().await {
+                    Ok(warm) => pool.ready().push_back(warm),
+                    Err(e) => {
+                        tracing::warn!("could not start a pooled interpreter: {e}");
+                        pool.refilling.store(false, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn start_one(&self) -> Result<Warm, String> {
+        let dir = self.root.create_sandbox_dir().map_err(|e| e.to_string())?;
+        match Interpreter::start(&self.image, &dir, self.memory_limit, START_TIMEOUT).await {
+            Ok(interpreter) => Ok(Warm {
+                root: self.root.clone(),
+                parts: Some((dir, interpreter)),
+            }),
+            Err(e) => {
+                self.root.remove_sandbox_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+}
