@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, SandboxError};
-use crate::server::SandboxServer;
+use crate::server::{SandboxServer, framing};
 use crate::wasm::WasmBackend;
 
 /// A configured server: its backends and its sandboxes.
@@ -60,7 +61,11 @@ impl App {
         let server = self.server();
         tokio::select! {
             result = async {
-                let running = server.serve_with_ct(rmcp::transport::stdio(), stop.clone()).await?;
+                let max = self.config.requests.max_request_bytes;
+                let guarded = framing::guard(tokio::io::stdin(), tokio::io::stdout(), max);
+                let transport = AsyncRwTransport::new_server(guarded.reader, guarded.writer)
+                    .with_max_line_length(max.saturating_add(1));
+                let running = server.serve_with_ct(transport, stop.clone()).await?;
                 running.waiting().await?;
                 anyhow::Ok(())
             } => {

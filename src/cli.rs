@@ -150,6 +150,11 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_MAX_FILE_BYTES", default_value_t = 10 << 20, global = true)]
     pub max_file_bytes: u64,
 
+    /// Longest request (one JSON-RPC line on stdio) accepted, in bytes; longer
+    /// ones get an error reply and are skipped without being held in memory.
+    #[arg(long, env = "SANDBOX_MAX_REQUEST_BYTES", default_value_t = 64 << 20, global = true)]
+    pub max_request_bytes: usize,
+
     /// Largest `code` argument accepted, in bytes.
     #[arg(long, env = "SANDBOX_MAX_CODE_BYTES", default_value_t = 1 << 20, global = true)]
     pub max_code_bytes: usize,

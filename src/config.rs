@@ -34,6 +34,8 @@ pub struct RequestLimits {
     pub max_file_bytes: u64,
     /// Most entries `list_files` returns.
     pub max_list_entries: usize,
+    /// Longest request line accepted on stdio, in bytes.
+    pub max_request_bytes: usize,
 }
 
 /// The server's configuration.
@@ -134,6 +136,7 @@ impl Config {
                 max_code_bytes: s.max_code_bytes,
                 max_file_bytes: s.max_file_bytes,
                 max_list_entries: 10_000,
+                max_request_bytes: s.max_request_bytes,
             },
             log: s.log.clone(),
         })

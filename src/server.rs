@@ -4,16 +4,22 @@
 //! exception in the code, a limit) are results with `isError: true` and a
 //! message written for the model; only unusable requests are protocol errors.
 
+pub mod framing;
 pub mod params;
 pub mod results;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ServerCapabilities,
+    ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
@@ -36,6 +42,30 @@ pub struct SandboxServer {
     manager: Arc<SandboxManager>,
     limits: RequestLimits,
     tool_router: ToolRouter<Self>,
+}
+
+/// Awaits a tool call; if it panics, logs the panic and answers with an
+/// error result, so the client gets an answer and the server keeps serving.
+async fn contain_panics(
+    tool: &str,
+    call: impl std::future::Future<Output = Result<CallToolResponse, ErrorData>>,
+) -> Result<CallToolResponse, ErrorData> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown cause".to_owned());
+            tracing::error!(tool, panic = %what, "a tool call panicked");
+            Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "internal error in {tool}: {what}. The server is still running; please report this as a bug."
+            ))])
+            .into())
+        }
+    }
 }
 
 fn seconds(value: Option<f64>, name: &str) -> Result<Option<Duration>, SandboxError> {
@@ -529,6 +559,18 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
+    /// Runs a tool; a panic in it becomes an error result instead of a
+    /// request that never gets an answer.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let call = ToolCallContext::new(self, request, context);
+        contain_panics(&name, self.tool_router.call(call)).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(
@@ -536,5 +578,21 @@ impl ServerHandler for SandboxServer {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_tool_call_becomes_an_error_result() {
+        let result = contain_panics("boom", async { panic!("kaboom") }).await;
+        let CallToolResponse::Complete(result) = result.unwrap() else {
+            panic!("expected a complete result")
+        };
+        assert_eq!(result.is_error, Some(true));
+        let text = result.content[0].as_text().unwrap().text.clone();
+        assert!(text.contains("boom") && text.contains("kaboom"), "{text}");
     }
 }

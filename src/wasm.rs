@@ -59,19 +59,20 @@ pub struct WasmSettings {
 pub struct WasmBackend {
     settings: WasmSettings,
     engine: Engine,
-    root: Arc<SandboxRoot>,
+    /// Claimed on first use, so an unusable root is reported by the call that
+    /// needs it (and retried by the next), not by a server that fails to start.
+    root: OnceCell<Arc<SandboxRoot>>,
     executor: Option<tokio::runtime::Runtime>,
     images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
     pool: OnceCell<Arc<WarmPool>>,
 }
 
 impl WasmBackend {
-    /// Builds the engine and claims this server's sandbox directory. Runtimes
-    /// load on first use (or with [`WasmBackend::preload`]).
+    /// Builds the engine and the guest threads. The sandbox root is claimed
+    /// and runtimes are loaded on first use (or by [`WasmBackend::preload`]).
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
         let engine = build_engine(settings.engine)
             .map_err(|e| SandboxError::Runtime(format!("cannot set up wasmtime: {e}")))?;
-        let root = Arc::new(SandboxRoot::open(&settings.sandbox_root)?);
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -86,7 +87,7 @@ impl WasmBackend {
         Ok(Self {
             settings,
             engine,
-            root,
+            root: OnceCell::new(),
             executor: Some(executor),
             images: Mutex::new(HashMap::new()),
             pool: OnceCell::new(),
@@ -102,6 +103,7 @@ impl WasmBackend {
     /// fills the warm pool when it is the default runtime.
     pub async fn preload(&self, name: Option<&str>) -> Result<(), SandboxError> {
         let name = name.unwrap_or(&self.settings.default_runtime);
+        self.root().await?;
         self.image(name).await?;
         if name == self.settings.default_runtime {
             self.pool().await?;
@@ -116,12 +118,27 @@ impl WasmBackend {
                 let image = self.image(&self.settings.default_runtime).await?;
                 let pool = WarmPool::new(
                     image,
-                    self.root.clone(),
+                    self.root().await?.clone(),
                     self.settings.pool_size,
                     self.settings.pool_memory_bytes,
                 );
                 pool.refill();
                 Ok(pool)
+            })
+            .await
+    }
+
+    /// This server's directory under the sandbox root, claimed on first use
+    /// (which also removes what killed servers left there).
+    async fn root(&self) -> Result<&Arc<SandboxRoot>, SandboxError> {
+        self.root
+            .get_or_try_init(|| async {
+                let path = self.settings.sandbox_root.clone();
+                tokio::task::spawn_blocking(move || SandboxRoot::open(&path).map(Arc::new))
+                    .await
+                    .map_err(|e| {
+                        SandboxError::Runtime(format!("opening the sandbox root failed: {e}"))
+                    })?
             })
             .await
     }
@@ -194,16 +211,16 @@ impl Backend for WasmBackend {
             .runtime
             .clone()
             .unwrap_or_else(|| self.settings.default_runtime.clone());
+        let root = self.root().await?.clone();
         let image = self.image(&name).await?;
         if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take()
             && let Some((dir, interpreter)) = warm.into_parts()
         {
-            let sandbox =
-                WasmSandbox::from_warm(image, self.root.clone(), dir, interpreter, spec.limits)?;
+            let sandbox = WasmSandbox::from_warm(image, root, dir, interpreter, spec.limits)?;
             return Ok(Box::new(sandbox));
         }
-        let sandbox = WasmSandbox::start(image, self.root.clone(), spec.limits).await?;
+        let sandbox = WasmSandbox::start(image, root, spec.limits).await?;
         Ok(Box::new(sandbox))
     }
 

@@ -55,13 +55,15 @@ impl SandboxRoot {
         &self.dir
     }
 
-    /// Creates a new, empty sandbox directory with a random name.
+    /// Creates a new sandbox directory with a random name, holding only an
+    /// empty `tmp/` (the guest's `/tmp`).
     pub fn create_sandbox_dir(&self) -> Result<PathBuf, SandboxError> {
         let path = self.dir.join(format!("sb-{}", random_name()));
-        fs::create_dir(&path).map_err(|source| SandboxError::Root {
-            path: path.clone(),
-            source,
-        })?;
+        let made = fs::create_dir(&path).and_then(|()| fs::create_dir(path.join("tmp")));
+        if let Err(source) = made {
+            let _ = fs::remove_dir_all(&path);
+            return Err(SandboxError::Root { path, source });
+        }
         Ok(path)
     }
 

@@ -3,7 +3,7 @@
 //!
 //! What the guest gets, and nothing more: its sandbox directory preopened
 //! read-write as `/`; stdin, stdout and stderr connected to the host (see
-//! [`super::guest_io`]); a fixed environment (`HOME=/` and the runtime's own
+//! [`super::guest_io`]); a fixed environment (`HOME=/`, `TMPDIR=/tmp` and the runtime's own
 //! variables, never the host's); the argument list `python -c <driver>`; WASI
 //! clocks and random numbers. No network: WASI preview 1 has no way to open a
 //! socket, and nothing else is linked. Each instance has its own memory limit,
@@ -151,6 +151,7 @@ impl Interpreter {
             .stderr(GuestOutput(link.clone(), Stream::Stderr))
             .args(&["python", "-S", "-c", DRIVER])
             .env("HOME", "/")
+            .env("TMPDIR", "/tmp")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUTF8", "1")
             .allow_blocking_current_thread(true)

@@ -89,7 +89,7 @@ async fn the_guest_sees_only_its_directory_and_no_host_environment() {
             "import os\nopen('/made-here.txt', 'w').write('x')\n(os.getcwd(), sorted(os.listdir('/')), 'do-not-leak' in str(os.environ))",
         )
         .await;
-    assert_eq!(r["value"], "('/', ['made-here.txt'], False)");
+    assert_eq!(r["value"], "('/', ['made-here.txt', 'tmp'], False)");
     let dirs = server.sandbox_dirs();
     assert_eq!(dirs.len(), 1);
     assert!(

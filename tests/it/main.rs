@@ -4,7 +4,9 @@
 mod cli;
 mod execution;
 mod files;
+mod hostile;
 mod limits;
+mod requests;
 mod sandboxes;
 mod support;
 mod tools;

@@ -101,7 +101,7 @@ async fn sandboxes_are_isolated_from_each_other() {
     let r = server.exec(&b, "secret").await;
     assert_eq!(structured(&r)["error"]["name"], "NameError");
     let r = server.run(&b, "import os\nos.listdir('/')").await;
-    assert_eq!(r["value"], "[]");
+    assert_eq!(r["value"], "['tmp']");
     let r = server.exec(&b, "open('../only-a.txt').read()").await;
     let name = structured(&r)["error"]["name"].clone();
     assert!(
@@ -246,7 +246,10 @@ async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories
             "import os\n(os.listdir('/'), 'left_behind' in globals())",
         )
         .await;
-    assert_eq!(r["value"], "([], False)", "a pooled sandbox starts empty");
+    assert_eq!(
+        r["value"], "(['tmp'], False)",
+        "a pooled sandbox starts empty"
+    );
     let big = server.create_with(json!({"memory_mb": 256})).await;
     let r = server.run(&big, "len(bytearray(100 * 1024 * 1024))").await;
     assert_eq!(r["value"], "104857600");

@@ -224,3 +224,97 @@ pub fn structured(result: &CallToolResult) -> Value {
         .clone()
         .unwrap_or_else(|| panic!("no structured content: {}", text(result)))
 }
+
+/// A client that writes raw lines to the binary's stdin and reads raw lines
+/// back, for requests no well-behaved client would send.
+pub struct RawClient {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    _tmp: TempDir,
+}
+
+impl RawClient {
+    /// Starts the server and completes the MCP handshake.
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cmd = tokio::process::Command::new(binary());
+        cmd.env("SANDBOX_CACHE_DIR", shared_cache())
+            .env("SANDBOX_ROOT", tmp.path().join("root"))
+            .env("SANDBOX_LOG", "warn")
+            .env("SANDBOX_POOL_SIZE", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = Self {
+            child,
+            stdin,
+            stdout,
+            _tmp: tmp,
+        };
+        client
+            .send_json(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+            )
+            .await;
+        let init = client.recv().await;
+        assert_eq!(init["id"], 0, "{init}");
+        client
+            .send_json(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    /// Sends bytes followed by a newline.
+    pub async fn send_line(&mut self, line: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(line).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// Sends a JSON message.
+    pub async fn send_json(&mut self, message: Value) {
+        self.send_line(message.to_string().as_bytes()).await;
+    }
+
+    /// Receives the next message (within 60 s).
+    pub async fn recv(&mut self) -> Value {
+        let line =
+            tokio::time::timeout(std::time::Duration::from_secs(60), self.stdout.next_line())
+                .await
+                .expect("the server answered")
+                .unwrap()
+                .expect("the server is still running");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Calls a tool with a given request id; returns the response.
+    pub async fn call(&mut self, id: i64, tool: &str, args: Value) -> Value {
+        self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}))
+            .await;
+        self.recv().await
+    }
+
+    /// Closes stdin and waits for the server to exit; returns whether it
+    /// exited successfully.
+    pub async fn finish(mut self) -> bool {
+        drop(self.stdin);
+        self.child
+            .wait()
+            .await
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+}

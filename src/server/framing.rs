@@ -1,0 +1,269 @@
+//! The stdio framing guard: it sits between the client's byte streams and
+//! rmcp, so that every line the client sends gets an answer.
+//!
+//! rmcp ignores a line that is not JSON and drops one longer than its limit
+//! without a word, which leaves the client waiting for a reply that never
+//! comes. The guard checks each line first: a well-formed one goes on to rmcp;
+//! one that is not UTF-8 JSON is answered with a JSON-RPC parse error; one
+//! longer than the limit is answered with an "invalid request" error naming its
+//! size (with its id when the start of the line shows it) while its bytes are
+//! skipped as they arrive, never held in memory.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Bytes of an oversized line kept to look for its id.
+const ID_WINDOW: usize = 64 << 10;
+
+/// Streams for rmcp, with the guard running between them and the client.
+pub struct Guarded {
+    /// What rmcp reads: the client's lines that passed the checks.
+    pub reader: tokio::io::DuplexStream,
+    /// What rmcp writes: forwarded to the client line by line.
+    pub writer: tokio::io::DuplexStream,
+}
+
+/// Starts the guard between `input`/`output` (the client) and the returned
+/// streams (rmcp); lines longer than `max_line` bytes are refused.
+pub fn guard<R, W>(input: R, output: W, max_line: usize) -> Guarded
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (rmcp_reader, to_rmcp) = tokio::io::duplex(1 << 20);
+    let (from_rmcp, rmcp_writer) = tokio::io::duplex(1 << 20);
+    let (errors_tx, errors_rx) = mpsc::unbounded_channel();
+    tokio::spawn(forward_output(from_rmcp, errors_rx, output));
+    tokio::spawn(check_input(input, to_rmcp, errors_tx, max_line));
+    Guarded {
+        reader: rmcp_reader,
+        writer: rmcp_writer,
+    }
+}
+
+/// Writes rmcp's lines and the guard's own error replies to the client, each
+/// line whole.
+async fn forward_output<W: AsyncWrite + Unpin>(
+    from_rmcp: tokio::io::DuplexStream,
+    mut errors: mpsc::UnboundedReceiver<String>,
+    mut output: W,
+) {
+    let mut lines = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    let mut errors_open = true;
+    loop {
+        tokio::select! {
+            read = lines.read_until(b'\n', &mut line) => {
+                match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                            break;
+                        }
+                        line.clear();
+                    }
+                }
+            }
+            error = errors.recv(), if errors_open => {
+                match error {
+                    Some(reply) => {
+                        let reply = reply + "\n";
+                        if output.write_all(reply.as_bytes()).await.is_err() || output.flush().await.is_err() {
+                            break;
+                        }
+                    }
+                    None => errors_open = false,
+                }
+            }
+        }
+    }
+}
+
+/// Reads the client's lines, passes the good ones to rmcp and answers the rest.
+async fn check_input<R: AsyncRead + Unpin>(
+    mut input: R,
+    mut to_rmcp: tokio::io::DuplexStream,
+    errors: mpsc::UnboundedSender<String>,
+    max_line: usize,
+) {
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut line: Vec<u8> = Vec::new();
+    let mut oversized: Option<usize> = None;
+    loop {
+        let n = match input.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() {
+            let (part, ended) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            rest = if ended { &rest[part.len() + 1..] } else { &[] };
+            match oversized.as_mut() {
+                Some(total) => *total += part.len(),
+                None if line.len() + part.len() > max_line => {
+                    oversized = Some(line.len() + part.len());
+                    let keep = ID_WINDOW.saturating_sub(line.len()).min(part.len());
+                    line.extend_from_slice(&part[..keep]);
+                    line.truncate(ID_WINDOW);
+                    line.shrink_to(ID_WINDOW);
+                }
+                None => line.extend_from_slice(part),
+            }
+            if !ended {
+                continue;
+            }
+            let verdict = match oversized.take() {
+                Some(total) => Some(too_large(&line, total, max_line)),
+                None => check_line(&line),
+            };
+            match verdict {
+                Some(reply) => {
+                    tracing::warn!("refused a malformed or oversized request line");
+                    let _ = errors.send(reply);
+                }
+                None if !line.iter().all(u8::is_ascii_whitespace) => {
+                    line.push(b'\n');
+                    if to_rmcp.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+                None => {}
+            }
+            line.clear();
+        }
+    }
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// The error reply for a line that is not a JSON-RPC message, if it is not.
+fn check_line(line: &[u8]) -> Option<String> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(_)) => None,
+        Ok(_) => Some(error_reply(
+            find_id(line),
+            -32600,
+            "invalid request: a JSON-RPC message must be a JSON object",
+        )),
+        Err(e) => Some(error_reply(
+            None,
+            -32700,
+            &format!("parse error: the line is not valid UTF-8 JSON ({e})"),
+        )),
+    }
+}
+
+fn too_large(start: &[u8], total: usize, max_line: usize) -> String {
+    error_reply(
+        find_id(start),
+        -32600,
+        &format!(
+            "request too large: {total} bytes, over this server's limit of {max_line} bytes \
+             (SANDBOX_MAX_REQUEST_BYTES); send large files in smaller pieces"
+        ),
+    )
+}
+
+fn error_reply(id: Option<serde_json::Value>, code: i64, message: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(serde_json::Value::Null),
+        "error": {"code": code, "message": message},
+    })
+    .to_string()
+}
+
+/// The request id in the start of a line, when it can be read there.
+fn find_id(start: &[u8]) -> Option<serde_json::Value> {
+    let text = String::from_utf8_lossy(start);
+    let mut search = &text[..];
+    while let Some(at) = search.find("\"id\"") {
+        let after = search[at + 4..].trim_start();
+        if let Some(value) = after.strip_prefix(':') {
+            let value = value.trim_start();
+            if let Some(quoted) = value.strip_prefix('"') {
+                if let Some(end) = quoted.find('"') {
+                    return Some(serde_json::Value::String(quoted[..end].to_owned()));
+                }
+            } else {
+                let digits: String = value
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '-')
+                    .collect();
+                if let Ok(n) = digits.parse::<i64>() {
+                    return Some(serde_json::Value::from(n));
+                }
+            }
+        }
+        search = &search[at + 4..];
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn run(input: Vec<u8>, max_line: usize) -> (String, String) {
+        let (client_out, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, mut client_in) = tokio::io::duplex(1 << 16);
+        let mut guarded = guard(server_in, server_out, max_line);
+        let writer = tokio::spawn(async move {
+            let mut client_out = client_out;
+            client_out.write_all(&input).await.unwrap();
+            client_out.shutdown().await.unwrap();
+        });
+        let mut passed = String::new();
+        guarded.reader.read_to_string(&mut passed).await.unwrap();
+        writer.await.unwrap();
+        drop(guarded.writer);
+        let mut replies = String::new();
+        client_in.read_to_string(&mut replies).await.unwrap();
+        (passed, replies)
+    }
+
+    #[tokio::test]
+    async fn good_lines_pass_and_bad_ones_are_answered() {
+        let mut input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".to_vec();
+        input.extend_from_slice(b"{not json\n");
+        input.extend_from_slice(b"\xff\xfe\n");
+        input.extend_from_slice(b"[1,2]\n\n");
+        input.extend_from_slice(
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"x\",\"params\":\"",
+        );
+        input.extend_from_slice(&vec![b'a'; 5000]);
+        input.extend_from_slice(b"\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
+        let (passed, replies) = run(input, 1000).await;
+        assert_eq!(
+            passed,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n"
+        );
+        let replies: Vec<serde_json::Value> = replies
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(replies.len(), 4, "{replies:?}");
+        assert_eq!(replies[0]["error"]["code"], -32700);
+        assert_eq!(replies[1]["error"]["code"], -32700);
+        assert_eq!(replies[2]["error"]["code"], -32600);
+        assert_eq!(replies[3]["id"], "big");
+        assert!(
+            replies[3]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("5053 bytes")
+        );
+    }
+
+    #[test]
+    fn ids_are_found_in_the_start_of_a_line() {
+        assert_eq!(find_id(br#"{"jsonrpc":"2.0","id": 42,"#), Some(42.into()));
+        assert_eq!(find_id(br#"{"id":"abc","#), Some("abc".into()));
+        assert_eq!(find_id(br#"{"params":{"x":1}"#), None);
+    }
+}

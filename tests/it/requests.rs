@@ -1,0 +1,154 @@
+//! Hostile requests: malformed JSON-RPC, oversized lines, invalid UTF-8,
+//! giant arguments and many calls in flight. Each gets an answer, and the
+//! server keeps serving.
+
+use serde_json::json;
+
+use crate::support::{RawClient, Server, structured};
+
+#[tokio::test]
+async fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
+    let mut client = RawClient::start(&[]).await;
+    client.send_line(b"{this is not json").await;
+    let reply = client.recv().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert!(reply["id"].is_null());
+    client.send_line(b"\xff\xfe\x00 invalid utf-8").await;
+    assert_eq!(client.recv().await["error"]["code"], -32700);
+    client.send_line(b"[1, 2, 3]").await;
+    assert_eq!(client.recv().await["error"]["code"], -32600);
+    client
+        .send_json(json!({"jsonrpc": "2.0", "id": 9, "method": "no/such/method"}))
+        .await;
+    let reply = client.recv().await;
+    assert_eq!(reply["id"], 9);
+    assert_eq!(reply["error"]["code"], -32601);
+    let reply = client.call(10, "no_such_tool", json!({})).await;
+    assert_eq!(reply["id"], 10);
+    assert!(reply["error"].is_object(), "{reply}");
+    let reply = client
+        .call(11, "create_sandbox", json!({"memory_mb": "lots"}))
+        .await;
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let reply = client.call(12, "get_sandbox_status", json!({})).await;
+    assert_eq!(reply["result"]["structuredContent"]["count"], 0);
+    assert!(client.finish().await, "the server exits cleanly at EOF");
+}
+
+#[tokio::test]
+async fn an_oversized_request_is_refused_with_its_id_without_being_buffered() {
+    let mut client = RawClient::start(&[("SANDBOX_MAX_REQUEST_BYTES", "1048576")]).await;
+    let huge = "x".repeat(3 << 20);
+    let reply = client
+        .call(
+            21,
+            "write_file",
+            json!({"session_id": "a", "file_path": "big", "content": huge}),
+        )
+        .await;
+    assert_eq!(reply["id"], 21, "{reply}");
+    assert_eq!(reply["error"]["code"], -32600);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over this server's limit")
+    );
+    let reply = client.call(22, "get_sandbox_status", json!({})).await;
+    assert_eq!(reply["id"], 22);
+    assert!(client.finish().await);
+}
+
+#[tokio::test]
+async fn giant_arguments_within_the_line_limit_get_tool_errors() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let fifty_mib = "#".repeat(50 << 20);
+    let msg = server
+        .err("execute_code", json!({"session_id": id, "code": fifty_mib}))
+        .await;
+    assert!(
+        msg.contains("over the limit"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+    let msg = server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "big.txt", "content": "y".repeat(40 << 20)}),
+        )
+        .await;
+    assert!(
+        msg.contains("over the limit"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+    let listing = server.ok("list_files", json!({"session_id": id})).await;
+    let names: Vec<&str> = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"big.txt"),
+        "nothing half-written: {names:?}"
+    );
+    assert_eq!(
+        server.run(&id, "'still fine'").await["value"],
+        "'still fine'"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hundreds_of_calls_in_flight_are_all_answered() {
+    let server = Server::start().await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(server.create().await);
+    }
+    let calls = (0..300).map(|i| {
+        let id = ids[i % ids.len()].clone();
+        let server = &server;
+        async move {
+            match i % 3 {
+                0 => structured(
+                    &server
+                        .call(
+                            "execute_code",
+                            json!({"session_id": id, "code": format!("{i} * 2")}),
+                        )
+                        .await,
+                )["value"]
+                    .as_str()
+                    .map(str::to_owned),
+                1 => server
+                    .ok(
+                        "write_file",
+                        json!({"session_id": id, "file_path": format!("f{i}"), "content": "x"}),
+                    )
+                    .await["path"]
+                    .as_str()
+                    .map(str::to_owned),
+                _ => server
+                    .call("get_sandbox_status", json!({}))
+                    .await
+                    .structured_content
+                    .map(|s| s["count"].to_string()),
+            }
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.iter().enumerate() {
+        let r = r
+            .as_deref()
+            .unwrap_or_else(|| panic!("call {i} had no answer"));
+        match i % 3 {
+            0 => assert_eq!(r, (i * 2).to_string()),
+            1 => assert_eq!(r, format!("/f{i}")),
+            _ => assert_eq!(r, "4"),
+        }
+    }
+    server.stop().await;
+}
