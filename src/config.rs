@@ -120,7 +120,7 @@ impl Config {
             },
             threads: s.threads,
             pool_size: s.pool_size,
-            pool_memory_bytes: s.memory_mb << 20,
+            pool_limits: limits.clone(),
         };
         Ok(Self {
             manager: ManagerSettings {

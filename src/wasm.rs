@@ -13,6 +13,7 @@ mod interpreter;
 pub mod module_cache;
 mod pool;
 mod protocol;
+pub mod quota_gate;
 pub mod runtime;
 mod sandbox;
 mod trap;
@@ -50,9 +51,9 @@ pub struct WasmSettings {
     pub threads: usize,
     /// Interpreters of the default runtime kept started ahead of time (0: none).
     pub pool_size: usize,
-    /// Memory limit the pooled interpreters start with (a sandbox's own limit
-    /// replaces it when one is handed out).
-    pub pool_memory_bytes: u64,
+    /// Limits the pooled interpreters start with (a sandbox's own memory
+    /// limit replaces them when one is handed out).
+    pub pool_limits: crate::sandbox::SandboxLimits,
 }
 
 /// The local WASI backend.
@@ -120,7 +121,7 @@ impl WasmBackend {
                     image,
                     self.root().await?.clone(),
                     self.settings.pool_size,
-                    self.settings.pool_memory_bytes,
+                    self.settings.pool_limits.clone(),
                 );
                 pool.refill();
                 Ok(pool)
@@ -165,18 +166,31 @@ impl WasmBackend {
         tokio::task::spawn_blocking(move || {
             let runtime = load_runtime(&settings.runtime_dir, &name, &settings.default_runtime)
                 .map_err(|e| SandboxError::Runtime(e.to_string()))?;
-            let module = module_cache::load_or_compile(
-                &engine,
-                &settings.cache_dir,
-                &runtime.manifest.sha256,
-                &runtime.module_bytes,
-            )
-            .map_err(|e| {
+            let compile_error = |e: wasmtime::Error| {
                 SandboxError::Runtime(format!(
                     "cannot compile the Python runtime {}: {e}",
                     runtime.module_path.display()
                 ))
-            })?;
+            };
+            let sha = &runtime.manifest.sha256;
+            let gated_key = format!("{}-gate{}", &sha[..24], quota_gate::GATE_VERSION);
+            let (module, quota_gated) = match module_cache::load(&engine, &settings.cache_dir, &gated_key) {
+                Some(module) => (module, true),
+                None => match quota_gate::weave(&runtime.module_bytes) {
+                    Ok(woven) => {
+                        tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, "added disk-quota gates");
+                        let module = module_cache::compile_and_store(&engine, &settings.cache_dir, &gated_key, &woven.module)
+                            .map_err(compile_error)?;
+                        (module, true)
+                    }
+                    Err(why) => {
+                        tracing::warn!("runtime {name}: disk quotas are checked only between executions: {why}");
+                        let module = module_cache::load_or_compile(&engine, &settings.cache_dir, &sha[..24], &runtime.module_bytes)
+                            .map_err(compile_error)?;
+                        (module, false)
+                    }
+                },
+            };
             let pre = link(&engine, &module).map_err(|e| {
                 SandboxError::Runtime(format!("cannot link the Python runtime: {e}"))
             })?;
@@ -186,6 +200,7 @@ impl WasmBackend {
                 manifest: runtime.manifest,
                 executor,
                 fuel_metered: settings.engine.fuel,
+                quota_gated,
             }))
         })
         .await
@@ -193,10 +208,19 @@ impl WasmBackend {
     }
 }
 
-/// Links a module with WASI preview 1 and nothing else.
+/// Links a module with WASI preview 1 and nothing else; `fd_allocate`
+/// (unsupported by wasmtime-wasi) answers the quota gates instead.
 fn link(engine: &Engine, module: &Module) -> wasmtime::Result<wasmtime::InstancePre<GuestState>> {
     let mut linker: Linker<GuestState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi)?;
+    linker.allow_shadowing(true);
+    linker.func_wrap(
+        "wasi_snapshot_preview1",
+        "fd_allocate",
+        |mut caller: wasmtime::Caller<'_, GuestState>, fd: i32, offset: i64, len: i64| {
+            caller.data_mut().answer_gate(fd, offset, len)
+        },
+    )?;
     linker.instantiate_pre(module)
 }
 
@@ -215,9 +239,10 @@ impl Backend for WasmBackend {
         let image = self.image(&name).await?;
         if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take()
-            && let Some((dir, interpreter)) = warm.into_parts()
+            && let Some((dir, ledger, interpreter)) = warm.into_parts()
         {
-            let sandbox = WasmSandbox::from_warm(image, root, dir, interpreter, spec.limits)?;
+            let sandbox =
+                WasmSandbox::from_warm(image, root, dir, ledger, interpreter, spec.limits);
             return Ok(Box::new(sandbox));
         }
         let sandbox = WasmSandbox::start(image, root, spec.limits).await?;

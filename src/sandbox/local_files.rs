@@ -19,29 +19,29 @@ use super::FileInterface;
 use super::error::SandboxError;
 use super::guest_path::GuestPath;
 use super::types::{EntryKind, FileContent, FileEntry, Listing};
-use crate::sandbox::quota::DiskQuota;
+use crate::sandbox::quota::QuotaLedger;
 
 /// File access to one sandbox directory on this machine.
 #[derive(Clone)]
 pub struct LocalFiles {
     dir: Arc<Dir>,
-    quota: DiskQuota,
+    ledger: Arc<QuotaLedger>,
 }
 
 impl LocalFiles {
-    /// Works on `dir`, keeping the sandbox within `quota`.
-    pub fn new(dir: Arc<Dir>, quota: DiskQuota) -> Self {
-        Self { dir, quota }
+    /// Works on `dir`, keeping the sandbox within the quota `ledger` keeps.
+    pub fn new(dir: Arc<Dir>, ledger: Arc<QuotaLedger>) -> Self {
+        Self { dir, ledger }
     }
 
     /// Runs a blocking file operation off the async threads.
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Dir, &DiskQuota) -> Result<T, SandboxError> + Send + 'static,
+        f: impl FnOnce(&Dir, &QuotaLedger) -> Result<T, SandboxError> + Send + 'static,
     ) -> Result<T, SandboxError> {
         let dir = self.dir.clone();
-        let quota = self.quota.clone();
-        tokio::task::spawn_blocking(move || f(&dir, &quota))
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&dir, &ledger))
             .await
             .map_err(|e| SandboxError::Runtime(format!("file operation failed: {e}")))?
     }
@@ -155,7 +155,12 @@ fn read(dir: &Dir, path: &GuestPath, max_bytes: u64) -> Result<FileContent, Sand
     })
 }
 
-fn write(dir: &Dir, quota: &DiskQuota, path: &GuestPath, data: &[u8]) -> Result<u64, SandboxError> {
+fn write(
+    dir: &Dir,
+    ledger: &QuotaLedger,
+    path: &GuestPath,
+    data: &[u8],
+) -> Result<u64, SandboxError> {
     let shown = path.to_string();
     let Some(name) = path.file_name() else {
         return Err(SandboxError::WrongKind {
@@ -193,7 +198,7 @@ fn write(dir: &Dir, quota: &DiskQuota, path: &GuestPath, data: &[u8]) -> Result<
         Ok(meta) => meta.len(),
         Err(_) => 0,
     };
-    quota.check_write(dir, &shown, data.len() as u64, replaced)?;
+    ledger.check_write(&shown, data.len() as u64, replaced)?;
 
     let temp = format!(".{name}.partial-{:08x}", rand::rng().random::<u32>());
     let temp = if temp.len() > 255 {
@@ -210,6 +215,7 @@ fn write(dir: &Dir, quota: &DiskQuota, path: &GuestPath, data: &[u8]) -> Result<
         drop(file);
         parent_dir.rename(&temp, &parent_dir, name)
     })();
+    ledger.forget();
     if let Err(e) = result {
         let _ = parent_dir.remove_file(&temp);
         return Err(SandboxError::io("write", &shown, e));
@@ -233,8 +239,12 @@ mod tests {
         let root = tmp.path().join("sandbox");
         std::fs::create_dir(&root).unwrap();
         std::fs::write(tmp.path().join("secret.txt"), "host secret").unwrap();
-        let dir = Dir::open_ambient_dir(&root, ambient_authority()).unwrap();
-        let files = LocalFiles::new(Arc::new(dir), DiskQuota::unlimited());
+        let dir = Arc::new(Dir::open_ambient_dir(&root, ambient_authority()).unwrap());
+        let ledger = crate::sandbox::quota::QuotaLedger::new(
+            dir.clone(),
+            crate::sandbox::quota::DiskQuota::unlimited(),
+        );
+        let files = LocalFiles::new(dir, ledger);
         (tmp, root, files)
     }
 

@@ -5,6 +5,9 @@
 //! once the quota is clearly exceeded, so a directory of a million files does
 //! not make every check slow.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
 use cap_std::fs::Dir;
 
 use super::error::SandboxError;
@@ -48,6 +51,15 @@ impl DiskQuota {
     /// The entry limit.
     pub fn max_files(&self) -> u64 {
         self.max_files
+    }
+
+    /// The limits in words, e.g. "256 MiB and 10000 files".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} and {} files",
+            human_bytes(self.max_bytes),
+            self.max_files
+        )
     }
 
     /// Measures `dir`, stopping once usage passes twice the quota.
@@ -138,6 +150,118 @@ impl DiskQuota {
     }
 }
 
+/// A sandbox directory's quota and a running account of its use, shared by
+/// the host's file tools and the guest's write gates.
+///
+/// The account books each allowed write on top of the last measurement. It
+/// can only overstate use (a rewrite of existing bytes, a deleted file), so
+/// when a request does not fit, the directory is measured again before
+/// refusing; measuring is therefore rare while a sandbox is well under quota.
+pub struct QuotaLedger {
+    dir: Arc<Dir>,
+    quota: DiskQuota,
+    account: Mutex<Account>,
+    refused: AtomicBool,
+}
+
+#[derive(Default)]
+struct Account {
+    measured: Option<DiskUsage>,
+    pending_bytes: u64,
+    pending_entries: u64,
+}
+
+impl QuotaLedger {
+    /// A ledger for `dir` under `quota`.
+    pub fn new(dir: Arc<Dir>, quota: DiskQuota) -> Arc<Self> {
+        Arc::new(Self {
+            dir,
+            quota,
+            account: Mutex::new(Account::default()),
+            refused: AtomicBool::new(false),
+        })
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> &DiskQuota {
+        &self.quota
+    }
+
+    /// The directory it keeps account of.
+    pub fn dir(&self) -> &Arc<Dir> {
+        &self.dir
+    }
+
+    fn account(&self) -> std::sync::MutexGuard<'_, Account> {
+        self.account.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Books `bytes` more bytes and `entries` more entries if they fit;
+    /// returns whether they did (a refusal is remembered for
+    /// [`QuotaLedger::take_refused`]).
+    pub fn reserve(&self, bytes: u64, entries: u64) -> bool {
+        let mut account = self.account();
+        let fits = |usage: DiskUsage, pending_bytes: u64, pending_entries: u64| {
+            usage
+                .bytes
+                .saturating_add(pending_bytes)
+                .saturating_add(bytes)
+                <= self.quota.max_bytes
+                && usage
+                    .files
+                    .saturating_add(pending_entries)
+                    .saturating_add(entries)
+                    <= self.quota.max_files
+        };
+        if let Some(measured) = account.measured
+            && fits(measured, account.pending_bytes, account.pending_entries)
+        {
+            account.pending_bytes += bytes;
+            account.pending_entries += entries;
+            return true;
+        }
+        let fresh = self.quota.usage(&self.dir);
+        account.measured = Some(fresh);
+        if fits(fresh, 0, 0) {
+            account.pending_bytes = bytes;
+            account.pending_entries = entries;
+            true
+        } else {
+            account.pending_bytes = 0;
+            account.pending_entries = 0;
+            self.refused.store(true, Ordering::SeqCst);
+            false
+        }
+    }
+
+    /// Drops the account after writes it did not see (file tools, output
+    /// files); the next request measures afresh.
+    pub fn forget(&self) {
+        *self.account() = Account::default();
+    }
+
+    /// Whether a request was refused since the last call.
+    pub fn take_refused(&self) -> bool {
+        self.refused.swap(false, Ordering::SeqCst)
+    }
+
+    /// Measures the directory now.
+    pub fn usage(&self) -> DiskUsage {
+        self.quota.usage(&self.dir)
+    }
+
+    /// Refuses a host write of `new_size` bytes to `path` (replacing a file of
+    /// `replaced` bytes) that would take the sandbox over its quota.
+    pub fn check_write(
+        &self,
+        path: &str,
+        new_size: u64,
+        replaced: u64,
+    ) -> Result<(), SandboxError> {
+        self.quota.check_write(&self.dir, path, new_size, replaced)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +292,35 @@ mod tests {
         );
         assert!(quota.exceeded(usage).is_none());
         assert!(DiskQuota::new(100, 10).exceeded(usage).is_some());
+    }
+}
+
+#[cfg(test)]
+mod ledger_tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    #[test]
+    fn the_ledger_books_writes_and_measures_again_before_refusing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Arc::new(Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap());
+        let ledger = QuotaLedger::new(dir, DiskQuota::new(1000, 3));
+        assert!(ledger.reserve(600, 1));
+        assert!(!ledger.take_refused());
+        // The account says 600 are used; 500 more would not fit, and measuring
+        // finds the directory still empty (nothing was written), so it fits.
+        assert!(ledger.reserve(500, 0));
+        // A write the ledger did not book (the host's file tools) is followed
+        // by forget().
+        std::fs::write(tmp.path().join("f"), vec![0u8; 900]).unwrap();
+        ledger.forget();
+        assert!(!ledger.reserve(200, 0), "measured: 900 on disk");
+        assert!(ledger.take_refused());
+        assert!(!ledger.take_refused(), "the refusal is reported once");
+        assert!(ledger.reserve(100, 0));
+        assert!(ledger.reserve(0, 2));
+        std::fs::write(tmp.path().join("g"), b"").unwrap();
+        std::fs::write(tmp.path().join("h"), b"").unwrap();
+        assert!(!ledger.reserve(0, 1), "the entry limit counts too");
     }
 }

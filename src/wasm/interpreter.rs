@@ -6,8 +6,9 @@
 //! [`super::guest_io`]); a fixed environment (`HOME=/`, `TMPDIR=/tmp` and the runtime's own
 //! variables, never the host's); the argument list `python -c <driver>`; WASI
 //! clocks and random numbers. No network: WASI preview 1 has no way to open a
-//! socket, and nothing else is linked. Each instance has its own memory limit,
-//! and each call its own fuel budget and wall-clock timeout.
+//! socket, and nothing else is linked. Each instance has its own memory limit
+//! and disk quota (enforced by the gates of [`super::quota_gate`]), and each
+//! call its own fuel budget and wall-clock timeout.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,8 +25,10 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
 use super::protocol::Request;
+use super::quota_gate::{ASK_CREATE, ASK_RESIZE, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::RuntimeManifest;
 use super::trap::{GuestExit, classify};
+use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
 /// only once packages are installed, which saves start-up time).
@@ -45,18 +48,50 @@ pub(crate) struct GuestImage {
     pub executor: tokio::runtime::Handle,
     /// Whether the engine meters fuel.
     pub fuel_metered: bool,
+    /// Whether the module carries the disk-quota gates.
+    pub quota_gated: bool,
 }
 
 /// Everything a guest's store holds.
 pub(crate) struct GuestState {
     wasi: WasiP1Ctx,
     limiter: MemoryLimiter,
+    ledger: Arc<QuotaLedger>,
+    /// Which of stdin, stdout and stderr the guest has closed (their numbers
+    /// may then name files, whose writes count against the quota).
+    stdio_closed: [bool; 3],
 }
 
 impl GuestState {
     /// The WASI context (for the linker).
     pub(crate) fn wasi(&mut self) -> &mut WasiP1Ctx {
         &mut self.wasi
+    }
+
+    /// Answers a quota gate's question (see [`super::quota_gate`]) with a
+    /// WASI errno: 0 to go ahead, `EDQUOT` when it would exceed the quota.
+    pub(crate) fn answer_gate(&mut self, fd: i32, offset: i64, len: i64) -> i32 {
+        const EDQUOT: i32 = 19;
+        const ENOTSUP: i32 = 58;
+        let amount = u64::try_from(len).unwrap_or(0);
+        let stdio = usize::try_from(fd).ok().filter(|&fd| fd < 3);
+        let allowed = match offset {
+            ASK_WRITE => match stdio {
+                Some(fd) if !self.stdio_closed[fd] => true,
+                _ => self.ledger.reserve(amount, 0),
+            },
+            ASK_CREATE => self.ledger.reserve(0, amount),
+            ASK_RESIZE => self.ledger.reserve(amount, 0),
+            NOTE_CLOSE => {
+                if let Some(fd) = stdio {
+                    self.stdio_closed[fd] = true;
+                }
+                true
+            }
+            // A real fd_allocate: wasmtime-wasi does not support it either.
+            _ => return ENOTSUP,
+        };
+        if allowed { 0 } else { EDQUOT }
     }
 }
 
@@ -138,6 +173,7 @@ impl Interpreter {
     pub(crate) async fn start(
         image: &Arc<GuestImage>,
         dir: &Path,
+        ledger: Arc<QuotaLedger>,
         memory_limit: u64,
         start_timeout: Duration,
     ) -> Result<Self, String> {
@@ -168,6 +204,8 @@ impl Interpreter {
             limiter: MemoryLimiter {
                 meter: meter.clone(),
             },
+            ledger,
+            stdio_closed: [false; 3],
         };
 
         let task_image = image.clone();

@@ -14,36 +14,42 @@ use wasmtime::{Engine, Module};
 /// wasmtime's version, part of every cache key.
 const WASMTIME_VERSION: &str = "48.0";
 
-/// The cache file for a module with this sha256 under this engine.
-pub fn cache_path(cache_dir: &Path, engine: &Engine, module_sha256: &str) -> PathBuf {
+/// The cache file for a module with this key (its sha256, plus what was done
+/// to it) under this engine.
+pub fn cache_path(cache_dir: &Path, engine: &Engine, key: &str) -> PathBuf {
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
-    let short = &module_sha256[..module_sha256.len().min(24)];
     cache_dir.join(format!(
-        "{short}-wasmtime{WASMTIME_VERSION}-{:016x}.cwasm",
+        "{key}-wasmtime{WASMTIME_VERSION}-{:016x}.cwasm",
         hasher.finish()
     ))
 }
 
-/// Loads the compiled module from the cache, or compiles `wasm` and stores it.
-pub fn load_or_compile(
-    engine: &Engine,
-    cache_dir: &Path,
-    module_sha256: &str,
-    wasm: &[u8],
-) -> wasmtime::Result<Module> {
-    let path = cache_path(cache_dir, engine, module_sha256);
-    if path.exists() {
-        // SAFETY: the file was written by `Module::serialize` of this program
-        // into the user's own cache directory; its name carries the engine's
-        // compatibility hash, and wasmtime checks the header on load.
-        match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok(module),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable cached module");
-            }
+/// The cached compiled module for `key`, if there is a usable one.
+pub fn load(engine: &Engine, cache_dir: &Path, key: &str) -> Option<Module> {
+    let path = cache_path(cache_dir, engine, key);
+    if !path.exists() {
+        return None;
+    }
+    // SAFETY: the file was written by `Module::serialize` of this program
+    // into the user's own cache directory; its name carries the engine's
+    // compatibility hash, and wasmtime checks the header on load.
+    match unsafe { Module::deserialize_file(engine, &path) } {
+        Ok(module) => Some(module),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable cached module");
+            None
         }
     }
+}
+
+/// Compiles `wasm` and caches the result under `key`.
+pub fn compile_and_store(
+    engine: &Engine,
+    cache_dir: &Path,
+    key: &str,
+    wasm: &[u8],
+) -> wasmtime::Result<Module> {
     let started = Instant::now();
     tracing::info!(
         bytes = wasm.len(),
@@ -54,10 +60,24 @@ pub fn load_or_compile(
         seconds = started.elapsed().as_secs_f64(),
         "compiled the Python runtime"
     );
+    let path = cache_path(cache_dir, engine, key);
     if let Err(e) = store(&module, &path) {
         tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled module; the next start compiles again");
     }
     Ok(module)
+}
+
+/// Loads the compiled module from the cache, or compiles `wasm` and stores it.
+pub fn load_or_compile(
+    engine: &Engine,
+    cache_dir: &Path,
+    key: &str,
+    wasm: &[u8],
+) -> wasmtime::Result<Module> {
+    match load(engine, cache_dir, key) {
+        Some(module) => Ok(module),
+        None => compile_and_store(engine, cache_dir, key, wasm),
+    }
 }
 
 fn store(module: &Module, path: &Path) -> anyhow::Result<()> {

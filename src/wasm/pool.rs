@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::interpreter::{GuestImage, Interpreter};
-use super::sandbox::START_TIMEOUT;
+use super::sandbox::{START_TIMEOUT, open_ledger};
+use crate::sandbox::SandboxLimits;
+use crate::sandbox::quota::QuotaLedger;
 
 /// How long a refill waits after a take before starting an interpreter.
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -22,23 +24,26 @@ use crate::sandbox::root::SandboxRoot;
 /// are removed if it is dropped without being handed out.
 pub(crate) struct Warm {
     root: Arc<SandboxRoot>,
-    parts: Option<(PathBuf, Interpreter)>,
+    parts: Option<WarmParts>,
 }
 
+/// The directory, its quota ledger, and the interpreter running in it.
+pub(crate) type WarmParts = (PathBuf, Arc<QuotaLedger>, Interpreter);
+
 impl Warm {
-    /// Hands over the directory and the interpreter.
-    pub(crate) fn into_parts(mut self) -> Option<(PathBuf, Interpreter)> {
+    /// Hands over the directory, its ledger and the interpreter.
+    pub(crate) fn into_parts(mut self) -> Option<WarmParts> {
         self.parts.take()
     }
 
     fn is_alive(&self) -> bool {
-        self.parts.as_ref().is_some_and(|(_, i)| i.is_alive())
+        self.parts.as_ref().is_some_and(|(_, _, i)| i.is_alive())
     }
 }
 
 impl Drop for Warm {
     fn drop(&mut self) {
-        if let Some((dir, mut interpreter)) = self.parts.take() {
+        if let Some((dir, _, mut interpreter)) = self.parts.take() {
             interpreter.kill();
             self.root.remove_sandbox_dir(&dir);
         }
@@ -50,24 +55,25 @@ pub(crate) struct WarmPool {
     image: Arc<GuestImage>,
     root: Arc<SandboxRoot>,
     size: usize,
-    memory_limit: u64,
+    limits: SandboxLimits,
     ready: Mutex<VecDeque<Warm>>,
     refilling: AtomicBool,
 }
 
 impl WarmPool {
-    /// A pool of `size` interpreters of `image`, started with `memory_limit`.
+    /// A pool of `size` interpreters of `image`, started with the default
+    /// sandbox `limits` (a sandbox's own memory limit replaces them later).
     pub(crate) fn new(
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         size: usize,
-        memory_limit: u64,
+        limits: SandboxLimits,
     ) -> Arc<Self> {
         Arc::new(Self {
             image,
             root,
             size,
-            memory_limit,
+            limits,
             ready: Mutex::new(VecDeque::new()),
             refilling: AtomicBool::new(false),
         })
@@ -129,10 +135,22 @@ impl WarmPool {
 
     async fn start_one(&self) -> Result<Warm, String> {
         let dir = self.root.create_sandbox_dir().map_err(|e| e.to_string())?;
-        match Interpreter::start(&self.image, &dir, self.memory_limit, START_TIMEOUT).await {
-            Ok(interpreter) => Ok(Warm {
+        let started = match open_ledger(&dir, &self.limits) {
+            Ok(ledger) => Interpreter::start(
+                &self.image,
+                &dir,
+                ledger.clone(),
+                self.limits.memory_bytes,
+                START_TIMEOUT,
+            )
+            .await
+            .map(|interpreter| (ledger, interpreter)),
+            Err(e) => Err(e.to_string()),
+        };
+        match started {
+            Ok((ledger, interpreter)) => Ok(Warm {
                 root: self.root.clone(),
-                parts: Some((dir, interpreter)),
+                parts: Some((dir, ledger, interpreter)),
             }),
             Err(e) => {
                 self.root.remove_sandbox_dir(&dir);

@@ -1,7 +1,7 @@
 //! [`WasmSandbox`]: a local sandbox: a directory and the interpreter that runs
 //! in it, restarted in the same directory when a limit stops it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use super::interpreter::{GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
 use super::trap::GuestExit;
 use crate::sandbox::local_files::LocalFiles;
-use crate::sandbox::quota::DiskQuota;
+use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{
     CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, InstallReport, LimitHit,
@@ -33,8 +33,7 @@ pub(crate) struct WasmSandbox {
     root: Arc<SandboxRoot>,
     host_dir: PathBuf,
     files: LocalFiles,
-    dir: Arc<Dir>,
-    quota: DiskQuota,
+    ledger: Arc<QuotaLedger>,
     limits: SandboxLimits,
     interpreter: Option<Interpreter>,
     /// A replacement interpreter starting in the background.
@@ -53,10 +52,18 @@ impl WasmSandbox {
         limits: SandboxLimits,
     ) -> Result<Self, SandboxError> {
         let host_dir = root.create_sandbox_dir()?;
-        let mut sandbox = Self::open(image, root, host_dir, limits)?;
+        let ledger = match open_ledger(&host_dir, &limits) {
+            Ok(ledger) => ledger,
+            Err(e) => {
+                root.remove_sandbox_dir(&host_dir);
+                return Err(e);
+            }
+        };
+        let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
         let interpreter = Interpreter::start(
             &sandbox.image,
             &sandbox.host_dir,
+            sandbox.ledger.clone(),
             sandbox.limits.memory_bytes,
             START_TIMEOUT,
         )
@@ -71,54 +78,46 @@ impl WasmSandbox {
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         host_dir: PathBuf,
+        ledger: Arc<QuotaLedger>,
         interpreter: Interpreter,
         limits: SandboxLimits,
-    ) -> Result<Self, SandboxError> {
+    ) -> Self {
         interpreter.set_memory_limit(limits.memory_bytes);
-        let mut sandbox = Self::open(image, root, host_dir, limits)?;
+        let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
         sandbox.interpreter = Some(interpreter);
-        Ok(sandbox)
+        sandbox
     }
 
     fn open(
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         host_dir: PathBuf,
+        ledger: Arc<QuotaLedger>,
         limits: SandboxLimits,
-    ) -> Result<Self, SandboxError> {
-        let dir =
-            Dir::open_ambient_dir(&host_dir, cap_std::ambient_authority()).map_err(|source| {
-                root.remove_sandbox_dir(&host_dir);
-                SandboxError::Root {
-                    path: host_dir.clone(),
-                    source,
-                }
-            })?;
-        let dir = Arc::new(dir);
-        let quota = DiskQuota::new(limits.disk_bytes, limits.disk_files);
-        Ok(Self {
-            files: LocalFiles::new(dir.clone(), quota.clone()),
+    ) -> Self {
+        Self {
+            files: LocalFiles::new(ledger.dir().clone(), ledger.clone()),
             image,
             root,
             host_dir,
-            dir,
-            quota,
+            ledger,
             limits,
             interpreter: None,
             restarting: None,
             lost_state: None,
             executions: 0,
             closed: false,
-        })
+        }
     }
 
     /// Starts a replacement interpreter in the background.
     fn restart_in_background(&mut self) {
         let image = self.image.clone();
         let dir = self.host_dir.clone();
+        let ledger = self.ledger.clone();
         let memory = self.limits.memory_bytes;
         self.restarting = Some(tokio::spawn(async move {
-            Interpreter::start(&image, &dir, memory, START_TIMEOUT).await
+            Interpreter::start(&image, &dir, ledger, memory, START_TIMEOUT).await
         }));
     }
 
@@ -141,6 +140,7 @@ impl WasmSandbox {
             _ => Interpreter::start(
                 &self.image,
                 &self.host_dir,
+                self.ledger.clone(),
                 self.limits.memory_bytes,
                 START_TIMEOUT,
             )
@@ -152,7 +152,7 @@ impl WasmSandbox {
 
     fn spill(&self, stream: &str) -> SpillTarget {
         SpillTarget {
-            dir: self.dir.clone(),
+            dir: self.ledger.dir().clone(),
             relative: format!("{OUTPUT_DIR}/exec-{}-{stream}.txt", self.executions),
             file_limit: self.limits.output_file_bytes,
         }
@@ -313,6 +313,25 @@ impl CodeInterpreter for WasmSandbox {
         }
 
         let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
+        if output_truncated {
+            // The full-output files were written behind the ledger's back.
+            self.ledger.forget();
+        }
+        let over_quota = if self.image.quota_gated {
+            self.ledger.take_refused()
+        } else {
+            self.ledger.quota().exceeded(self.ledger.usage()).is_some()
+        };
+        if over_quota && execution.limit.is_none() {
+            let limit = self.ledger.quota().describe();
+            execution.limit = Some(LimitHit {
+                kind: LimitKind::Disk,
+                limit: limit.clone(),
+                message: format!(
+                    "disk quota of {limit} reached: a write failed inside Python with OSError (Quota exceeded); delete files (or read them out with read_file) to make room"
+                ),
+            });
+        }
         if output_truncated && execution.limit.is_none() {
             let limit = human_bytes(limits.output_bytes as u64);
             let saved = [&execution.stdout, &execution.stderr]
@@ -359,9 +378,8 @@ impl CodeInterpreter for WasmSandbox {
     }
 
     async fn usage(&self) -> ResourceUsage {
-        let dir = self.dir.clone();
-        let quota = self.quota.clone();
-        let disk = tokio::task::spawn_blocking(move || quota.usage(&dir))
+        let ledger = self.ledger.clone();
+        let disk = tokio::task::spawn_blocking(move || ledger.usage())
             .await
             .ok();
         ResourceUsage {
@@ -400,6 +418,23 @@ impl Drop for WasmSandbox {
     fn drop(&mut self) {
         self.release();
     }
+}
+
+/// Opens the ledger that keeps a sandbox directory within its disk quota.
+pub(crate) fn open_ledger(
+    host_dir: &Path,
+    limits: &SandboxLimits,
+) -> Result<Arc<QuotaLedger>, SandboxError> {
+    let dir = Dir::open_ambient_dir(host_dir, cap_std::ambient_authority()).map_err(|source| {
+        SandboxError::Root {
+            path: host_dir.to_owned(),
+            source,
+        }
+    })?;
+    Ok(QuotaLedger::new(
+        Arc::new(dir),
+        DiskQuota::new(limits.disk_bytes, limits.disk_files),
+    ))
 }
 
 /// Cuts text to at most `limit` bytes on a character boundary, marking the cut.

@@ -220,3 +220,81 @@ async fn a_cancelled_execution_stops_and_the_sandbox_goes_on() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_disk_quota_fails_writes_inside_python_and_the_host_disk_never_fills() {
+    let server =
+        Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "8"), ("SANDBOX_MAX_FILES", "50")]).await;
+    let id = server.create().await;
+    let within = server
+        .run(&id, "open('/ok.bin', 'wb').write(b'x' * 1_000_000)")
+        .await;
+    assert_eq!(within["value"], "1000000", "writes within the quota work");
+    assert!(within["limit"].is_null());
+
+    let r = server
+        .exec(
+            &id,
+            "f = open('/big.bin', 'wb')\nwhile True:\n    f.write(b'y' * 1_000_000)",
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    let s = structured(&r);
+    assert_eq!(s["error"]["name"], "OSError", "{}", text(&r));
+    assert!(
+        s["error"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("Quota exceeded")
+    );
+    assert_eq!(s["limit"]["kind"], "disk");
+    let used: u64 = server
+        .sandbox_dirs()
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap().flatten())
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert!(
+        used <= 8 << 20,
+        "the sandbox never holds more than its quota: {used}"
+    );
+
+    // The error is an ordinary exception: code can catch it and go on; the
+    // result still says the quota was reached.
+    let caught = server
+        .exec(&id, "try:\n    open('/more.bin', 'wb').write(b'z' * 9_000_000)\nexcept OSError as e:\n    err = e.errno\nerr")
+        .await;
+    assert_eq!(structured(&caught)["value"], "19");
+    assert_eq!(structured(&caught)["limit"]["kind"], "disk");
+    let tool = server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "t.txt", "content": "w".repeat(900_000)}),
+        )
+        .await;
+    assert!(tool.contains("disk quota"), "{tool}");
+    // Freeing space makes room again.
+    server
+        .run(
+            &id,
+            "import os\nos.remove('/big.bin')\nos.remove('/more.bin')",
+        )
+        .await;
+    let again = server
+        .run(&id, "open('/again.bin', 'wb').write(b'a' * 2_000_000)")
+        .await;
+    assert_eq!(again["value"], "2000000");
+
+    let files = server
+        .exec(&id, "import os\nos.mkdir('/many')\nfor i in range(1000):\n    open(f'/many/{i}', 'w').close()")
+        .await;
+    assert_eq!(
+        structured(&files)["limit"]["kind"],
+        "disk",
+        "{}",
+        text(&files)
+    );
+    let count = server.run(&id, "import os\nlen(os.listdir('/many'))").await;
+    assert!(count["value"].as_str().unwrap().parse::<u32>().unwrap() < 50);
+    server.stop().await;
+}

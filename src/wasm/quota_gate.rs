@@ -1,0 +1,503 @@
+//! Disk-quota gates woven into a runtime's module, so a guest write that
+//! would take its sandbox over quota fails inside Python with a normal
+//! `OSError` (`EDQUOT`, "Disk quota exceeded") instead of filling the disk.
+//!
+//! WASI has no quotas, and wasmtime-wasi's preview-1 functions cannot be
+//! wrapped on the host (a wrapper cannot call the original: it needs the
+//! calling instance's memory). So the wrapping happens inside the module: for
+//! each WASI import that writes bytes or creates entries, a small function is
+//! appended that first asks the host, then calls the real import; every call
+//! to the import is redirected to it. The question goes through an import the
+//! module already has and CPython never relies on, `fd_allocate` (wasmtime-wasi
+//! answers it with "not supported" anyway), which the host shadows; negative
+//! offsets, impossible in a real call, mark the questions:
+//!
+//! | offset | question | fd | len |
+//! |---|---|---|---|
+//! | [`ASK_WRITE`] | may `len` bytes be written to `fd`? | file | bytes |
+//! | [`ASK_CREATE`] | may an entry be created under `fd`? | directory | 1 |
+//! | [`ASK_RESIZE`] | may `fd` grow to `len` bytes? | file | size |
+//! | [`NOTE_CLOSE`] | `fd` is being closed | any | 0 |
+//!
+//! Appending functions leaves every existing index unchanged, so only the
+//! `call` instructions to the wrapped imports are rewritten.
+
+use std::collections::HashMap;
+
+use wasm_encoder::{
+    BlockType, CodeSection, Function, FunctionSection, Instruction, MemArg, RawSection, ValType,
+};
+use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
+
+/// Bumped whenever the woven code changes (it keys the module cache).
+pub const GATE_VERSION: u32 = 1;
+
+/// Offset marking "may these bytes be written".
+pub const ASK_WRITE: i64 = -1;
+/// Offset marking "may an entry be created".
+pub const ASK_CREATE: i64 = -2;
+/// Offset marking "may this file grow to `len`".
+pub const ASK_RESIZE: i64 = -3;
+/// Offset marking "this descriptor is being closed".
+pub const NOTE_CLOSE: i64 = -4;
+
+const WASI: &str = "wasi_snapshot_preview1";
+/// WASI preview 1's `O_CREAT` bit of `path_open`'s `oflags`.
+const OFLAGS_CREAT: i32 = 1;
+
+/// Which imports get a gate, and how the gate asks.
+#[derive(Clone, Copy)]
+enum Gate {
+    /// `fd_write` / `fd_pwrite`: sum the iovec lengths and ask to write.
+    Write { iovs_param: u32, count_param: u32 },
+    /// `path_open`: ask to create when `O_CREAT` is set.
+    Open,
+    /// An entry-creating call: ask to create under the descriptor parameter.
+    Create { fd_param: u32 },
+    /// `fd_filestat_set_size`: ask to grow.
+    Resize,
+    /// `fd_close`: tell, then close whatever the answer.
+    Close,
+}
+
+fn gate_for(name: &str) -> Option<Gate> {
+    Some(match name {
+        "fd_write" | "fd_pwrite" => Gate::Write {
+            iovs_param: 1,
+            count_param: 2,
+        },
+        "path_open" => Gate::Open,
+        "path_create_directory" => Gate::Create { fd_param: 0 },
+        "path_symlink" => Gate::Create { fd_param: 2 },
+        "path_link" => Gate::Create { fd_param: 4 },
+        "fd_filestat_set_size" => Gate::Resize,
+        "fd_close" => Gate::Close,
+        _ => return None,
+    })
+}
+
+/// What [`weave`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Woven {
+    /// The new module.
+    pub module: Vec<u8>,
+    /// Names of the imports that got a gate.
+    pub gated: Vec<String>,
+    /// Call sites redirected.
+    pub call_sites: usize,
+}
+
+/// Adds the gates to a module. Fails (leaving the caller to run the module
+/// without gates) when the module does not import `fd_allocate` or refers to
+/// a gated import other than by a direct call.
+pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
+    let mut types: Vec<(Vec<ValType>, Vec<ValType>)> = Vec::new();
+    let mut imported_funcs: u32 = 0;
+    let mut allocate: Option<u32> = None;
+    // import index -> (name, type index, gate)
+    let mut targets: Vec<(u32, String, u32, Gate)> = Vec::new();
+    let mut defined_types: Vec<u32> = Vec::new();
+    let mut redirect: HashMap<u32, u32> = HashMap::new();
+    let mut module = wasm_encoder::Module::new();
+    let mut code: Option<CodeSection> = None;
+    let mut call_sites = 0usize;
+
+    for payload in Parser::new(0).parse_all(wasm) {
+        let payload = payload.map_err(|e| format!("the module does not parse: {e}"))?;
+        if code.is_some() && !matches!(payload, Payload::CodeSectionEntry(_)) {
+            let mut section = code.take().unwrap_or_default();
+            append_gates(&mut section, &targets, &types, allocate)?;
+            module.section(&section);
+        }
+        match payload {
+            Payload::Version { .. } | Payload::End(_) => {}
+            Payload::TypeSection(reader) => {
+                for rec in reader.clone().into_iter() {
+                    let rec = rec.map_err(|e| e.to_string())?;
+                    for sub in rec.types() {
+                        match &sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => types.push((
+                                f.params().iter().map(val_type).collect::<Result<_, _>>()?,
+                                f.results().iter().map(val_type).collect::<Result<_, _>>()?,
+                            )),
+                            _ => types.push((Vec::new(), Vec::new())),
+                        }
+                    }
+                }
+                copy(&mut module, 1, wasm, reader.range());
+            }
+            Payload::ImportSection(reader) => {
+                for import in reader.clone().into_imports() {
+                    let import = import.map_err(|e| e.to_string())?;
+                    if let TypeRef::Func(ty) = import.ty {
+                        if import.module == WASI {
+                            if import.name == "fd_allocate" {
+                                allocate = Some(imported_funcs);
+                            } else if let Some(gate) = gate_for(import.name) {
+                                targets.push((imported_funcs, import.name.to_owned(), ty, gate));
+                            }
+                        }
+                        imported_funcs += 1;
+                    }
+                }
+                copy(&mut module, 2, wasm, reader.range());
+            }
+            Payload::FunctionSection(reader) => {
+                for ty in reader.clone() {
+                    defined_types.push(ty.map_err(|e| e.to_string())?);
+                }
+                if allocate.is_none() {
+                    return Err("the module does not import fd_allocate".into());
+                }
+                let first_gate = imported_funcs + defined_types.len() as u32;
+                let mut section = FunctionSection::new();
+                for ty in &defined_types {
+                    section.function(*ty);
+                }
+                for (i, (import, _, ty, _)) in targets.iter().enumerate() {
+                    section.function(*ty);
+                    redirect.insert(*import, first_gate + i as u32);
+                }
+                module.section(&section);
+            }
+            Payload::ElementSection(reader) => {
+                for element in reader.clone() {
+                    let element = element.map_err(|e| e.to_string())?;
+                    if let ElementItems::Functions(funcs) = element.items {
+                        for f in funcs {
+                            let f = f.map_err(|e| e.to_string())?;
+                            if redirect.contains_key(&f) {
+                                return Err(format!(
+                                    "import {f} is in a table; it cannot be gated"
+                                ));
+                            }
+                        }
+                    }
+                }
+                copy(&mut module, 9, wasm, reader.range());
+            }
+            Payload::ExportSection(reader) => {
+                for export in reader.clone() {
+                    let export = export.map_err(|e| e.to_string())?;
+                    if export.kind == wasmparser::ExternalKind::Func
+                        && redirect.contains_key(&export.index)
+                    {
+                        return Err(format!(
+                            "import {} is exported; it cannot be gated",
+                            export.index
+                        ));
+                    }
+                }
+                copy(&mut module, 7, wasm, reader.range());
+            }
+            Payload::CodeSectionStart { .. } => code = Some(CodeSection::new()),
+            Payload::CodeSectionEntry(body) => {
+                let section = code.get_or_insert_with(CodeSection::new);
+                let (bytes, sites) = redirect_calls(wasm, &body, &redirect)?;
+                call_sites += sites;
+                section.raw(&bytes);
+            }
+            Payload::CustomSection(reader) => {
+                module.section(&wasm_encoder::CustomSection {
+                    name: reader.name().into(),
+                    data: reader.data().into(),
+                });
+            }
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    copy(&mut module, id, wasm, range);
+                }
+            }
+        }
+    }
+    if let Some(mut section) = code.take() {
+        append_gates(&mut section, &targets, &types, allocate)?;
+        module.section(&section);
+    }
+    if allocate.is_none() {
+        return Err("the module does not import fd_allocate".into());
+    }
+    Ok(Woven {
+        module: module.finish(),
+        gated: targets.into_iter().map(|(_, name, _, _)| name).collect(),
+        call_sites,
+    })
+}
+
+fn copy(module: &mut wasm_encoder::Module, id: u8, wasm: &[u8], range: std::ops::Range<usize>) {
+    module.section(&RawSection {
+        id,
+        data: &wasm[range],
+    });
+}
+
+fn val_type(t: &wasmparser::ValType) -> Result<ValType, String> {
+    Ok(match t {
+        wasmparser::ValType::I32 => ValType::I32,
+        wasmparser::ValType::I64 => ValType::I64,
+        wasmparser::ValType::F32 => ValType::F32,
+        wasmparser::ValType::F64 => ValType::F64,
+        wasmparser::ValType::V128 => ValType::V128,
+        wasmparser::ValType::Ref(_) => return Err("reference types in a gated signature".into()),
+    })
+}
+
+/// Copies a function body, pointing calls to gated imports at their gates.
+fn redirect_calls(
+    wasm: &[u8],
+    body: &wasmparser::FunctionBody<'_>,
+    redirect: &HashMap<u32, u32>,
+) -> Result<(Vec<u8>, usize), String> {
+    let range = body.range();
+    let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(range.len() + 8);
+    let mut last = range.start;
+    let mut sites = 0;
+    while !ops.eof() {
+        let (op, offset) = ops.read_with_offset().map_err(|e| e.to_string())?;
+        let (opcode, target) = match op {
+            Operator::Call { function_index } => (0x10u8, function_index),
+            Operator::ReturnCall { function_index } => (0x12u8, function_index),
+            _ => continue,
+        };
+        if let Some(&gate) = redirect.get(&target) {
+            out.extend_from_slice(&wasm[last..offset]);
+            out.push(opcode);
+            leb128_u32(&mut out, gate);
+            last = ops.original_position();
+            sites += 1;
+        }
+    }
+    out.extend_from_slice(&wasm[last..range.end]);
+    Ok((out, sites))
+}
+
+fn leb128_u32(out: &mut Vec<u8>, mut value: u32) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// Appends one gate function per gated import, in `targets` order.
+fn append_gates(
+    code: &mut CodeSection,
+    targets: &[(u32, String, u32, Gate)],
+    types: &[(Vec<ValType>, Vec<ValType>)],
+    allocate: Option<u32>,
+) -> Result<(), String> {
+    let Some(allocate) = allocate else {
+        return Err("the module does not import fd_allocate".into());
+    };
+    for (import, name, ty, gate) in targets {
+        let (params, results) = types
+            .get(*ty as usize)
+            .ok_or_else(|| format!("{name} has an unknown type"))?;
+        if results.as_slice() != [ValType::I32] {
+            return Err(format!("{name} does not return an errno"));
+        }
+        code.function(&gate_function(*import, allocate, params, *gate)?);
+    }
+    Ok(())
+}
+
+/// `fn gate(params...) -> errno { let e = ask(...); if e != 0 { return e } import(params...) }`
+fn gate_function(
+    import: u32,
+    allocate: u32,
+    params: &[ValType],
+    gate: Gate,
+) -> Result<Function, String> {
+    let n = params.len() as u32;
+    let param_i32 = |i: u32| -> Result<(), String> {
+        match params.get(i as usize) {
+            Some(ValType::I32) => Ok(()),
+            _ => Err(format!("parameter {i} is not an i32")),
+        }
+    };
+    // Locals after the parameters: index, total (i64), errno.
+    let (index, total, errno) = (n, n + 1, n + 2);
+    let mut f = Function::new([(1, ValType::I32), (1, ValType::I64), (1, ValType::I32)]);
+    let ask = |f: &mut Function, fd: u32, offset: i64, len: Instruction<'static>| {
+        f.instruction(&Instruction::LocalGet(fd));
+        f.instruction(&Instruction::I64Const(offset));
+        f.instruction(&len);
+        f.instruction(&Instruction::Call(allocate));
+    };
+    match gate {
+        Gate::Write {
+            iovs_param,
+            count_param,
+        } => {
+            param_i32(0)?;
+            param_i32(iovs_param)?;
+            param_i32(count_param)?;
+            // total = sum of iovs[i].buf_len (an iovec is {buf: u32, buf_len: u32})
+            f.instruction(&Instruction::Block(BlockType::Empty));
+            f.instruction(&Instruction::Loop(BlockType::Empty));
+            f.instruction(&Instruction::LocalGet(index));
+            f.instruction(&Instruction::LocalGet(count_param));
+            f.instruction(&Instruction::I32GeU);
+            f.instruction(&Instruction::BrIf(1));
+            f.instruction(&Instruction::LocalGet(total));
+            f.instruction(&Instruction::LocalGet(iovs_param));
+            f.instruction(&Instruction::LocalGet(index));
+            f.instruction(&Instruction::I32Const(8));
+            f.instruction(&Instruction::I32Mul);
+            f.instruction(&Instruction::I32Add);
+            f.instruction(&Instruction::I64Load32U(MemArg {
+                offset: 4,
+                align: 2,
+                memory_index: 0,
+            }));
+            f.instruction(&Instruction::I64Add);
+            f.instruction(&Instruction::LocalSet(total));
+            f.instruction(&Instruction::LocalGet(index));
+            f.instruction(&Instruction::I32Const(1));
+            f.instruction(&Instruction::I32Add);
+            f.instruction(&Instruction::LocalSet(index));
+            f.instruction(&Instruction::Br(0));
+            f.instruction(&Instruction::End);
+            f.instruction(&Instruction::End);
+            ask(&mut f, 0, ASK_WRITE, Instruction::LocalGet(total));
+            f.instruction(&Instruction::LocalSet(errno));
+        }
+        Gate::Open => {
+            param_i32(0)?;
+            param_i32(4)?;
+            // if oflags & O_CREAT { errno = ask(dirfd, CREATE, 1) }
+            f.instruction(&Instruction::LocalGet(4));
+            f.instruction(&Instruction::I32Const(OFLAGS_CREAT));
+            f.instruction(&Instruction::I32And);
+            f.instruction(&Instruction::If(BlockType::Empty));
+            ask(&mut f, 0, ASK_CREATE, Instruction::I64Const(1));
+            f.instruction(&Instruction::LocalSet(errno));
+            f.instruction(&Instruction::End);
+        }
+        Gate::Create { fd_param } => {
+            param_i32(fd_param)?;
+            ask(&mut f, fd_param, ASK_CREATE, Instruction::I64Const(1));
+            f.instruction(&Instruction::LocalSet(errno));
+        }
+        Gate::Resize => {
+            param_i32(0)?;
+            if params.get(1) != Some(&ValType::I64) {
+                return Err("fd_filestat_set_size's size is not an i64".into());
+            }
+            ask(&mut f, 0, ASK_RESIZE, Instruction::LocalGet(1));
+            f.instruction(&Instruction::LocalSet(errno));
+        }
+        Gate::Close => {
+            param_i32(0)?;
+            ask(&mut f, 0, NOTE_CLOSE, Instruction::I64Const(0));
+            f.instruction(&Instruction::Drop);
+        }
+    }
+    // if errno != 0 { return errno }
+    f.instruction(&Instruction::LocalGet(errno));
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::LocalGet(errno));
+    f.instruction(&Instruction::Return);
+    f.instruction(&Instruction::End);
+    for i in 0..n {
+        f.instruction(&Instruction::LocalGet(i));
+    }
+    f.instruction(&Instruction::Call(import));
+    f.instruction(&Instruction::End);
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module importing the WASI calls it uses and calling fd_write twice.
+    fn sample() -> Vec<u8> {
+        wat_module(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_allocate" (func $alloc (param i32 i64 i64) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_close" (func $close (param i32) (result i32)))
+              (memory (export "memory") 1)
+              (func (export "run") (result i32)
+                (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+                (call $write (i32.const 3) (i32.const 0) (i32.const 1) (i32.const 8))))"#,
+        )
+    }
+
+    fn wat_module(text: &str) -> Vec<u8> {
+        wat::parse_str(text).unwrap()
+    }
+
+    #[test]
+    fn gates_are_appended_and_calls_redirected() {
+        let woven = weave(&sample()).unwrap();
+        assert_eq!(woven.gated, ["fd_write", "path_open", "fd_close"]);
+        assert_eq!(woven.call_sites, 2);
+        wasmparser::Validator::new()
+            .validate_all(&woven.module)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_module_without_fd_allocate_is_left_alone() {
+        let wasm = wat_module(
+            r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))"#,
+        );
+        assert!(weave(&wasm).unwrap_err().contains("fd_allocate"));
+    }
+
+    #[test]
+    fn the_gate_asks_the_host_before_writing_and_honours_its_answer() {
+        use wasmtime::{Engine, Linker, Module, Store};
+        let engine = Engine::default();
+        let module = Module::new(&engine, weave(&sample()).unwrap().module).unwrap();
+        // (fd, offset, len) of each question; the host refuses writes to fd 3.
+        let mut linker: Linker<Vec<(i32, i64, i64)>> = Linker::new(&engine);
+        linker
+            .func_wrap(
+                WASI,
+                "fd_allocate",
+                |mut c: wasmtime::Caller<'_, Vec<(i32, i64, i64)>>, fd: i32, off: i64, len: i64| {
+                    c.data_mut().push((fd, off, len));
+                    if fd == 3 { 19 } else { 0 }
+                },
+            )
+            .unwrap()
+            .func_wrap(WASI, "fd_write", |_: i32, _: i32, _: i32, _: i32| 0)
+            .unwrap()
+            .func_wrap(
+                WASI,
+                "path_open",
+                |_: i32, _: i32, _: i32, _: i32, _: i32, _: i64, _: i64, _: i32, _: i32| 0,
+            )
+            .unwrap()
+            .func_wrap(WASI, "fd_close", |_: i32| 0)
+            .unwrap();
+        let mut store = Store::new(&engine, Vec::new());
+        let instance = linker.instantiate(&mut store, &module).unwrap();
+        let memory = instance.get_memory(&mut store, "memory").unwrap();
+        // One iovec at address 0: {buf: 16, buf_len: 5}.
+        memory
+            .write(&mut store, 0, &[16, 0, 0, 0, 5, 0, 0, 0])
+            .unwrap();
+        let run = instance
+            .get_typed_func::<(), i32>(&mut store, "run")
+            .unwrap();
+        assert_eq!(
+            run.call(&mut store, ()).unwrap(),
+            19,
+            "the refusal is the write's errno"
+        );
+        assert_eq!(
+            store.data().as_slice(),
+            [(1, ASK_WRITE, 5), (3, ASK_WRITE, 5)]
+        );
+    }
+}
