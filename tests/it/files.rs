@@ -102,7 +102,11 @@ async fn paths_that_leave_the_sandbox_are_refused_and_nothing_outside_is_touched
     std::fs::write(&outside, "canary").unwrap();
     let canary = outside.to_str().unwrap().to_owned();
     let guest_read = server.exec(&id, "open('../../../canary.txt').read()").await;
-    assert_eq!(guest_read.is_error, Some(true), "the guest cannot read past its root");
+    assert_eq!(
+        guest_read.is_error,
+        Some(true),
+        "the guest cannot read past its root"
+    );
 
     for (path, expect) in [
         ("../canary.txt", "outside the sandbox"),
@@ -142,7 +146,10 @@ async fn paths_that_leave_the_sandbox_are_refused_and_nothing_outside_is_touched
     let abs = server
         .exec(&id, &format!("import os\nos.symlink({canary:?}, 'abs')"))
         .await;
-    assert_eq!(crate::support::structured(&abs)["error"]["name"], "PermissionError");
+    assert_eq!(
+        crate::support::structured(&abs)["error"]["name"],
+        "PermissionError"
+    );
     server
         .run(
             &id,

@@ -104,7 +104,10 @@ async fn sandboxes_are_isolated_from_each_other() {
     assert_eq!(r["value"], "[]");
     let r = server.exec(&b, "open('../only-a.txt').read()").await;
     let name = structured(&r)["error"]["name"].clone();
-    assert!(name == "PermissionError" || name == "FileNotFoundError", "{name}");
+    assert!(
+        name == "PermissionError" || name == "FileNotFoundError",
+        "{name}"
+    );
     server
         .err(
             "read_file",
