@@ -188,6 +188,7 @@ pub struct Settings {
 
     // The E2B backend. The E2B_* names and meanings are those of E2B's SDK.
     /// E2B API key; setting it enables the e2b backend (never logged or shown).
+    /// Prefer the variable or the .env file: a flag shows in the process list.
     #[arg(long, env = "E2B_API_KEY", hide_env_values = true, global = true)]
     pub e2b_api_key: Option<ApiKey>,
 

@@ -4,22 +4,22 @@
 //! VM is killed when the sandbox closes and at shutdown.
 //!
 //! What differs from the local backend: the VM has the network and a full
-//! Linux (native wheels, subprocesses); the file tools' `/` is
-//! [`envd::HOME`] in the VM (the code's working directory); fuel, the memory
+//! Linux (native wheels, subprocesses); the file tools' `/` is `/home/user`
+//! in the VM (the code's working directory); fuel, the memory
 //! cap and the disk quota are E2B's own (set by the template, not by this
 //! server); a timeout drops the connection, which makes E2B interrupt the
 //! code, and state is normally kept.
 
-pub mod api;
+mod api;
 pub mod config;
-pub mod envd;
+mod envd;
 pub mod error;
-pub mod jupyter;
-pub mod output;
-pub mod pip;
-pub mod route;
-pub mod sandbox;
-pub mod transport;
+mod jupyter;
+mod output;
+mod pip;
+mod route;
+mod sandbox;
+mod transport;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

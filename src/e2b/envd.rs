@@ -25,7 +25,7 @@ use crate::sandbox::{
 
 /// The directory of the VM that the file tools call `/`: the default user's
 /// home, where the code interpreter runs.
-pub const HOME: &str = "/home/user";
+pub(crate) const HOME: &str = "/home/user";
 
 /// The path in the VM for a guest path.
 pub(crate) fn vm_path(path: &GuestPath) -> String {

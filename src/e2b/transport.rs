@@ -25,7 +25,8 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 pub(crate) struct Clients {
     /// For the control plane and envd (HTTP/1.1 or HTTP/2).
     pub general: Client,
-    /// For the code interpreter's `/execute` stream: HTTP/1.1 only, so that
+    /// For the code interpreter's `/execute` stream: HTTP/1.1 only and
+    /// uncompressed, so that
     /// dropping a request closes its connection, which the interpreter notices
     /// and answers by interrupting the code (with HTTP/2 only a stream would
     /// be reset, unnoticed).
@@ -45,7 +46,9 @@ impl Clients {
                 .connect_timeout(settings.connect_timeout)
                 .pool_idle_timeout(Duration::from_secs(60));
             if http1_only {
-                builder = builder.http1_only();
+                // No compression either: a compressed stream would arrive in
+                // the compressor's blocks, not line by line.
+                builder = builder.http1_only().no_gzip();
             }
             builder.build().map_err(|e| E2bError::Client(e.to_string()))
         };
