@@ -99,3 +99,42 @@ fn secret(token: Option<&str>) -> Option<HeaderValue> {
     value.set_sensitive(true);
     Some(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::e2b::config::ApiKey;
+
+    fn created(domain: Option<&str>) -> CreatedSandbox {
+        serde_json::from_value(serde_json::json!({
+            "sandboxID": "iabc", "templateID": "t", "envdVersion": "0.6.13",
+            "envdAccessToken": "tok", "domain": domain,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn sandboxes_are_reached_by_per_port_hosts_or_the_one_sandbox_url() {
+        let mut settings = E2bSettings::new(ApiKey::new("k"));
+        let route = Route::new(&settings, &created(None));
+        assert_eq!(route.base(JUPYTER_PORT), "https://49999-iabc.e2b.app");
+        assert_eq!(route.base(ENVD_PORT), "https://49983-iabc.e2b.app");
+        let route = Route::new(&settings, &created(Some("eu.e2b.dev")));
+        assert_eq!(route.base(ENVD_PORT), "https://49983-iabc.eu.e2b.dev");
+        settings.sandbox_url = Some("http://127.0.0.1:9/".into());
+        let route = Route::new(&settings, &created(None));
+        assert_eq!(route.base(ENVD_PORT), "http://127.0.0.1:9");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let request = route
+            .request(&Client::new(), Method::GET, JUPYTER_PORT, "/health")
+            .build()
+            .unwrap();
+        assert_eq!(request.url().as_str(), "http://127.0.0.1:9/health");
+        let headers = request.headers();
+        assert_eq!(headers["e2b-sandbox-id"], "iabc");
+        assert_eq!(headers["e2b-sandbox-port"], "49999");
+        assert_eq!(headers["x-access-token"], "tok");
+        assert!(headers["x-access-token"].is_sensitive());
+        assert!(!format!("{route:?}").contains("tok"));
+    }
+}
