@@ -164,11 +164,14 @@ pub(crate) fn network_error(what: &str, e: reqwest::Error, bound: Duration) -> E
     }
 }
 
-/// An error and its sources, joined: reqwest's own text is often just
-/// "error sending request".
+/// The sources of an error, joined (reqwest's own text only repeats the URL
+/// and says "error sending request"); the error itself when it has none.
 fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
+    let Some(first) = e.source() else {
+        return e.to_string();
+    };
+    let mut text = first.to_string();
+    let mut source = first.source();
     while let Some(s) = source {
         let s_text = s.to_string();
         if !text.contains(&s_text) {
