@@ -307,6 +307,23 @@ impl Envd {
         response.json().await.ok()
     }
 
+    /// Whether the sandbox still answers: `Some(false)` when E2B's edge says
+    /// it is gone (502), `None` when that cannot be told. Asked once, quickly.
+    pub(crate) async fn alive(&self) -> Option<bool> {
+        let response = self
+            .route
+            .request(&self.http, Method::GET, ENVD_PORT, "/health")
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await
+            .ok()?;
+        match response.status() {
+            s if s.is_success() => Some(true),
+            StatusCode::BAD_GATEWAY => Some(false),
+            _ => None,
+        }
+    }
+
     /// A unary Connect call with the JSON codec.
     async fn rpc<T: for<'de> Deserialize<'de>>(
         &self,

@@ -272,6 +272,14 @@ impl CodeInterpreter for E2bSandbox {
                     traceback: String::new(),
                 });
             }
+            Ended::Cut(_) if self.envd.alive().await == Some(false) => {
+                let gone = self.fail(E2bError::SandboxGone(self.route.id.clone()));
+                execution.error = Some(ExecError {
+                    name: "SandboxGone".into(),
+                    value: format!("the execution was cut off: {gone}"),
+                    traceback: String::new(),
+                });
+            }
             Ended::Cut(why) => {
                 if execution.error.is_none() {
                     execution.error = Some(ExecError {

@@ -382,6 +382,26 @@ async fn a_stream_cut_short_is_reported_with_what_came_before() {
     let s = structured(&result);
     assert_eq!(s["error"]["name"], "ConnectionLost", "{}", text(&result));
     assert_eq!(s["stdout"]["text"], "partial\n");
+    assert_eq!(
+        server.run(&id, "1").await["value"],
+        "1",
+        "the sandbox goes on"
+    );
+
+    // A sandbox that expires mid-stream is reported as gone.
+    let result = server.exec(&id, "print('last words')\n#fake:expire").await;
+    let s = structured(&result);
+    assert_eq!(s["error"]["name"], "SandboxGone", "{}", text(&result));
+    assert!(
+        text(&result).contains("no longer exists on E2B"),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(s["stdout"]["text"], "last words\n");
+    let msg = server
+        .err("execute_code", json!({"session_id": id, "code": "1"}))
+        .await;
+    assert!(msg.contains("close it with close_sandbox"), "{msg}");
     server.stop().await;
     wait_until_none_alive(&fake).await;
 }

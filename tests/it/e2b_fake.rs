@@ -533,7 +533,7 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     }
     if port == JUPYTER_PORT {
         return match (parts.method.clone(), path.as_str()) {
-            (Method::POST, "/execute") => execute(&shared, &root, kernel, pid, &body),
+            (Method::POST, "/execute") => execute(&shared, id, &root, kernel, pid, &body),
             _ => (StatusCode::NOT_FOUND, "Not Found").into_response(),
         };
     }
@@ -850,6 +850,7 @@ fn ndjson(value: &Value) -> Chunk {
 
 fn execute(
     shared: &Arc<Shared>,
+    id: String,
     root: &Path,
     kernel: Arc<tokio::sync::Mutex<Option<Kernel>>>,
     pid: Arc<AtomicU32>,
@@ -905,6 +906,7 @@ fn execute(
             return;
         }
         let cut = code.contains("#fake:cut");
+        let expire = code.contains("#fake:expire");
         let mut sent = 0;
         let mut client_gone = tx
             .send(ndjson(
@@ -937,7 +939,14 @@ fn execute(
             };
             let event: Value = serde_json::from_str(&event).unwrap_or(Value::Null);
             if event["type"] == "done" {
-                if cut {
+                if expire {
+                    // The sandbox's lifetime runs out mid-stream.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if let Some(s) = shared.state().sandboxes.get_mut(&id) {
+                        s.end_at = SystemTime::now();
+                    }
+                    let _ = tx.send(Err(std::io::Error::other("sandbox expired"))).await;
+                } else if cut {
                     // The connection breaks before end_of_execution (after
                     // a pause, so that what was sent is flushed first).
                     tokio::time::sleep(Duration::from_millis(100)).await;
