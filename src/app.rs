@@ -8,8 +8,9 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::e2b::E2bBackend;
 use crate::sandbox::manager::SandboxManager;
-use crate::sandbox::{Backend, SandboxError};
+use crate::sandbox::{Backend, BackendKind, SandboxError};
 use crate::server::{SandboxServer, framing};
 use crate::wasm::WasmBackend;
 
@@ -21,18 +22,29 @@ pub struct App {
     pub manager: Arc<SandboxManager>,
     /// The local backend.
     pub wasm: Arc<WasmBackend>,
+    /// The E2B backend, when an API key is configured.
+    pub e2b: Option<Arc<E2bBackend>>,
 }
 
 impl App {
     /// Builds the backends the configuration asks for.
     pub fn build(config: Config) -> Result<Self, SandboxError> {
         let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?);
-        let backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];
+        let mut backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];
+        let e2b = match &config.e2b {
+            Some(settings) => {
+                let e2b = Arc::new(E2bBackend::new(settings.clone())?);
+                backends.push(e2b.clone());
+                Some(e2b)
+            }
+            None => None,
+        };
         let manager = SandboxManager::new(config.manager.clone(), backends);
         Ok(Self {
             config,
             manager,
             wasm,
+            e2b,
         })
     }
 
@@ -40,9 +52,14 @@ impl App {
     /// with it (sandbox creation reports the same to the client).
     pub fn preload_in_background(&self) {
         let wasm = self.wasm.clone();
+        let wasm_is_default = self.config.manager.default_backend == BackendKind::Wasm;
         tokio::spawn(async move {
             if let Err(e) = wasm.preload(None).await {
-                tracing::error!("{e}");
+                if wasm_is_default {
+                    tracing::error!("{e}");
+                } else {
+                    tracing::info!("local wasm sandboxes are not available: {e}");
+                }
             }
         });
     }
@@ -78,6 +95,9 @@ impl App {
         }
         stop.cancel();
         self.manager.close_all().await;
+        if let Some(e2b) = &self.e2b {
+            e2b.shutdown().await;
+        }
         Ok(())
     }
 }

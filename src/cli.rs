@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::e2b::ApiKey;
+
 /// An MCP server that runs Python in sandboxes: CPython compiled to WebAssembly
 /// inside this process by default, or E2B cloud sandboxes.
 ///
@@ -193,4 +195,43 @@ pub struct Settings {
     /// A .env file to read settings from [default: .env in the working directory].
     #[arg(long, env = "SANDBOX_ENV_FILE", global = true)]
     pub env_file: Option<PathBuf>,
+
+    // The E2B backend. The E2B_* names and meanings are those of E2B's SDK.
+    /// E2B API key; setting it enables the e2b backend (never logged or shown).
+    /// Prefer the variable or the .env file: a flag shows in the process list.
+    #[arg(long, env = "E2B_API_KEY", hide_env_values = true, global = true)]
+    pub e2b_api_key: Option<ApiKey>,
+
+    /// E2B domain, for a self-hosted E2B [default: e2b.app].
+    #[arg(long, env = "E2B_DOMAIN", global = true)]
+    pub e2b_domain: Option<String>,
+
+    /// E2B API base URL [default: https://api.<E2B_DOMAIN>].
+    #[arg(long, env = "E2B_API_URL", global = true)]
+    pub e2b_api_url: Option<String>,
+
+    /// One base URL for every request to an E2B sandbox, which is then named by
+    /// the E2b-Sandbox-Id and E2b-Sandbox-Port headers [default:
+    /// https://<port>-<sandbox id>.<E2B_DOMAIN>].
+    #[arg(long, env = "E2B_SANDBOX_URL", global = true)]
+    pub e2b_sandbox_url: Option<String>,
+
+    /// E2B template of new e2b sandboxes (it must run E2B's code interpreter).
+    #[arg(
+        long,
+        env = "SANDBOX_E2B_TEMPLATE",
+        default_value = crate::e2b::config::CODE_INTERPRETER_TEMPLATE,
+        global = true
+    )]
+    pub e2b_template: String,
+
+    /// Seconds an E2B sandbox lives on E2B unless refreshed; the server
+    /// refreshes open sandboxes every third of it and kills them on close.
+    #[arg(
+        long,
+        env = "SANDBOX_E2B_LIFETIME_SECONDS",
+        default_value_t = 300,
+        global = true
+    )]
+    pub e2b_lifetime_seconds: u64,
 }

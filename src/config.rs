@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::Settings;
+use crate::e2b::E2bSettings;
 use crate::sandbox::manager::ManagerSettings;
 use crate::sandbox::{BackendKind, SandboxLimits};
 use crate::wasm::WasmSettings;
@@ -47,6 +48,8 @@ pub struct Config {
     pub wasm: WasmSettings,
     /// Limits on tool arguments and results.
     pub requests: RequestLimits,
+    /// The E2B backend's settings, when an API key is configured.
+    pub e2b: Option<E2bSettings>,
     /// Log filter.
     pub log: String,
 }
@@ -138,9 +141,96 @@ impl Config {
                 max_list_entries: 10_000,
                 max_request_bytes: s.max_request_bytes,
             },
+            e2b: e2b_settings(s, default_backend)?,
             log: s.log.clone(),
         })
     }
+}
+
+/// The E2B backend's settings, checked; `None` without an API key.
+fn e2b_settings(
+    s: &Settings,
+    default_backend: BackendKind,
+) -> Result<Option<E2bSettings>, ConfigError> {
+    let key = s.e2b_api_key.clone().filter(|k| !k.is_empty());
+    let Some(key) = key else {
+        if default_backend == BackendKind::E2b {
+            return Err(bad(
+                "INTERPRETER_TYPE",
+                "it is e2b but E2B_API_KEY is not set: set E2B_API_KEY to an API key from the E2B dashboard, or use INTERPRETER_TYPE=wasm",
+            ));
+        }
+        return Ok(None);
+    };
+    if !key.expose().bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(bad(
+            "E2B_API_KEY",
+            "it holds spaces or characters that cannot go in an HTTP header; copy the key again from the E2B dashboard",
+        ));
+    }
+    let mut e2b = E2bSettings::new(key);
+    if let Some(domain) = s
+        .e2b_domain
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        if domain.contains("://") || domain.contains('/') || domain.contains(char::is_whitespace) {
+            return Err(bad(
+                "E2B_DOMAIN",
+                format!("'{domain}' is not a domain name; give just the domain, e.g. e2b.app"),
+            ));
+        }
+        e2b.domain = domain.to_owned();
+    }
+    e2b.api_url = match s
+        .e2b_api_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        Some(url) => http_url("E2B_API_URL", url)?,
+        None => format!("https://api.{}", e2b.domain),
+    };
+    e2b.sandbox_url = match s
+        .e2b_sandbox_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        Some(url) => Some(http_url("E2B_SANDBOX_URL", url)?),
+        None => None,
+    };
+    let template = s.e2b_template.trim();
+    if template.is_empty() || template.contains(char::is_whitespace) {
+        return Err(bad(
+            "SANDBOX_E2B_TEMPLATE",
+            format!("'{template}' is not a template name or id"),
+        ));
+    }
+    e2b.template = template.to_owned();
+    if !(1..=86_400).contains(&s.e2b_lifetime_seconds) {
+        return Err(bad(
+            "SANDBOX_E2B_LIFETIME_SECONDS",
+            format!("{} is not between 1 and 86400", s.e2b_lifetime_seconds),
+        ));
+    }
+    e2b.lifetime = Duration::from_secs(s.e2b_lifetime_seconds);
+    Ok(Some(e2b))
+}
+
+/// Checks an http(s) base URL; returns it without a trailing slash.
+fn http_url(name: &'static str, url: &str) -> Result<String, ConfigError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        bad(
+            name,
+            format!("'{url}' is not a URL ({e}); e.g. https://api.e2b.app"),
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(bad(name, format!("'{url}' is not an http or https URL")));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
 }
 
 fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
@@ -198,6 +288,8 @@ mod tests {
         assert!(err.to_string().contains("SANDBOX_MEMORY_MB"), "{err}");
         let err = parse(&["--interpreter-type", "docker"]).unwrap_err();
         assert!(err.to_string().contains("INTERPRETER_TYPE"), "{err}");
+        let err = parse(&["--interpreter-type", "e2b"]).unwrap_err();
+        assert!(err.to_string().contains("E2B_API_KEY"), "{err}");
         assert!(
             parse(&["--fuel", "0"])
                 .unwrap()
@@ -206,5 +298,33 @@ mod tests {
                 .fuel
                 .is_none()
         );
+    }
+
+    #[test]
+    fn e2b_settings_follow_the_sdk_variables() {
+        assert!(parse(&[]).unwrap().e2b.is_none());
+        let c = parse(&["--interpreter-type", "e2b", "--e2b-api-key", "e2b_00ff"]).unwrap();
+        assert_eq!(c.manager.default_backend, BackendKind::E2b);
+        let e2b = c.e2b.unwrap();
+        assert_eq!(e2b.api_url, "https://api.e2b.app");
+        assert_eq!(e2b.template, "code-interpreter-v1");
+        assert!(e2b.sandbox_url.is_none());
+        let c = parse(&[
+            "--e2b-api-key",
+            "e2b_00ff",
+            "--e2b-domain",
+            "e2b.example.com",
+            "--e2b-sandbox-url",
+            "http://127.0.0.1:9/",
+        ])
+        .unwrap();
+        let e2b = c.e2b.unwrap();
+        assert_eq!(e2b.api_url, "https://api.e2b.example.com");
+        assert_eq!(e2b.sandbox_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert!(!format!("{e2b:?}").contains("e2b_00ff"));
+        let err = parse(&["--e2b-api-key", "k", "--e2b-api-url", "ftp://x"]).unwrap_err();
+        assert!(err.to_string().contains("E2B_API_URL"), "{err}");
+        let err = parse(&["--e2b-api-key", "k", "--e2b-domain", "https://e2b.app"]).unwrap_err();
+        assert!(err.to_string().contains("E2B_DOMAIN"), "{err}");
     }
 }

@@ -17,12 +17,15 @@
 //!   the sandbox root, and the manager of live sandboxes.
 //! - [`wasm`]: the local backend: runtime manifests, the engine, the module
 //!   cache, and one CPython instance per sandbox.
+//! - [`e2b`]: the E2B backend: the control-plane client, files through
+//!   envd, the code interpreter's execution stream, and one sandbox per VM.
 //! - [`oneshot`]: `mcp-code-sandbox exec`, one execution from the command line.
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod e2b;
 pub mod oneshot;
 pub mod sandbox;
 pub mod server;

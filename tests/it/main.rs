@@ -1,7 +1,11 @@
 //! Integration tests: the real binary, driven over MCP stdio by rmcp's client.
-//! They need the runtime (`./fetch-python.sh`) and no network.
+//! They need the runtime (`./fetch-python.sh`) and no network; the E2B tests
+//! run against a fake of E2B on loopback (and need `python3`).
 
+mod behaviour;
 mod cli;
+mod e2b;
+mod e2b_fake;
 mod execution;
 mod files;
 mod hostile;

@@ -1,0 +1,179 @@
+//! [`ApiClient`]: E2B's control plane (`https://api.<domain>`): create a
+//! sandbox, set its timeout, kill it. Authenticated with the API key in
+//! `X-API-Key`; errors mapped to [`E2bError`]; retried where that is safe.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::{Client, Method, RequestBuilder, StatusCode};
+use serde::{Deserialize, Serialize};
+
+use super::config::{ApiKey, E2bSettings};
+use super::error::E2bError;
+use super::transport::{Failure, Retry, send};
+
+/// The API key header, as E2B's API specification names it.
+const API_KEY_HEADER: &str = "x-api-key";
+
+/// A client of E2B's control plane.
+#[derive(Clone, Debug)]
+pub(crate) struct ApiClient {
+    http: Client,
+    base: String,
+    key: ApiKey,
+    bound: Duration,
+}
+
+/// The body of `POST /sandboxes`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSandbox<'a> {
+    #[serde(rename = "templateID")]
+    template_id: &'a str,
+    timeout: u64,
+    metadata: &'a HashMap<String, String>,
+    env_vars: HashMap<String, String>,
+    /// Always true: the sandbox then only accepts requests that carry its
+    /// access token (E2B's default when absent is *not* secure).
+    secure: bool,
+    #[serde(rename = "allow_internet_access")]
+    allow_internet_access: bool,
+}
+
+/// A sandbox as the control plane describes it after creating it.
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CreatedSandbox {
+    /// E2B's id of the sandbox.
+    #[serde(rename = "sandboxID")]
+    pub sandbox_id: String,
+    /// The resolved template id.
+    #[serde(rename = "templateID", default)]
+    pub template_id: String,
+    /// The version of the sandbox daemon.
+    #[serde(default)]
+    pub envd_version: String,
+    /// The token the sandbox demands in `X-Access-Token`.
+    #[serde(default)]
+    pub envd_access_token: Option<String>,
+    /// The token for non-envd ports of a sandbox closed to public traffic.
+    #[serde(default)]
+    pub traffic_access_token: Option<String>,
+    /// The domain of the sandbox's hosts; often null (then the configured one).
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for CreatedSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedSandbox")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("template_id", &self.template_id)
+            .field("envd_version", &self.envd_version)
+            .field("domain", &self.domain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// A client for the control plane configured in `settings`.
+    pub(crate) fn new(http: Client, settings: &E2bSettings) -> Self {
+        Self {
+            http,
+            base: settings.api_url.trim_end_matches('/').to_owned(),
+            key: settings.api_key.clone(),
+            bound: settings.request_timeout,
+        }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let mut key = HeaderValue::from_str(self.key.expose())
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+        key.set_sensitive(true);
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .header(HeaderName::from_static(API_KEY_HEADER), key)
+    }
+
+    /// Creates a sandbox from `template` that lives `lifetime` unless refreshed.
+    pub(crate) async fn create(
+        &self,
+        template: &str,
+        lifetime: Duration,
+        metadata: &HashMap<String, String>,
+    ) -> Result<CreatedSandbox, E2bError> {
+        let what = "creating a sandbox";
+        let body = NewSandbox {
+            template_id: template,
+            timeout: lifetime.as_secs().max(1),
+            metadata,
+            env_vars: HashMap::new(),
+            secure: true,
+            allow_internet_access: true,
+        };
+        let response = send(what, Retry::Unapplied, self.bound, || {
+            self.request(Method::POST, "/sandboxes").json(&body)
+        })
+        .await?;
+        if !response.status().is_success() {
+            let failure = Failure::read(response).await;
+            if failure.status == StatusCode::NOT_FOUND {
+                return Err(E2bError::TemplateNotFound {
+                    template: template.to_owned(),
+                    message: failure.message,
+                });
+            }
+            return Err(failure.into_api_error(what));
+        }
+        let created: CreatedSandbox = response.json().await.map_err(|e| E2bError::Protocol {
+            what: what.to_owned(),
+            detail: format!("the answer is not a sandbox description: {e}"),
+        })?;
+        if created.sandbox_id.is_empty()
+            || !created
+                .sandbox_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(E2bError::Protocol {
+                what: what.to_owned(),
+                detail: format!("the sandbox id {:?} is not usable", created.sandbox_id),
+            });
+        }
+        Ok(created)
+    }
+
+    /// Makes the sandbox expire `lifetime` from now (refreshing it).
+    pub(crate) async fn set_timeout(&self, id: &str, lifetime: Duration) -> Result<(), E2bError> {
+        let what = "extending a sandbox's lifetime";
+        let body = serde_json::json!({ "timeout": lifetime.as_secs().max(1) });
+        let response = send(what, Retry::Idempotent, self.bound, || {
+            self.request(Method::POST, &format!("/sandboxes/{id}/timeout"))
+                .json(&body)
+        })
+        .await?;
+        if response.status().is_success() {
+            return Ok(());
+        }
+        let failure = Failure::read(response).await;
+        if failure.status == StatusCode::NOT_FOUND {
+            return Err(E2bError::SandboxGone(id.to_owned()));
+        }
+        Err(failure.into_api_error(what))
+    }
+
+    /// Kills the sandbox; false when E2B did not know it (already gone).
+    pub(crate) async fn kill(&self, id: &str) -> Result<bool, E2bError> {
+        let what = "killing a sandbox";
+        let response = send(what, Retry::Idempotent, self.bound, || {
+            self.request(Method::DELETE, &format!("/sandboxes/{id}"))
+        })
+        .await?;
+        match response.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(Failure::read(response).await.into_api_error(what)),
+        }
+    }
+}

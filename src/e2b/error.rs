@@ -1,0 +1,184 @@
+//! [`E2bError`]: how a call to E2B can fail, worded for the model that reads
+//! it (what went wrong, the value at fault, what to do next), and how each
+//! failure maps onto the sandbox core's [`SandboxError`].
+
+use std::time::Duration;
+
+use crate::sandbox::{SandboxError, human_duration};
+
+/// Why a call to E2B failed.
+#[derive(Debug, thiserror::Error)]
+pub enum E2bError {
+    /// The control plane refused the API key (HTTP 401).
+    #[error(
+        "E2B rejected the API key (HTTP 401: {0}); check E2B_API_KEY (a key from the E2B dashboard, usually starting with e2b_) and restart the server"
+    )]
+    Unauthorized(String),
+
+    /// The control plane refused the request for this team (HTTP 403).
+    #[error(
+        "E2B refused the request (HTTP 403: {0}); the team may be blocked or have no access to the template"
+    )]
+    Forbidden(String),
+
+    /// The template does not exist (HTTP 404 on create).
+    #[error(
+        "E2B has no template '{template}' ({message}); on e2b, `runtime` names an E2B template with the code interpreter: leave it out to get the default"
+    )]
+    TemplateNotFound {
+        /// The template asked for.
+        template: String,
+        /// E2B's message.
+        message: String,
+    },
+
+    /// The sandbox no longer exists on E2B: it expired or was killed.
+    #[error(
+        "the E2B sandbox '{0}' no longer exists on E2B (it expired or was killed): close it with close_sandbox and create a new one"
+    )]
+    SandboxGone(String),
+
+    /// The sandbox is running but its code interpreter does not answer.
+    #[error(
+        "the E2B sandbox '{0}' is running but its code interpreter does not answer (port closed); it may still be starting: try again in a moment"
+    )]
+    PortClosed(String),
+
+    /// A sandbox refused this server's access token (HTTP 401 from envd).
+    #[error(
+        "the E2B sandbox '{id}' refused this server's access token (HTTP 401: {message}); close it with close_sandbox and create a new one"
+    )]
+    SandboxUnauthorized {
+        /// The E2B sandbox id.
+        id: String,
+        /// Its message.
+        message: String,
+    },
+
+    /// E2B kept answering 429 after the retries.
+    #[error(
+        "E2B is rate-limiting this API key (HTTP 429: {message}){wait}; open sandboxes count against the team's concurrency limit, so close those you no longer need, then try again"
+    )]
+    RateLimited {
+        /// E2B's message.
+        message: String,
+        /// ", retry after N s" when E2B said how long to wait.
+        wait: String,
+    },
+
+    /// E2B had trouble of its own (HTTP 5xx) after the retries.
+    #[error(
+        "E2B answered HTTP {status} to {what}: {message}; this is usually a passing problem on E2B's side: try again in a moment"
+    )]
+    Server {
+        /// The status.
+        status: u16,
+        /// What was being done.
+        what: String,
+        /// E2B's message.
+        message: String,
+    },
+
+    /// E2B refused the request for another reason (another 4xx).
+    #[error("E2B refused {what} (HTTP {status}: {message})")]
+    Rejected {
+        /// The status.
+        status: u16,
+        /// What was being done.
+        what: String,
+        /// E2B's message.
+        message: String,
+    },
+
+    /// E2B could not be reached at all.
+    #[error(
+        "cannot reach E2B at {url}: {cause}; check the network connection (and E2B_API_URL, E2B_DOMAIN or E2B_SANDBOX_URL if they are set)"
+    )]
+    Unreachable {
+        /// Where the request went (never holds a secret).
+        url: String,
+        /// What the network layer said.
+        cause: String,
+    },
+
+    /// E2B did not answer in time.
+    #[error("E2B did not answer {what} within {after}; the network or E2B may be slow: try again")]
+    TimedOut {
+        /// What was being done.
+        what: String,
+        /// The bound, in words.
+        after: String,
+    },
+
+    /// E2B answered something this server cannot read.
+    #[error("unexpected answer from E2B to {what}: {detail}")]
+    Protocol {
+        /// What was being done.
+        what: String,
+        /// What was wrong with the answer.
+        detail: String,
+    },
+
+    /// The HTTP client could not be set up.
+    #[error("cannot set up the HTTP client for E2B: {0}")]
+    Client(String),
+}
+
+impl E2bError {
+    /// A timeout of `what` after `after`.
+    pub(crate) fn timed_out(what: impl Into<String>, after: Duration) -> Self {
+        Self::TimedOut {
+            what: what.into(),
+            after: human_duration(after),
+        }
+    }
+
+    /// Whether the sandbox is gone for good, so keeping it alive is pointless.
+    pub(crate) fn is_gone(&self) -> bool {
+        matches!(self, Self::SandboxGone(_))
+    }
+}
+
+impl From<E2bError> for SandboxError {
+    fn from(e: E2bError) -> Self {
+        SandboxError::Remote(e.to_string())
+    }
+}
+
+/// Turns a reqwest error into ours, naming the URL without its query.
+pub(crate) fn network_error(what: &str, e: reqwest::Error, bound: Duration) -> E2bError {
+    if e.is_timeout() {
+        return E2bError::timed_out(what, bound);
+    }
+    let url = e
+        .url()
+        .map(|u| {
+            let mut u = u.clone();
+            u.set_query(None);
+            u.to_string()
+        })
+        .unwrap_or_else(|| "its address".to_owned());
+    E2bError::Unreachable {
+        url,
+        cause: cause_chain(&e),
+    }
+}
+
+/// The sources of an error, joined (reqwest's own text only repeats the URL
+/// and says "error sending request"); the error itself when it has none.
+fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let Some(first) = e.source() else {
+        return e.to_string();
+    };
+    let mut text = first.to_string();
+    let mut source = first.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,514 @@
+//! [`E2bSandbox`]: one E2B code-interpreter sandbox: code through the
+//! interpreter's `/execute` stream, files through envd, a keep-alive task that
+//! extends its lifetime on E2B while it is open, and a kill on close.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Tracker;
+use super::api::ApiClient;
+use super::envd::Envd;
+use super::error::E2bError;
+use super::jupyter::{self, Ended, Line};
+use super::output::Capture;
+use super::pip;
+use super::route::Route;
+use super::transport::Clients;
+use crate::sandbox::{
+    CapturedText, CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface,
+    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, Usage, human_bytes,
+    human_duration,
+};
+
+/// How long `pip install` may take.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Most bytes of pip's log kept in an install report.
+const MAX_INSTALL_LOG: usize = 64 << 10;
+/// Bound of killing a sandbox on close.
+const KILL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Guest directory of the files that hold whole outputs.
+const OUTPUT_DIR: &str = ".outputs";
+
+/// A sandbox of the E2B backend.
+pub(crate) struct E2bSandbox {
+    api: ApiClient,
+    clients: Clients,
+    route: Route,
+    envd: Envd,
+    template: String,
+    tracker: Tracker,
+    /// Set when E2B said the sandbox no longer exists.
+    gone: Arc<AtomicBool>,
+    keepalive: Option<(CancellationToken, JoinHandle<()>)>,
+    executions: u64,
+    closed: bool,
+}
+
+/// Everything an execution's stream said.
+struct Collected {
+    stdout: Capture,
+    stderr: Capture,
+    value: Option<String>,
+    error: Option<ExecError>,
+    images: Vec<ExecImage>,
+}
+
+impl Collected {
+    fn take(&mut self, line: Line) {
+        match line {
+            Line::Stdout { text } => self.stdout.push(&text),
+            Line::Stderr { text } => self.stderr.push(&text),
+            Line::Error {
+                name,
+                value,
+                traceback,
+            } => {
+                self.error = Some(ExecError {
+                    name,
+                    value,
+                    traceback,
+                })
+            }
+            Line::Result(result) => {
+                let mut has_image = false;
+                for (mime, data) in [("image/png", &result.png), ("image/jpeg", &result.jpeg)] {
+                    if let Some(data) = data {
+                        let data: String = data.chars().filter(|c| !c.is_whitespace()).collect();
+                        if base64::engine::general_purpose::STANDARD
+                            .decode(data.as_bytes())
+                            .is_ok()
+                        {
+                            has_image = true;
+                            self.images.push(ExecImage {
+                                mime_type: mime.to_owned(),
+                                data_base64: data,
+                                path: None,
+                            });
+                        }
+                    }
+                }
+                if result.is_main_result {
+                    self.value = result.text;
+                } else if !has_image && let Some(text) = result.text {
+                    // A displayed value shows where a notebook would show it.
+                    self.stdout.push(&text);
+                    self.stdout.push("\n");
+                }
+            }
+            Line::NumberOfExecutions {}
+            | Line::Keepalive
+            | Line::EndOfExecution
+            | Line::Unknown => {}
+        }
+    }
+}
+
+impl E2bSandbox {
+    /// Takes over a sandbox just created on E2B and starts keeping it alive.
+    pub(crate) fn new(
+        api: ApiClient,
+        clients: Clients,
+        route: Route,
+        template: String,
+        lifetime: Duration,
+        request_timeout: Duration,
+        tracker: Tracker,
+    ) -> Self {
+        let gone = Arc::new(AtomicBool::new(false));
+        let keepalive = spawn_keepalive(api.clone(), route.id.clone(), lifetime, gone.clone());
+        Self {
+            envd: Envd::new(clients.general.clone(), route.clone(), request_timeout),
+            api,
+            clients,
+            route,
+            template,
+            tracker,
+            gone,
+            keepalive: Some(keepalive),
+            executions: 0,
+            closed: false,
+        }
+    }
+
+    fn check_alive(&self) -> Result<(), SandboxError> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(E2bError::SandboxGone(self.route.id.clone()).into());
+        }
+        Ok(())
+    }
+
+    /// Notes what an error says about the sandbox, and converts it.
+    fn fail(&self, e: E2bError) -> SandboxError {
+        if e.is_gone() {
+            self.gone.store(true, Ordering::Relaxed);
+        }
+        e.into()
+    }
+
+    /// Runs code until it ends, `deadline` passes or `cancel` fires. A closed
+    /// port (the interpreter still starting) is retried until the deadline.
+    async fn stream(
+        &self,
+        code: &str,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        collected: &mut Collected,
+    ) -> Result<Ended, SandboxError> {
+        loop {
+            match jupyter::execute(
+                &self.clients.execute,
+                &self.route,
+                code,
+                deadline,
+                cancel,
+                |line| collected.take(line),
+            )
+            .await
+            {
+                Err(E2bError::PortClosed(id)) => {
+                    if Instant::now() + Duration::from_secs(1) >= deadline {
+                        return Err(E2bError::PortClosed(id).into());
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(self.fail(e)),
+                Ok(ended) => return Ok(ended),
+            }
+        }
+    }
+
+    /// Saves a stream's whole text in the sandbox; returns its guest path.
+    async fn save_output(&self, stream: &str, bytes: Vec<u8>) -> Option<String> {
+        let path = GuestPath::parse(&format!(
+            "/{OUTPUT_DIR}/exec-{}-{stream}.txt",
+            self.executions
+        ))
+        .ok()?;
+        match self.envd.write(&path, bytes).await {
+            Ok(_) => Some(path.to_string()),
+            Err(e) => {
+                tracing::debug!(error = %e, "could not save the full output in the E2B sandbox");
+                None
+            }
+        }
+    }
+
+    async fn finish_stream(&self, name: &str, capture: Capture) -> CapturedText {
+        let (mut text, full) = capture.finish();
+        if let Some(full) = full {
+            text.full_output_path = self.save_output(name, full).await;
+        }
+        text
+    }
+
+    fn release(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.closed = true;
+        if let Some((stop, task)) = self.keepalive.take() {
+            stop.cancel();
+            task.abort();
+        }
+        true
+    }
+}
+
+#[async_trait]
+impl CodeInterpreter for E2bSandbox {
+    async fn execute(
+        &mut self,
+        request: ExecRequest,
+        cancel: CancellationToken,
+    ) -> Result<Execution, SandboxError> {
+        self.check_alive()?;
+        let limits = request.limits;
+        self.executions += 1;
+        let started = Instant::now();
+        let deadline = started + limits.timeout;
+        let mut collected = Collected {
+            stdout: Capture::new(limits.output_bytes, limits.output_file_bytes),
+            stderr: Capture::new(limits.output_bytes, limits.output_file_bytes),
+            value: None,
+            error: None,
+            images: Vec::new(),
+        };
+        let ended = self
+            .stream(&request.code, deadline, &cancel, &mut collected)
+            .await?;
+        let wall = started.elapsed();
+
+        let mut execution = Execution {
+            stdout: self.finish_stream("stdout", collected.stdout).await,
+            stderr: self.finish_stream("stderr", collected.stderr).await,
+            value: collected.value.map(|v| cap_text(v, limits.output_bytes)),
+            error: collected.error,
+            images: collected.images,
+            ..Execution::default()
+        };
+        match ended {
+            Ended::Finished => {}
+            Ended::TimedOut => {
+                let limit = human_duration(limits.timeout);
+                execution.limit = Some(LimitHit {
+                    kind: LimitKind::Timeout,
+                    limit: limit.clone(),
+                    message: format!(
+                        "time limit of {limit} exceeded: the connection to the E2B sandbox was dropped, which makes its interpreter interrupt the code (KeyboardInterrupt) within a few seconds; variables and files are normally kept, but code that ignores the interrupt keeps the sandbox busy (then close it and create a new one)"
+                    ),
+                });
+            }
+            Ended::Cancelled => {
+                execution.error = Some(ExecError {
+                    name: "Cancelled".into(),
+                    value: "the call was cancelled by the client; the connection to the E2B sandbox was dropped, which makes its interpreter interrupt the code; variables and files are normally kept".into(),
+                    traceback: String::new(),
+                });
+            }
+            Ended::Cut(_) if self.envd.alive().await == Some(false) => {
+                let gone = self.fail(E2bError::SandboxGone(self.route.id.clone()));
+                execution.error = Some(ExecError {
+                    name: "SandboxGone".into(),
+                    value: format!("the execution was cut off: {gone}"),
+                    traceback: String::new(),
+                });
+            }
+            Ended::Cut(why) => {
+                if execution.error.is_none() {
+                    execution.error = Some(ExecError {
+                        name: "ConnectionLost".into(),
+                        value: format!(
+                            "the connection to the E2B sandbox broke before the execution finished ({why}); the code may have been interrupted, or the sandbox may have expired: check with another execute_code call"
+                        ),
+                        traceback: String::new(),
+                    });
+                }
+            }
+        }
+        let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
+        if output_truncated && execution.limit.is_none() {
+            let limit = human_bytes(limits.output_bytes as u64);
+            let saved: Vec<String> = [&execution.stdout, &execution.stderr]
+                .iter()
+                .filter_map(|t| t.full_output_path.clone())
+                .collect();
+            let where_ = if saved.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; the whole output is in {} (read it with read_file)",
+                    saved.join(" and ")
+                )
+            };
+            execution.limit = Some(LimitHit {
+                kind: LimitKind::Output,
+                limit: format!("{limit} per stream"),
+                message: format!(
+                    "output limit of {limit} per stream reached: the rest was cut{where_}; the code itself ran to the end"
+                ),
+            });
+        }
+        execution.usage = Usage {
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            fuel: None,
+            memory_bytes: None,
+            output_truncated,
+        };
+        Ok(execution)
+    }
+
+    async fn install(
+        &mut self,
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<InstallReport, SandboxError> {
+        self.check_alive()?;
+        let cell = pip::install_cell(requirements)?;
+        let deadline = Instant::now() + INSTALL_TIMEOUT;
+        let mut collected = Collected {
+            stdout: Capture::new(MAX_INSTALL_LOG, 0),
+            stderr: Capture::new(MAX_INSTALL_LOG, 0),
+            value: None,
+            error: None,
+            images: Vec::new(),
+        };
+        let never = CancellationToken::new();
+        let ended = self.stream(&cell, deadline, &never, &mut collected).await?;
+        let (stdout, _) = collected.stdout.finish();
+        let (stderr, _) = collected.stderr.finish();
+        let mut log = stdout.text;
+        if !stderr.text.is_empty() {
+            if !log.is_empty() && !log.ends_with('\n') {
+                log.push('\n');
+            }
+            log.push_str(&stderr.text);
+        }
+        for line in log
+            .lines()
+            .filter(|l| l.starts_with("Successfully installed"))
+        {
+            progress(line.to_owned());
+        }
+        let wanted = requirements.join(" ");
+        let tail = || {
+            let lines: Vec<&str> = log.lines().collect();
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        };
+        match ended {
+            Ended::Finished => {}
+            Ended::TimedOut => {
+                return Err(SandboxError::Install(format!(
+                    "pip did not finish installing {wanted} within {} in the E2B sandbox; it was interrupted. Last lines of its log:\n{}",
+                    human_duration(INSTALL_TIMEOUT),
+                    tail()
+                )));
+            }
+            Ended::Cancelled | Ended::Cut(_) => {
+                return Err(SandboxError::Install(format!(
+                    "the connection to the E2B sandbox broke while pip was installing {wanted}; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether it got installed"
+                )));
+            }
+        }
+        if let Some(error) = collected.error {
+            return Err(SandboxError::Install(format!(
+                "installing {wanted} failed in the E2B sandbox: {}: {}",
+                error.name, error.value
+            )));
+        }
+        match collected.value.as_deref().map(str::trim) {
+            Some("0") => {
+                let (installed, already_present) = pip::parse_log(&log);
+                Ok(InstallReport {
+                    installed,
+                    already_present,
+                    output: Some(log),
+                })
+            }
+            status => Err(SandboxError::Install(format!(
+                "pip could not install {wanted} in the E2B sandbox (exit status {}); check the names and versions. Last lines of its log:\n{}",
+                status.unwrap_or("unknown"),
+                tail()
+            ))),
+        }
+    }
+
+    fn files(&self) -> &dyn FileInterface {
+        &self.envd
+    }
+
+    async fn usage(&self) -> ResourceUsage {
+        if self.gone.load(Ordering::Relaxed) {
+            return ResourceUsage::default();
+        }
+        let metrics = self.envd.metrics().await.unwrap_or_default();
+        ResourceUsage {
+            memory_bytes: metrics.mem_used,
+            disk_bytes: metrics.disk_used,
+            disk_files: None,
+        }
+    }
+
+    fn runtime(&self) -> String {
+        self.template.clone()
+    }
+
+    async fn close(&mut self) {
+        if !self.release() {
+            return;
+        }
+        let id = self.route.id.clone();
+        match tokio::time::timeout(KILL_TIMEOUT, self.api.kill(&id)).await {
+            Ok(Ok(true)) => tracing::info!(e2b_id = %id, "killed the E2B sandbox"),
+            Ok(Ok(false)) => tracing::info!(e2b_id = %id, "the E2B sandbox was already gone"),
+            Ok(Err(e)) => {
+                tracing::warn!(e2b_id = %id, "could not kill the E2B sandbox: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(e2b_id = %id, "killing the E2B sandbox timed out");
+                return;
+            }
+        }
+        self.tracker.forget(&id);
+    }
+}
+
+impl Drop for E2bSandbox {
+    fn drop(&mut self) {
+        if !self.release() {
+            return;
+        }
+        // Dropped without close (a cancelled call): kill it in the background.
+        // The backend's tracker still holds its id, so a shutdown kills it too.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let api = self.api.clone();
+        let tracker = self.tracker.clone();
+        let id = self.route.id.clone();
+        runtime.spawn(async move {
+            if let Ok(Ok(_)) = tokio::time::timeout(KILL_TIMEOUT, api.kill(&id)).await {
+                tracker.forget(&id);
+            }
+        });
+    }
+}
+
+/// Refreshes the sandbox's lifetime on E2B every third of it until stopped,
+/// or until E2B says the sandbox is gone.
+fn spawn_keepalive(
+    api: ApiClient,
+    id: String,
+    lifetime: Duration,
+    gone: Arc<AtomicBool>,
+) -> (CancellationToken, JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let period = (lifetime / 3).max(Duration::from_millis(500));
+    let task = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                match api.set_timeout(&id, lifetime).await {
+                    Ok(()) => tracing::debug!(e2b_id = %id, "extended the E2B sandbox's lifetime"),
+                    Err(e) if e.is_gone() => {
+                        gone.store(true, Ordering::Relaxed);
+                        tracing::warn!(e2b_id = %id, "the E2B sandbox is gone: {e}");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(e2b_id = %id, "could not extend the E2B sandbox's lifetime: {e}")
+                    }
+                }
+            }
+        })
+    };
+    (stop, task)
+}
+
+/// Cuts text to at most `limit` bytes on a character boundary, marking the cut.
+fn cap_text(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… [value cut: {} of {} bytes shown]",
+        &text[..end],
+        end,
+        text.len()
+    )
+}

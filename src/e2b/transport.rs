@@ -1,0 +1,296 @@
+//! HTTP plumbing shared by the E2B clients: the two reqwest clients, retries
+//! with backoff that honour `Retry-After`, and reading an error answer into an
+//! [`E2bError`].
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{Client, RequestBuilder, Response, StatusCode};
+
+use super::config::E2bSettings;
+use super::error::{E2bError, network_error};
+
+/// Most tries of one request, the first included.
+const ATTEMPTS: u32 = 4;
+/// Wait before the first retry; doubled for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest wait between tries, even when `Retry-After` asks for more (a
+/// longer wait is reported to the model instead).
+const MAX_BACKOFF: Duration = Duration::from_secs(20);
+/// Most bytes of an error answer read.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The clients E2B is spoken to with.
+#[derive(Clone, Debug)]
+pub(crate) struct Clients {
+    /// For the control plane and envd (HTTP/1.1 or HTTP/2).
+    pub general: Client,
+    /// For the code interpreter's `/execute` stream: HTTP/1.1 only and
+    /// uncompressed, so that
+    /// dropping a request closes its connection, which the interpreter notices
+    /// and answers by interrupting the code (with HTTP/2 only a stream would
+    /// be reset, unnoticed).
+    pub execute: Client,
+}
+
+impl Clients {
+    /// Builds both clients: rustls with the ring provider and the platform's
+    /// certificate verifier, a connect timeout, and no whole-request timeout
+    /// (each call bounds itself; an execution can run for minutes).
+    pub(crate) fn new(settings: &E2bSettings) -> Result<Self, E2bError> {
+        // Only the first install in a process wins; later ones are no-ops.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let build = |http1_only: bool| {
+            let mut builder = Client::builder()
+                .user_agent(concat!("mcp-code-sandbox/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(settings.connect_timeout)
+                .pool_idle_timeout(Duration::from_secs(60));
+            if http1_only {
+                // No compression either: a compressed stream would arrive in
+                // the compressor's blocks, not line by line.
+                builder = builder.http1_only().no_gzip();
+            }
+            builder.build().map_err(|e| E2bError::Client(e.to_string()))
+        };
+        Ok(Self {
+            general: build(false)?,
+            execute: build(true)?,
+        })
+    }
+}
+
+/// Which failures a request may be retried after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Never (the request is not idempotent, e.g. running code).
+    Never,
+    /// Only when the request certainly had no effect: a 429, or a connection
+    /// that could not be opened (creating a sandbox).
+    Unapplied,
+    /// Also after 5xx answers and timeouts (idempotent requests).
+    Idempotent,
+}
+
+/// Sends the request `make` builds, retrying as `retry` allows, with
+/// exponential backoff that honours `Retry-After`. Returns the last answer,
+/// whatever its status; `what` names the request in errors.
+pub(crate) async fn send(
+    what: &str,
+    retry: Retry,
+    bound: Duration,
+    make: impl Fn() -> RequestBuilder,
+) -> Result<Response, E2bError> {
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let last = attempt == ATTEMPTS || retry == Retry::Never;
+        let wait = match make().timeout(bound).send().await {
+            Ok(response) => {
+                let status = response.status();
+                let retryable = match status {
+                    StatusCode::TOO_MANY_REQUESTS => true,
+                    s if s.is_server_error() => {
+                        retry == Retry::Idempotent && s != StatusCode::NOT_IMPLEMENTED
+                    }
+                    _ => false,
+                };
+                if !retryable || last {
+                    return Ok(response);
+                }
+                match retry_after(response.headers()) {
+                    Some(asked) if asked > MAX_BACKOFF => return Ok(response),
+                    Some(asked) => asked,
+                    None => backoff,
+                }
+            }
+            Err(e) => {
+                let unapplied = e.is_connect();
+                let retryable = match retry {
+                    Retry::Never => false,
+                    Retry::Unapplied => unapplied,
+                    Retry::Idempotent => unapplied || e.is_timeout() || e.is_request(),
+                };
+                if !retryable || last {
+                    return Err(network_error(what, e, bound));
+                }
+                backoff
+            }
+        };
+        tracing::debug!(
+            what,
+            attempt,
+            wait_ms = wait.as_millis() as u64,
+            "retrying an E2B request"
+        );
+        tokio::time::sleep(wait).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The wait a `Retry-After` header asks for (in seconds; dates are ignored).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let seconds: f64 = value.parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(86_400.0)))
+}
+
+/// What an error answer said: its status, its `message` (or its text), and
+/// the `Retry-After` it carried.
+#[derive(Clone, Debug)]
+pub(crate) struct Failure {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The `message` of a JSON body, else the body's text (shortened).
+    pub message: String,
+    /// The JSON `code` when it was a string (a Connect error code).
+    pub connect_code: Option<String>,
+    /// Whether the body came from E2B's edge proxy ("sandbox not found" or
+    /// "port is not open").
+    pub from_proxy: bool,
+    /// Whether the proxy said the port is closed (the sandbox is running).
+    pub port_closed: bool,
+    /// How long the server asked to wait, if it did.
+    pub retry_after: Option<Duration>,
+}
+
+impl Failure {
+    /// Reads an error answer (at most 64 KiB of it).
+    pub(crate) async fn read(response: Response) -> Self {
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let body = read_capped(response, MAX_ERROR_BODY).await;
+        let text = String::from_utf8_lossy(&body).trim().to_owned();
+        let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+        let field = |name: &str| json.as_ref().and_then(|j| j.get(name));
+        let message = field("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned)
+            .or_else(|| field("detail").map(|d| d.to_string()))
+            .unwrap_or_else(|| shorten(&text));
+        let message = if message.is_empty() {
+            status.canonical_reason().unwrap_or("no message").to_owned()
+        } else {
+            message
+        };
+        let from_proxy = status == StatusCode::BAD_GATEWAY && field("sandboxId").is_some();
+        Self {
+            status,
+            port_closed: from_proxy && field("port").is_some(),
+            from_proxy,
+            connect_code: field("code").and_then(|c| c.as_str()).map(str::to_owned),
+            message,
+            retry_after,
+        }
+    }
+
+    /// The error for this answer from the control plane, to request `what`.
+    pub(crate) fn into_api_error(self, what: &str) -> E2bError {
+        match self.status.as_u16() {
+            401 => E2bError::Unauthorized(self.message),
+            403 => E2bError::Forbidden(self.message),
+            429 => self.rate_limited(),
+            s if s >= 500 => E2bError::Server {
+                status: s,
+                what: what.to_owned(),
+                message: self.message,
+            },
+            s => E2bError::Rejected {
+                status: s,
+                what: what.to_owned(),
+                message: self.message,
+            },
+        }
+    }
+
+    /// The error for this answer from a sandbox (envd or the interpreter).
+    pub(crate) fn into_sandbox_error(self, sandbox_id: &str, what: &str) -> E2bError {
+        if self.port_closed {
+            return E2bError::PortClosed(sandbox_id.to_owned());
+        }
+        if self.status == StatusCode::BAD_GATEWAY {
+            // The edge proxy's answer for a sandbox that expired or was killed.
+            return E2bError::SandboxGone(sandbox_id.to_owned());
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            return E2bError::SandboxUnauthorized {
+                id: sandbox_id.to_owned(),
+                message: self.message,
+            };
+        }
+        match self.status.as_u16() {
+            429 => self.rate_limited(),
+            s if s >= 500 => E2bError::Server {
+                status: s,
+                what: what.to_owned(),
+                message: self.message,
+            },
+            s => E2bError::Rejected {
+                status: s,
+                what: what.to_owned(),
+                message: self.message,
+            },
+        }
+    }
+
+    fn rate_limited(self) -> E2bError {
+        E2bError::RateLimited {
+            message: self.message,
+            wait: self
+                .retry_after
+                .map(|d| format!(", retry after {} s", d.as_secs().max(1)))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads at most `limit` bytes of a body; the rest is dropped.
+pub(crate) async fn read_capped(mut response: Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        if body.len() >= limit {
+            break;
+        }
+    }
+    body
+}
+
+/// At most 500 characters of a text, marked when cut.
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= 500 {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(500).collect();
+    short.push('…');
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_is_read_in_seconds() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("-1"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn long_messages_are_shortened() {
+        assert_eq!(shorten("abc"), "abc");
+        let long = "x".repeat(600);
+        assert_eq!(shorten(&long).chars().count(), 501);
+    }
+}

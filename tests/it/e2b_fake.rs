@@ -1,0 +1,1019 @@
+//! A local fake of E2B, on loopback, that the server under test reaches
+//! through `E2B_API_URL` and `E2B_SANDBOX_URL` exactly as it would reach E2B.
+//!
+//! It follows the wire format in the project's E2B protocol notes: the
+//! control plane (`X-API-Key`, `POST /sandboxes` → 201, timeouts, kill, 401,
+//! 404, 429 with `Retry-After`, 5xx), sandbox traffic routed by the
+//! `E2b-Sandbox-Id` / `E2b-Sandbox-Port` headers (502 once a sandbox is gone),
+//! envd's `/files` and `filesystem.Filesystem` RPCs over a temporary directory
+//! per sandbox (standing in for the VM's `/`, home `/home/user`), and the code
+//! interpreter's `/execute` NDJSON stream, backed by one real `python3` per
+//! sandbox (`fake/kernel.py`) so that state persists. Every request is
+//! recorded for assertions; faults can be injected.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+const KERNEL: &str = include_str!("fake/kernel.py");
+const PIP_INIT: &str = include_str!("fake/pip/__init__.py");
+const PIP_MAIN: &str = include_str!("fake/pip/__main__.py");
+const TEMPLATE: &str = "code-interpreter-v1";
+const ENVD_PORT: &str = "49983";
+const JUPYTER_PORT: &str = "49999";
+/// Silence after which the fake's `/execute` sends a keepalive line (the real
+/// bridge waits 5 s; shorter here so that a dropped client is noticed fast).
+const KEEPALIVE: Duration = Duration::from_millis(200);
+/// Pause between the first lines of a stream, so the client reads them in pieces.
+const LINE_DELAY: Duration = Duration::from_millis(5);
+/// How many lines of a stream are delayed (long outputs then flow at full speed).
+const DELAYED_LINES: usize = 20;
+
+/// One request the fake received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Which listener: "api" or "sandbox".
+    pub service: &'static str,
+    /// The method.
+    pub method: String,
+    /// The path.
+    pub path: String,
+    /// The raw query.
+    pub query: String,
+    /// Headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// An answer to inject in place of the real one.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// Only requests with this method (any when `None`).
+    pub method: Option<Method>,
+    /// Only requests whose path starts with this.
+    pub path_prefix: String,
+    /// The status to answer.
+    pub status: u16,
+    /// A `Retry-After` header, in seconds.
+    pub retry_after: Option<u64>,
+    /// How many requests get it.
+    pub times: usize,
+}
+
+struct Kernel {
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+struct FakeSandbox {
+    token: Option<String>,
+    metadata: Value,
+    started: SystemTime,
+    end_at: SystemTime,
+    dead: bool,
+    root: PathBuf,
+    kernel: Arc<tokio::sync::Mutex<Option<Kernel>>>,
+    pid: Arc<AtomicU32>,
+}
+
+impl FakeSandbox {
+    fn alive(&self) -> bool {
+        !self.dead && SystemTime::now() < self.end_at
+    }
+
+    fn stop_kernel(&self) {
+        let pid = self.pid.swap(0, Ordering::SeqCst);
+        if pid != 0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+#[derive(Default)]
+struct FakeState {
+    sandboxes: HashMap<String, FakeSandbox>,
+    requests: Vec<Recorded>,
+    faults: Vec<Fault>,
+    max_concurrent: Option<usize>,
+    disconnects: usize,
+}
+
+struct Shared {
+    key: String,
+    dir: tempfile::TempDir,
+    state: Mutex<FakeState>,
+}
+
+impl Shared {
+    fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running fake.
+pub struct FakeE2b {
+    /// The control plane's base URL (`E2B_API_URL`).
+    pub api_url: String,
+    /// The sandboxes' base URL (`E2B_SANDBOX_URL`).
+    pub sandbox_url: String,
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for FakeE2b {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        for sandbox in self.shared.state().sandboxes.values() {
+            sandbox.stop_kernel();
+        }
+    }
+}
+
+impl FakeE2b {
+    /// Starts the fake on two loopback ports.
+    pub async fn start() -> Self {
+        let key = format!("e2b_{:032x}", rand::rng().random::<u128>());
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        std::fs::create_dir_all(site.join("pip")).unwrap();
+        std::fs::write(site.join("pip/__init__.py"), PIP_INIT).unwrap();
+        std::fs::write(site.join("pip/__main__.py"), PIP_MAIN).unwrap();
+        std::fs::write(dir.path().join("kernel.py"), KERNEL).unwrap();
+        let shared = Arc::new(Shared {
+            key,
+            dir,
+            state: Mutex::new(FakeState::default()),
+        });
+        let mut tasks = Vec::new();
+        let mut urls = Vec::new();
+        for service in ["api", "sandbox"] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            urls.push(format!("http://{}", listener.local_addr().unwrap()));
+            let router = if service == "api" {
+                Router::new().fallback(api).with_state(shared.clone())
+            } else {
+                Router::new().fallback(sandbox).with_state(shared.clone())
+            };
+            tasks.push(tokio::spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            }));
+        }
+        Self {
+            sandbox_url: urls.pop().unwrap(),
+            api_url: urls.pop().unwrap(),
+            shared,
+            tasks,
+        }
+    }
+
+    /// The API key the fake accepts.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The environment that points the server at this fake, E2B as default.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("INTERPRETER_TYPE".into(), "e2b".into()),
+            ("E2B_API_KEY".into(), self.key().into()),
+            ("E2B_API_URL".into(), self.api_url.clone()),
+            ("E2B_SANDBOX_URL".into(), self.sandbox_url.clone()),
+        ]
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.state().requests.clone()
+    }
+
+    /// Ids of the sandboxes alive now.
+    pub fn live(&self) -> Vec<String> {
+        let state = self.shared.state();
+        let mut ids: Vec<String> = state
+            .sandboxes
+            .iter()
+            .filter(|(_, s)| s.alive())
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// How many sandboxes were ever created.
+    pub fn created(&self) -> usize {
+        self.shared.state().sandboxes.len()
+    }
+
+    /// The metadata a sandbox was created with.
+    pub fn metadata(&self, id: &str) -> Value {
+        self.shared.state().sandboxes[id].metadata.clone()
+    }
+
+    /// How many `/execute` streams the client closed before their end.
+    pub fn disconnects(&self) -> usize {
+        self.shared.state().disconnects
+    }
+
+    /// Answers the next matching requests with a fault.
+    pub fn fail(&self, fault: Fault) {
+        self.shared.state().faults.push(fault);
+    }
+
+    /// Refuses creating sandboxes past `n` alive at once (429).
+    pub fn set_max_concurrent(&self, n: usize) {
+        self.shared.state().max_concurrent = Some(n);
+    }
+
+    /// Makes a sandbox expire now, as E2B does when its lifetime runs out.
+    pub fn expire(&self, id: &str) {
+        let mut state = self.shared.state();
+        if let Some(s) = state.sandboxes.get_mut(id) {
+            s.end_at = SystemTime::now();
+            s.stop_kernel();
+        }
+    }
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn api_error(status: StatusCode, message: &str) -> Response {
+    json_response(status, json!({"code": status.as_u16(), "message": message}))
+}
+
+/// Reads the whole request, records it, and applies an injected fault.
+async fn take(
+    shared: &Shared,
+    service: &'static str,
+    request: Request,
+) -> (axum::http::request::Parts, Bytes, Option<Response>) {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let recorded = Recorded {
+        service,
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().unwrap_or_default().to_owned(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.to_vec(),
+    };
+    let mut state = shared.state();
+    state.requests.push(recorded);
+    let path = parts.uri.path();
+    let fault = state.faults.iter_mut().find(|f| {
+        f.times > 0
+            && path.starts_with(&f.path_prefix)
+            && f.method.as_ref().is_none_or(|m| *m == parts.method)
+    });
+    let injected = fault.map(|f| {
+        f.times -= 1;
+        let status = StatusCode::from_u16(f.status).unwrap();
+        let mut response = api_error(
+            status,
+            if f.status == 429 {
+                "Rate limit exceeded"
+            } else {
+                "injected failure"
+            },
+        );
+        if let Some(seconds) = f.retry_after {
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from(seconds));
+        }
+        response
+    });
+    (parts, body, injected)
+}
+
+fn random_id(len: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_nanos(t).to_string()
+}
+
+/// The control plane.
+async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body, injected) = take(&shared, "api", request).await;
+    if parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(shared.key.as_str()) {
+        return api_error(StatusCode::UNAUTHORIZED, "Invalid API key");
+    }
+    if let Some(response) = injected {
+        return response;
+    }
+    let segments: Vec<&str> = parts.uri.path().trim_matches('/').split('/').collect();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    match (parts.method.clone(), segments.as_slice()) {
+        (Method::POST, ["sandboxes"]) => create(&shared, &body),
+        (Method::DELETE, ["sandboxes", id]) => {
+            let mut state = shared.state();
+            match state.sandboxes.get_mut(*id) {
+                Some(s) if s.alive() => {
+                    s.dead = true;
+                    s.stop_kernel();
+                    StatusCode::NO_CONTENT.into_response()
+                }
+                _ => api_error(
+                    StatusCode::NOT_FOUND,
+                    &format!("sandbox \"{id}\" not found"),
+                ),
+            }
+        }
+        (Method::POST, ["sandboxes", id, "timeout"]) => {
+            let Some(timeout) = body["timeout"].as_u64().filter(|t| *t > 0) else {
+                return api_error(StatusCode::BAD_REQUEST, "validation error: timeout");
+            };
+            let mut state = shared.state();
+            match state.sandboxes.get_mut(*id) {
+                Some(s) if s.alive() => {
+                    s.end_at = SystemTime::now() + Duration::from_secs(timeout);
+                    StatusCode::NO_CONTENT.into_response()
+                }
+                _ => api_error(
+                    StatusCode::NOT_FOUND,
+                    &format!("Sandbox \"{id}\" doesn't exist or you don't have access to it"),
+                ),
+            }
+        }
+        (Method::GET, ["sandboxes", id]) => {
+            let state = shared.state();
+            match state.sandboxes.get(*id) {
+                Some(s) if s.alive() => json_response(
+                    StatusCode::OK,
+                    json!({
+                        "templateID": "fake0template0id", "alias": TEMPLATE, "sandboxID": id,
+                        "clientID": "6532622b", "startedAt": rfc3339(s.started),
+                        "endAt": rfc3339(s.end_at), "cpuCount": 2, "memoryMB": 2048,
+                        "diskSizeMB": 10240, "state": "running", "envdVersion": "0.6.13",
+                        "metadata": s.metadata,
+                    }),
+                ),
+                _ => api_error(
+                    StatusCode::NOT_FOUND,
+                    &format!("Sandbox \"{id}\" doesn't exist or you don't have access to it"),
+                ),
+            }
+        }
+        _ => api_error(StatusCode::NOT_FOUND, "no such route in the fake"),
+    }
+}
+
+fn create(shared: &Shared, body: &Value) -> Response {
+    let template = body["templateID"].as_str().unwrap_or_default();
+    if template != TEMPLATE {
+        return api_error(
+            StatusCode::NOT_FOUND,
+            &format!("template '{template}' not found"),
+        );
+    }
+    let Some(timeout) = body["timeout"].as_i64() else {
+        return api_error(StatusCode::BAD_REQUEST, "validation error: timeout");
+    };
+    if timeout <= 0 || timeout > 3600 {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            "Timeout cannot be greater than 1 hours",
+        );
+    }
+    let mut state = shared.state();
+    let alive = state.sandboxes.values().filter(|s| s.alive()).count();
+    if state.max_concurrent.is_some_and(|max| alive >= max) {
+        return api_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("you have reached the maximum number of concurrent E2B sandboxes ({alive})"),
+        );
+    }
+    let id = format!("i{}", random_id(20));
+    let root = shared.dir.path().join("vms").join(&id);
+    std::fs::create_dir_all(root.join("home/user")).unwrap();
+    let token = (body["secure"] == Value::Bool(true)).then(|| random_id(32));
+    let now = SystemTime::now();
+    state.sandboxes.insert(
+        id.clone(),
+        FakeSandbox {
+            token: token.clone(),
+            metadata: body["metadata"].clone(),
+            started: now,
+            end_at: now + Duration::from_secs(timeout as u64),
+            dead: false,
+            root,
+            kernel: Arc::default(),
+            pid: Arc::default(),
+        },
+    );
+    let mut answer = json!({
+        "templateID": "fake0template0id", "alias": TEMPLATE, "sandboxID": id,
+        "clientID": "6532622b", "envdVersion": "0.6.13",
+        "trafficAccessToken": null, "domain": null,
+    });
+    if let Some(token) = token {
+        answer["envdAccessToken"] = json!(token);
+    }
+    json_response(StatusCode::CREATED, answer)
+}
+
+/// Traffic to a sandbox (envd and the code interpreter), routed by headers.
+async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body, injected) = take(&shared, "sandbox", request).await;
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (id, port) = match (header("e2b-sandbox-id"), header("e2b-sandbox-port")) {
+        (Some(id), Some(port)) => (id, port),
+        _ => {
+            // A per-port host name: <port>-<id>.<domain>.
+            let host = header("host").unwrap_or_default();
+            let label = host.split('.').next().unwrap_or_default();
+            match label.split_once('-') {
+                Some((port, id)) => (id.to_owned(), port.to_owned()),
+                None => (String::new(), String::new()),
+            }
+        }
+    };
+    let (root, token, kernel, pid) = {
+        let mut state = shared.state();
+        match state.sandboxes.get_mut(&id) {
+            Some(s) if s.alive() => (
+                s.root.clone(),
+                s.token.clone(),
+                s.kernel.clone(),
+                s.pid.clone(),
+            ),
+            Some(s) => {
+                s.stop_kernel();
+                return gone(&id);
+            }
+            None => return gone(&id),
+        }
+    };
+    if port != ENVD_PORT && port != JUPYTER_PORT {
+        return json_response(
+            StatusCode::BAD_GATEWAY,
+            json!({"sandboxId": id, "message": "The sandbox is running but port is not open", "port": port.parse::<u16>().unwrap_or(0), "code": 502}),
+        );
+    }
+    if let Some(response) = injected {
+        return response;
+    }
+    let path = parts.uri.path().to_owned();
+    if parts.method == Method::GET && path == "/health" {
+        return if port == ENVD_PORT {
+            StatusCode::NO_CONTENT.into_response()
+        } else {
+            json_response(StatusCode::OK, json!("OK"))
+        };
+    }
+    if token.is_some() && header("x-access-token") != token {
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"code": 401, "message": "unauthorized access, please provide a valid access token or method signing if supported"}),
+        );
+    }
+    if port == JUPYTER_PORT {
+        return match (parts.method.clone(), path.as_str()) {
+            (Method::POST, "/execute") => execute(&shared, id, &root, kernel, pid, &body),
+            _ => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+        };
+    }
+    let query: HashMap<String, String> = url_query(parts.uri.query().unwrap_or_default());
+    match (parts.method.clone(), path.as_str()) {
+        (Method::GET, "/files") => read_file(&root, query.get("path").map(String::as_str)),
+        (Method::POST, "/files") => {
+            let request = Request::from_parts(parts, Body::from(body));
+            write_file(&root, query.get("path").cloned(), request).await
+        }
+        (Method::GET, "/metrics") => json_response(
+            StatusCode::OK,
+            json!({"cpu_count": 2, "cpu_used_pct": 1.5, "mem_total": 2147483648u64, "mem_used": 123456789, "disk_used": 987654321, "disk_total": 10737418240u64, "ts": 0}),
+        ),
+        (Method::POST, rpc) if rpc.starts_with("/filesystem.Filesystem/") => {
+            if header("content-type").as_deref() != Some("application/json") {
+                return json_response(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    json!({"code": "unknown", "message": "unsupported content type"}),
+                );
+            }
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            filesystem(&root, &rpc["/filesystem.Filesystem/".len()..], &body)
+        }
+        _ => api_error(StatusCode::NOT_FOUND, "no such route in the fake"),
+    }
+}
+
+fn gone(id: &str) -> Response {
+    json_response(
+        StatusCode::BAD_GATEWAY,
+        json!({"sandboxId": id, "message": "The sandbox was not found", "code": 502}),
+    )
+}
+
+fn url_query(query: &str) -> HashMap<String, String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The host path for a VM path (relative paths are under /home/user).
+fn resolve(root: &Path, vm: &str) -> Option<(PathBuf, String)> {
+    let absolute = if vm.starts_with('/') {
+        vm.to_owned()
+    } else if vm == "~" || vm.is_empty() {
+        "/home/user".to_owned()
+    } else if let Some(rest) = vm.strip_prefix("~/") {
+        format!("/home/user/{rest}")
+    } else {
+        format!("/home/user/{vm}")
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for c in Path::new(&absolute).components() {
+        match c {
+            Component::Normal(n) => parts.push(n.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            _ => {}
+        }
+    }
+    let mut host = root.to_path_buf();
+    for p in &parts {
+        host.push(p);
+    }
+    Some((host, format!("/{}", parts.join("/"))))
+}
+
+fn envd_error(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [("content-type", "application/json; charset=utf-8")],
+        json!({"code": status.as_u16(), "message": message}).to_string(),
+    )
+        .into_response()
+}
+
+fn read_file(root: &Path, path: Option<&str>) -> Response {
+    let Some((host, vm)) = resolve(root, path.unwrap_or("")) else {
+        return envd_error(StatusCode::BAD_REQUEST, "invalid path".into());
+    };
+    if host.is_dir() {
+        return envd_error(
+            StatusCode::BAD_REQUEST,
+            format!("path '{vm}' is a directory"),
+        );
+    }
+    match std::fs::read(&host) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [("content-type", "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => envd_error(StatusCode::NOT_FOUND, format!("path '{vm}' does not exist")),
+    }
+}
+
+async fn write_file(root: &Path, path: Option<String>, request: Request) -> Response {
+    let content_type = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    if content_type.starts_with("multipart/form-data") {
+        let Ok(mut multipart) = Multipart::from_request(request, &()).await else {
+            return envd_error(StatusCode::BAD_REQUEST, "bad multipart body".into());
+        };
+        while let Ok(Some(field)) = multipart.next_field().await {
+            if field.name() != Some("file") {
+                continue;
+            }
+            let name = field.file_name().map(str::to_owned);
+            let Ok(data) = field.bytes().await else {
+                return envd_error(StatusCode::BAD_REQUEST, "bad multipart part".into());
+            };
+            match path.clone().or(name) {
+                Some(target) => files.push((target, data.to_vec())),
+                None => return envd_error(StatusCode::BAD_REQUEST, "no path".into()),
+            }
+        }
+    } else if content_type.starts_with("application/octet-stream") {
+        let Some(target) = path else {
+            return envd_error(StatusCode::BAD_REQUEST, "path is required".into());
+        };
+        let data = axum::body::to_bytes(request.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        files.push((target, data.to_vec()));
+    } else {
+        return envd_error(StatusCode::BAD_REQUEST, "unsupported content type".into());
+    }
+    let mut written = Vec::new();
+    for (target, data) in files {
+        let Some((host, vm)) = resolve(root, &target) else {
+            return envd_error(StatusCode::BAD_REQUEST, "invalid path".into());
+        };
+        if host.is_dir() {
+            return envd_error(
+                StatusCode::BAD_REQUEST,
+                format!("path '{vm}' is a directory"),
+            );
+        }
+        if let Some(parent) = host.parent()
+            && std::fs::create_dir_all(parent).is_err()
+        {
+            return envd_error(
+                StatusCode::BAD_REQUEST,
+                format!("path '{vm}': a parent is not a directory"),
+            );
+        }
+        if let Err(e) = std::fs::write(&host, &data) {
+            return envd_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        }
+        let name = vm.rsplit('/').next().unwrap_or_default().to_owned();
+        written.push(json!({"path": vm, "name": name, "type": "file"}));
+    }
+    // envd sets no Content-Type on success.
+    let mut response = Response::new(Body::from(Value::Array(written).to_string()));
+    response.headers_mut().remove("content-type");
+    response
+}
+
+fn entry_info(host: &Path, vm: &str) -> Option<Value> {
+    use std::os::unix::fs::PermissionsExt;
+    let link = std::fs::symlink_metadata(host).ok()?;
+    let meta = std::fs::metadata(host).unwrap_or(link.clone());
+    let kind = if meta.is_dir() {
+        "FILE_TYPE_DIRECTORY"
+    } else {
+        "FILE_TYPE_FILE"
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    let mut entry = json!({
+        "name": vm.rsplit('/').next().unwrap_or_default(),
+        "type": kind,
+        "path": vm,
+        "mode": mode,
+        "permissions": format!("{}{:o}", if meta.is_dir() { "d" } else { "-" }, mode),
+        "owner": "user",
+        "group": "user",
+        "modifiedTime": rfc3339(meta.modified().ok()?),
+    });
+    if meta.len() > 0 {
+        entry["size"] = json!(meta.len().to_string());
+    }
+    if link.file_type().is_symlink() {
+        entry["symlinkTarget"] = json!(std::fs::read_link(host).ok()?.to_string_lossy());
+    }
+    Some(entry)
+}
+
+fn connect_error(status: StatusCode, code: &str, message: String) -> Response {
+    json_response(status, json!({"code": code, "message": message}))
+}
+
+fn filesystem(root: &Path, method: &str, body: &Value) -> Response {
+    let Some((host, vm)) = resolve(root, body["path"].as_str().unwrap_or_default()) else {
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "invalid path".into(),
+        );
+    };
+    let not_found = || {
+        connect_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("path not found: {vm}"),
+        )
+    };
+    match method {
+        "ListDir" => {
+            if !host.exists() {
+                return not_found();
+            }
+            if !host.is_dir() {
+                return connect_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_argument",
+                    format!("path is not a directory: {vm}"),
+                );
+            }
+            let mut entries = Vec::new();
+            for item in std::fs::read_dir(&host).unwrap().flatten() {
+                let name = item.file_name().to_string_lossy().into_owned();
+                let child = if vm == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{vm}/{name}")
+                };
+                if let Some(entry) = entry_info(&item.path(), &child) {
+                    entries.push(entry);
+                }
+            }
+            if entries.is_empty() {
+                json_response(StatusCode::OK, json!({}))
+            } else {
+                json_response(StatusCode::OK, json!({"entries": entries}))
+            }
+        }
+        "Stat" => match entry_info(&host, &vm) {
+            Some(entry) => json_response(StatusCode::OK, json!({"entry": entry})),
+            None => not_found(),
+        },
+        "MakeDir" => {
+            if host.is_dir() {
+                return connect_error(
+                    StatusCode::CONFLICT,
+                    "already_exists",
+                    format!("directory {vm} already exists"),
+                );
+            }
+            if host.exists() {
+                return connect_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_argument",
+                    format!("path {vm} is a file"),
+                );
+            }
+            let _ = std::fs::create_dir_all(&host);
+            json_response(StatusCode::OK, json!({"entry": entry_info(&host, &vm)}))
+        }
+        "Remove" => {
+            let _ = std::fs::remove_dir_all(&host).or_else(|_| std::fs::remove_file(&host));
+            json_response(StatusCode::OK, json!({}))
+        }
+        _ => connect_error(
+            StatusCode::NOT_FOUND,
+            "unimplemented",
+            format!("{method} is not implemented"),
+        ),
+    }
+}
+
+/// One line of the stream, or the signal to cut the connection.
+type Chunk = Result<Bytes, std::io::Error>;
+
+fn ndjson(value: &Value) -> Chunk {
+    Ok(Bytes::from(format!("{value}\n")))
+}
+
+fn execute(
+    shared: &Arc<Shared>,
+    id: String,
+    root: &Path,
+    kernel: Arc<tokio::sync::Mutex<Option<Kernel>>>,
+    pid: Arc<AtomicU32>,
+    body: &[u8],
+) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"detail": [{"msg": "invalid JSON"}]}),
+        );
+    };
+    let Some(code) = body["code"].as_str().map(str::to_owned) else {
+        return json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"detail": [{"msg": "code is required"}]}),
+        );
+    };
+    let context = body["context_id"].as_str();
+    if context.is_some() && body["language"].as_str().is_some() {
+        return (
+            StatusCode::BAD_REQUEST,
+            "Only one of context_id or language can be provided",
+        )
+            .into_response();
+    }
+    if let Some(context) = context {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("Context {context} not found"),
+        )
+            .into_response();
+    }
+    let (tx, rx) = mpsc::channel::<Chunk>(16);
+    let shared = shared.clone();
+    let home = root.join("home/user");
+    tokio::spawn(async move {
+        let mut guard = kernel.lock().await;
+        if guard.is_none() {
+            match start_kernel(&shared, &home) {
+                Ok((k, id)) => {
+                    pid.store(id, Ordering::SeqCst);
+                    *guard = Some(k);
+                }
+                Err(e) => {
+                    let _ = tx.send(ndjson(&json!({"type": "error", "name": "KernelError", "value": e, "traceback": ""}))).await;
+                    return;
+                }
+            }
+        }
+        let k = guard.as_mut().unwrap();
+        let request = format!("{}\n", json!({"code": code}));
+        if k.stdin.write_all(request.as_bytes()).await.is_err() {
+            return;
+        }
+        let cut = code.contains("#fake:cut");
+        let expire = code.contains("#fake:expire");
+        let mut sent = 0;
+        let mut client_gone = tx
+            .send(ndjson(
+                &json!({"type": "number_of_executions", "execution_count": 1}),
+            ))
+            .await
+            .is_err();
+        loop {
+            let line = tokio::time::timeout(KEEPALIVE, k.stdout.next_line()).await;
+            let event = match line {
+                Err(_) => {
+                    if !client_gone
+                        && tx
+                            .send(ndjson(&json!({"type": "keepalive"})))
+                            .await
+                            .is_err()
+                    {
+                        client_gone = true;
+                        interrupt(&shared, &pid);
+                    }
+                    continue;
+                }
+                // The kernel died (the sandbox was killed): the stream breaks.
+                Ok(Ok(None)) | Ok(Err(_)) => {
+                    *guard = None;
+                    let _ = tx.send(Err(std::io::Error::other("kernel died"))).await;
+                    return;
+                }
+                Ok(Ok(Some(line))) => line,
+            };
+            let event: Value = serde_json::from_str(&event).unwrap_or(Value::Null);
+            if event["type"] == "done" {
+                if expire {
+                    // The sandbox's lifetime runs out mid-stream.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if let Some(s) = shared.state().sandboxes.get_mut(&id) {
+                        s.end_at = SystemTime::now();
+                    }
+                    let _ = tx.send(Err(std::io::Error::other("sandbox expired"))).await;
+                } else if cut {
+                    // The connection breaks before end_of_execution (after
+                    // a pause, so that what was sent is flushed first).
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let _ = tx.send(Err(std::io::Error::other("cut by the test"))).await;
+                } else if !client_gone {
+                    let _ = tx.send(ndjson(&json!({"type": "end_of_execution"}))).await;
+                }
+                return;
+            }
+            if client_gone {
+                continue;
+            }
+            if sent < DELAYED_LINES {
+                sent += 1;
+                tokio::time::sleep(LINE_DELAY).await;
+            }
+            if tx.send(ndjson(&event)).await.is_err() {
+                client_gone = true;
+                interrupt(&shared, &pid);
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    // The bridge sets no Content-Type on the stream.
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().remove("content-type");
+    response
+}
+
+/// Interrupts the running code, as the bridge does when its client leaves.
+fn interrupt(shared: &Shared, pid: &AtomicU32) {
+    shared.state().disconnects += 1;
+    let pid = pid.load(Ordering::SeqCst);
+    if pid != 0 {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
+    }
+}
+
+fn start_kernel(shared: &Shared, home: &Path) -> Result<(Kernel, u32), String> {
+    let mut child = tokio::process::Command::new("python3")
+        .arg("-u")
+        .arg(shared.dir.path().join("kernel.py"))
+        .current_dir(home)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("PYTHONPATH", shared.dir.path().join("site"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start python3: {e}"))?;
+    let pid = child.id().unwrap_or(0);
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    Ok((
+        Kernel {
+            _child: child,
+            stdin,
+            stdout,
+        },
+        pid,
+    ))
+}

@@ -1,0 +1,100 @@
+"""A stand-in for E2B's Jupyter kernel, used by the tests' fake of E2B.
+
+Reads one JSON request per line on stdin ({"code": ...}) and answers with
+JSON lines on stdout in the shape of the code interpreter's /execute stream
+(stdout, stderr, result, error), ending each execution with {"type": "done"}.
+State persists between executions; a final expression's repr is the main
+result (with one pair of quotes stripped, as the real bridge does); SIGINT
+interrupts the running code with KeyboardInterrupt; show_png() displays a
+tiny PNG as a non-main result.
+"""
+
+import ast
+import datetime
+import io
+import json
+import os
+import sys
+import traceback
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+_protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+_requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+_null = os.open(os.devnull, os.O_RDWR)
+os.dup2(_null, 0)
+os.dup2(_null, 1)
+
+
+def emit(obj):
+    _protocol.write(json.dumps(obj) + "\n")
+    _protocol.flush()
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+class Stream(io.TextIOBase):
+    def __init__(self, name):
+        self._name = name
+
+    def write(self, text):
+        if text:
+            emit({"type": self._name, "text": text, "timestamp": now()})
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def writable(self):
+        return True
+
+
+def show_png():
+    emit({"type": "result", "png": PNG, "text": "<Figure size 640x480 with 1 Axes>",
+          "extra": {}, "is_main_result": False})
+
+
+def strip_quotes(text):
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+sys.stdout = Stream("stdout")
+sys.stderr = Stream("stderr")
+sys.stdin = io.StringIO("")
+namespace = {"__name__": "__main__", "show_png": show_png}
+
+while True:
+    try:
+        line = _requests.readline()
+    except KeyboardInterrupt:
+        continue
+    if not line:
+        break
+    try:
+        code = json.loads(line)["code"]
+        tree = ast.parse(code, "<cell>")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, "<cell>", "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, "<cell>", "eval"), namespace)
+            if value is not None:
+                emit({"type": "result", "text": strip_quotes(repr(value)), "extra": {},
+                      "is_main_result": True})
+    except BaseException as e:  # noqa: BLE001 - user code may raise anything
+        try:
+            emit({"type": "error", "name": type(e).__name__, "value": str(e),
+                  "traceback": "".join(traceback.format_exception(e))})
+        except KeyboardInterrupt:
+            pass
+    try:
+        emit({"type": "done"})
+    except KeyboardInterrupt:
+        emit({"type": "done"})

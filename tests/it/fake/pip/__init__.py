@@ -1,0 +1,1 @@
+"""A stand-in for pip inside the tests' fake E2B sandboxes (see __main__.py)."""
