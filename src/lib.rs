@@ -17,6 +17,9 @@
 //!   the sandbox root, and the manager of live sandboxes.
 //! - [`wasm`]: the local backend: runtime manifests, the engine, the module
 //!   cache, and one CPython instance per sandbox.
+//! - [`packages`]: `install_package` for local sandboxes: requirements,
+//!   the index and wheelhouse, resolution, the host wheel cache, and the safe
+//!   unpacker that puts pure-Python wheels into a sandbox's site-packages.
 //! - [`oneshot`]: `mcp-code-sandbox exec`, one execution from the command line.
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
@@ -24,6 +27,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod oneshot;
+pub mod packages;
 pub mod sandbox;
 pub mod server;
 pub mod wasm;
