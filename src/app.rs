@@ -7,6 +7,7 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::packages::Installer;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, SandboxError};
 use crate::server::SandboxServer;
@@ -25,7 +26,8 @@ pub struct App {
 impl App {
     /// Builds the backends the configuration asks for.
     pub fn build(config: Config) -> Result<Self, SandboxError> {
-        let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?);
+        let installer = Arc::new(Installer::new(config.packages.clone()));
+        let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?.with_installer(installer));
         let backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];
         let manager = SandboxManager::new(config.manager.clone(), backends);
         Ok(Self {

@@ -27,6 +27,7 @@ use self::engine::{EngineSettings, build_engine};
 use self::interpreter::{GuestImage, GuestState};
 use self::runtime::load_runtime;
 use self::sandbox::WasmSandbox;
+use crate::packages::Installer;
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{Backend, BackendKind, CodeInterpreter, SandboxError, SandboxSpec};
 
@@ -54,6 +55,9 @@ pub struct WasmBackend {
     root: Arc<SandboxRoot>,
     executor: Option<tokio::runtime::Runtime>,
     images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
+    /// Installs packages into this backend's sandboxes (none: install_package
+    /// says how to configure a package source).
+    installer: Option<Arc<Installer>>,
 }
 
 impl WasmBackend {
@@ -80,7 +84,14 @@ impl WasmBackend {
             root,
             executor: Some(executor),
             images: Mutex::new(HashMap::new()),
+            installer: None,
         })
+    }
+
+    /// Gives this backend's sandboxes a package installer.
+    pub fn with_installer(mut self, installer: Arc<Installer>) -> Self {
+        self.installer = Some(installer);
+        self
     }
 
     /// The settings it runs with.
@@ -165,7 +176,7 @@ impl Backend for WasmBackend {
             .unwrap_or_else(|| self.settings.default_runtime.clone());
         let image = self.image(&name).await?;
         let sandbox = WasmSandbox::start(image, self.root.clone(), spec.limits).await?;
-        Ok(Box::new(sandbox))
+        Ok(Box::new(sandbox.with_installer(self.installer.clone())))
     }
 
     fn default_runtime(&self) -> String {

@@ -226,6 +226,12 @@ impl Installer {
                 }),
                 Choice::New { file, wheel } => {
                     let (path, source) = session.fetch(&file).await?;
+                    let from = match source {
+                        PackageSource::Cache => "the download cache",
+                        PackageSource::Wheelhouse => "the wheelhouse",
+                        _ => "the index",
+                    };
+                    progress(format!("got {} from {from}", file.filename));
                     fetched.push(Fetched {
                         replaces: dists.get(&package.name).cloned(),
                         name: package.name,

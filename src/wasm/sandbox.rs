@@ -14,18 +14,22 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{GuestImage, Interpreter, Outcome};
 use super::trap::GuestExit;
+use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::DiskQuota;
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, InstallReport, LimitHit,
-    LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes, human_duration,
+    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, GuestPath, InstallReport,
+    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes,
+    human_duration,
 };
 
 /// How long an interpreter may take to start.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 const OUTPUT_DIR: &str = ".outputs";
+/// How long the interpreter may take to pick up newly installed packages.
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A sandbox of the local WASI backend.
 pub(crate) struct WasmSandbox {
@@ -43,6 +47,8 @@ pub(crate) struct WasmSandbox {
     lost_state: Option<String>,
     executions: u64,
     closed: bool,
+    /// Installs packages (none: not configured).
+    installer: Option<Arc<Installer>>,
 }
 
 #[derive(Deserialize)]
@@ -109,7 +115,48 @@ impl WasmSandbox {
             lost_state: None,
             executions: 0,
             closed: false,
+            installer: None,
         })
+    }
+
+    /// Gives the sandbox a package installer.
+    pub(crate) fn with_installer(mut self, installer: Option<Arc<Installer>>) -> Self {
+        self.installer = installer;
+        self
+    }
+
+    /// Has the running interpreter pick up newly installed packages (the
+    /// driver's `refresh_packages`: `site.addsitedir` and
+    /// `importlib.invalidate_caches`). Returns a note when that did not work.
+    async fn refresh_packages(&mut self) -> Result<Option<String>, SandboxError> {
+        let message = serde_json::json!({"op": "refresh_packages"});
+        let fuel = self.limits.fuel;
+        let interpreter = self.interpreter().await?;
+        let (outcome, _, _) = interpreter
+            .call(
+                &message,
+                fuel,
+                REFRESH_TIMEOUT,
+                &CancellationToken::new(),
+                OutputCapture::memory(16 << 10),
+                OutputCapture::memory(16 << 10),
+            )
+            .await;
+        match outcome {
+            Outcome::Reply { body, .. } => match serde_json::from_slice::<Reply>(&body) {
+                Ok(Reply { error: None, .. }) => Ok(None),
+                Ok(Reply { error: Some(e), .. }) => Ok(Some(format!(
+                    "the packages are installed, but loading them into the running interpreter raised {}: {}; a .pth file of a package may be at fault",
+                    e.name, e.value
+                ))),
+                Err(e) => Ok(Some(format!(
+                    "the packages are installed, but the interpreter sent an unreadable reply when picking them up: {e}"
+                ))),
+            },
+            _ => Ok(Some(self.lose_state(
+                "picking up the new packages stopped the interpreter",
+            ))),
+        }
     }
 
     /// Starts a replacement interpreter in the background.
@@ -343,12 +390,34 @@ impl CodeInterpreter for WasmSandbox {
 
     async fn install(
         &mut self,
-        _requirements: &[String],
-        _progress: &(dyn Fn(String) + Send + Sync),
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<InstallReport, SandboxError> {
-        Err(SandboxError::Install(
-            "install_package is not available in this build yet".into(),
-        ))
+        let Some(installer) = self.installer.clone() else {
+            return Err(SandboxError::Install(
+                PackageError::NotConfigured.to_string(),
+            ));
+        };
+        let target = InstallTarget {
+            sandbox: self.dir.clone(),
+            site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
+            python_version: self.image.manifest.python_version.clone(),
+            quota: self.quota.clone(),
+        };
+        let mut report = installer
+            .install(requirements, &target, progress)
+            .await
+            .map_err(|e| SandboxError::Install(e.to_string()))?;
+        if !report.installed.is_empty()
+            && let Some(note) = self.refresh_packages().await?
+        {
+            let output = report.output.get_or_insert_with(String::new);
+            if !output.is_empty() {
+                output.push('\n');
+            }
+            output.push_str(&note);
+        }
+        Ok(report)
     }
 
     fn files(&self) -> &dyn FileInterface {
