@@ -76,7 +76,7 @@ pub enum PackageError {
 
     /// Only wheels with native code exist.
     #[error(
-        "{name} cannot be installed here: this sandbox runs CPython {python} compiled to WebAssembly (WASI), which can take only pure-Python wheels (tags like py3-none-any), and {name} {version} offers only wheels built for particular platforms ({tags}){sdist}. Use the standard library or a pure-Python alternative{wanted_by}"
+        "{name} cannot be installed here: this sandbox runs CPython {python} compiled to WebAssembly (WASI), which can take only pure-Python wheels (tags like py3-none-any), and {name} {version} offers only {offers}. Use the standard library or a pure-Python alternative{wanted_by}"
     )]
     NotPure {
         /// The project.
@@ -85,10 +85,9 @@ pub enum PackageError {
         version: String,
         /// The runtime's Python version.
         python: String,
-        /// A sample of the tags found.
-        tags: String,
-        /// A note about a source archive, when there is one.
-        sdist: String,
+        /// What it offers instead: a sample of the tags found, and a note
+        /// about a source archive when there is one.
+        offers: String,
         /// `; it is needed by ...` for dependencies.
         wanted_by: String,
     },

@@ -194,9 +194,12 @@ impl Installer {
         let site_path = target.site_packages.clone();
         let max_metadata = self.settings.limits.max_metadata_bytes;
         let dists = blocking(move || {
-            let site = site_packages::open(&sandbox, &site_path)
+            let site = site_packages::open_existing(&sandbox, &site_path)
                 .map_err(|source| PackageError::io("open", site_path.to_string(), source))?;
-            Ok::<_, PackageError>(site_packages::installed(&site, max_metadata))
+            Ok::<_, PackageError>(
+                site.map(|site| site_packages::installed(&site, max_metadata))
+                    .unwrap_or_default(),
+            )
         })
         .await??;
         let installed: HashMap<PackageName, Installed> = dists
@@ -236,7 +239,7 @@ impl Installer {
                         replaces: dists.get(&package.name).cloned(),
                         name: package.name,
                         version: package.version,
-                        wheel,
+                        wheel: *wheel,
                         filename: file.filename,
                         path,
                         source,
@@ -280,7 +283,25 @@ fn place(
     limits: &UnpackLimits,
 ) -> Result<(Vec<InstalledPackage>, Vec<String>), PackageError> {
     let site_path = &target.site_packages;
-    let site = site_packages::open(&target.sandbox, site_path)
+    let created = site_packages::create_dirs(&target.sandbox, site_path)
+        .map_err(|source| PackageError::io("create", site_path.to_string(), source))?;
+    let result = stage_and_place(target, &fetched, limits);
+    if result.is_err() {
+        site_packages::remove_created(&target.sandbox, &created);
+    }
+    result
+}
+
+/// [`place`] once site-packages exists.
+fn stage_and_place(
+    target: &InstallTarget,
+    fetched: &[Fetched],
+    limits: &UnpackLimits,
+) -> Result<(Vec<InstalledPackage>, Vec<String>), PackageError> {
+    let site_path = &target.site_packages;
+    let site = target
+        .sandbox
+        .open_dir(site_path.relative())
         .map_err(|source| PackageError::io("open", site_path.to_string(), source))?;
     let parent_path = site_path.parent();
     let parent = target
@@ -343,7 +364,7 @@ fn place(
                 human_bytes(staged_bytes)
             )));
         }
-        for item in &fetched {
+        for item in fetched {
             if let Some(old) = &item.replaces {
                 site_packages::remove(&site, old, limits.max_metadata_bytes).map_err(|source| {
                     PackageError::io("remove the old version from", site_path.to_string(), source)

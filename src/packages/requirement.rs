@@ -51,6 +51,11 @@ pub fn split_requirements(text: &str) -> Vec<String> {
                 cur.push_str(token);
                 continue;
             }
+            if token.starts_with('@') || cur.ends_with('@') {
+                cur.push(' ');
+                cur.push_str(token);
+                continue;
+            }
             if dangling_op || token.starts_with(['[', '(']) {
                 cur.push_str(token);
                 continue;
@@ -168,6 +173,10 @@ mod tests {
             ("foo (>=1.0, <2)", &["foo(>=1.0,<2)"]),
             ("  ", &[]),
             ("six; python_version > '3'", &["six; python_version > '3'"]),
+            (
+                "pkg @ https://x.test/p.whl six",
+                &["pkg @ https://x.test/p.whl", "six"],
+            ),
         ];
         for (text, expected) in table {
             assert_eq!(split_requirements(text), *expected, "{text}");

@@ -71,9 +71,9 @@ pub enum Choice {
     /// By this wheel.
     New {
         /// The file.
-        file: ProjectFile,
+        file: Box<ProjectFile>,
         /// Its parsed name.
-        wheel: WheelFilename,
+        wheel: Box<WheelFilename>,
     },
 }
 
@@ -446,8 +446,8 @@ impl Resolver<'_> {
             return Ok(Some((
                 wheel.version.clone(),
                 Choice::New {
-                    file: file.clone(),
-                    wheel: wheel.clone(),
+                    file: Box::new(file.clone()),
+                    wheel: Box::new(wheel.clone()),
                 },
                 metadata.requires_dist,
                 Some(metadata.provides_extra),
@@ -630,12 +630,15 @@ impl Resolver<'_> {
                 name: name.to_string(),
                 version: version.to_string(),
                 python,
-                tags: sample.join(", "),
-                sdist: if selection.sdist.is_some() {
-                    ", besides a source archive that would need a compiler and running its build on the server".into()
-                } else {
-                    String::new()
-                },
+                offers: format!(
+                    "wheels built for particular platforms ({}){}",
+                    sample.join(", "),
+                    if selection.sdist.is_some() {
+                        ", besides a source archive that would need a compiler and running its build on the server"
+                    } else {
+                        ""
+                    }
+                ),
                 wanted_by,
             };
         }

@@ -206,7 +206,7 @@ pub fn parse_html(text: &str, page_url: &Url) -> Vec<ProjectFile> {
                 "true" => Some(None),
                 other => other
                     .strip_prefix("sha256=")
-                    .map(|h| sha256_hex(h))
+                    .map(sha256_hex)
                     .filter(Option::is_some),
             });
         files.push(ProjectFile {

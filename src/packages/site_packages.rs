@@ -31,12 +31,40 @@ pub struct InstalledDist {
     pub installed: Installed,
 }
 
-/// Opens (creating it if needed) the site-packages directory at `path` in the
-/// sandbox whose root is `sandbox`.
-pub fn open(sandbox: &Dir, path: &GuestPath) -> std::io::Result<Dir> {
-    let relative = path.relative();
-    sandbox.create_dir_all(&relative)?;
-    sandbox.open_dir(&relative)
+/// Opens the site-packages directory at `path` in the sandbox whose root is
+/// `sandbox`, if it exists.
+pub fn open_existing(sandbox: &Dir, path: &GuestPath) -> std::io::Result<Option<Dir>> {
+    match sandbox.open_dir(path.relative()) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the directories of `path` that are missing; returns the ones it
+/// created, outermost first, for [`remove_created`].
+pub fn create_dirs(sandbox: &Dir, path: &GuestPath) -> std::io::Result<Vec<PathBuf>> {
+    let mut created = Vec::new();
+    let mut current = PathBuf::new();
+    for component in path.components() {
+        current.push(component);
+        match sandbox.create_dir(&current) {
+            Ok(()) => created.push(current.clone()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(created)
+}
+
+/// Removes directories [`create_dirs`] made, innermost first, as long as they
+/// are empty.
+pub fn remove_created(sandbox: &Dir, created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        if sandbox.remove_dir(dir).is_err() {
+            break;
+        }
+    }
 }
 
 /// The distributions in `site`, by name. Unreadable or malformed entries are
@@ -201,6 +229,21 @@ mod tests {
         let staging =
             Dir::open_ambient_dir(tmp.path().join("staging"), ambient_authority()).unwrap();
         (tmp, site, staging)
+    }
+
+    #[test]
+    fn created_directories_can_be_taken_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(".local")).unwrap();
+        let sandbox = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let path = GuestPath::parse("/.local/lib/python3.12/site-packages").unwrap();
+        assert!(open_existing(&sandbox, &path).unwrap().is_none());
+        let created = create_dirs(&sandbox, &path).unwrap();
+        assert_eq!(created.len(), 3, "{created:?}");
+        assert!(open_existing(&sandbox, &path).unwrap().is_some());
+        remove_created(&sandbox, &created);
+        assert!(tmp.path().join(".local").is_dir());
+        assert!(!tmp.path().join(".local/lib").exists());
     }
 
     #[test]

@@ -51,7 +51,6 @@ pub struct TestWheel {
     files: Vec<(String, Vec<u8>)>,
     symlinks: Vec<(String, String)>,
     requires: Vec<String>,
-    extra_metadata: Vec<String>,
     tweaks: Vec<Tweak>,
 }
 
@@ -68,7 +67,6 @@ impl TestWheel {
             files: Vec::new(),
             symlinks: Vec::new(),
             requires: Vec::new(),
-            extra_metadata: Vec::new(),
             tweaks: Vec::new(),
         }
     }
@@ -91,25 +89,10 @@ impl TestWheel {
         self
     }
 
-    /// Adds a raw METADATA header line.
-    pub fn metadata_line(mut self, line: &str) -> Self {
-        self.extra_metadata.push(line.to_owned());
-        self
-    }
-
     /// Breaks it one way.
     pub fn tweak(mut self, tweak: Tweak) -> Self {
         self.tweaks.push(tweak);
         self
-    }
-
-    /// `{name}-{version}-py3-none-any.whl` with the name escaped.
-    pub fn filename(&self) -> String {
-        format!(
-            "{}-{}-py3-none-any.whl",
-            self.name.replace('-', "_"),
-            self.version
-        )
     }
 
     /// The METADATA text.
@@ -126,10 +109,6 @@ impl TestWheel {
             "Metadata-Version: 2.1\nName: {}\nVersion: {version}\n",
             self.name
         );
-        for line in &self.extra_metadata {
-            text.push_str(line);
-            text.push('\n');
-        }
         for r in &self.requires {
             text.push_str(&format!("Requires-Dist: {r}\n"));
         }

@@ -895,7 +895,8 @@ mod tests {
     #[test]
     fn malicious_wheels_are_refused_and_nothing_escapes() {
         let base = || TestWheel::new("demo", "1.0").file("demo/__init__.py", "ok = 1\n");
-        let cases: Vec<(&str, TestWheel, fn(&WheelError) -> bool)> = vec![
+        type Expect = fn(&WheelError) -> bool;
+        let cases: Vec<(&str, TestWheel, Expect)> = vec![
             ("dot-dot", base().file("../evil.py", "x"), |e| {
                 matches!(e, WheelError::BadMemberName { .. })
             }),
