@@ -4,7 +4,10 @@
 mod cli;
 mod execution;
 mod files;
+mod index_server;
 mod limits;
+mod packages;
 mod sandboxes;
 mod support;
 mod tools;
+mod wheels;
