@@ -445,6 +445,128 @@ async fn a_wheelhouse_alone_works_without_any_index() {
 }
 
 #[tokio::test]
+async fn wheelhouse_add_fills_a_directory_that_then_works_offline() {
+    let index = IndexServer::start().await;
+    index.add_wheel(
+        &Wheel::module("carry", "2.0", "import carrydep\nOK = carrydep.OK\n")
+            .requires("carrydep>=1"),
+    );
+    index.add_wheel(&Wheel::module("carrydep", "1.5", "OK = 'carried'\n"));
+    let tmp = tempfile::tempdir().unwrap();
+    let house = tmp.path().join("house");
+    let run = || {
+        tokio::process::Command::new(binary())
+            .args(["wheelhouse", "add", "carry", "--dir"])
+            .arg(&house)
+            .env_clear()
+            .env("HOME", tmp.path())
+            .env("SANDBOX_CACHE_DIR", tmp.path().join("cache"))
+            .env("SANDBOX_ROOT", tmp.path().join("root"))
+            .env("SANDBOX_INDEX_URL", &index.url)
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .env("SANDBOX_LOG", "warn")
+            .output()
+    };
+    let out = run().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("added  carry-2.0-py3-none-any.whl"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("added  carrydep-1.5-py3-none-any.whl"),
+        "{stdout}"
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&house)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "carry-2.0-py3-none-any.whl",
+            "carrydep-1.5-py3-none-any.whl"
+        ]
+    );
+    let again = run().await.unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already there  carry-2.0"));
+
+    drop(index);
+    let server = Server::start_with(&[
+        ("SANDBOX_WHEELHOUSE", house.to_str().unwrap()),
+        ("PIP_CONFIG_FILE", "/dev/null"),
+    ])
+    .await;
+    let id = server.create().await;
+    assert_eq!(
+        installed(&install(&server, &id, "carry").await),
+        ["carry 2.0 wheelhouse", "carrydep 1.5 wheelhouse"]
+    );
+    assert_eq!(
+        server.run(&id, "import carry; carry.OK").await["value"],
+        "'carried'"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_newer_version_replaces_the_installed_one() {
+    let index = IndexServer::start().await;
+    index.add_wheel(&Wheel::module("swap", "1.0", "V = 1\n").file("swap/old_only.py", ""));
+    index.add_wheel(&Wheel::module("swap", "2.0", "V = 2\n"));
+    let server = start(&index).await;
+    let id = server.create().await;
+    install(&server, &id, "swap==1.0").await;
+    let site = server.sandbox_dirs()[0].join(SITE);
+    assert!(site.join("swap/old_only.py").is_file());
+    let result = install(&server, &id, "swap>=2").await;
+    assert_eq!(installed(&result), ["swap 2.0 index"]);
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("replaced swap 1.0 with 2.0"),
+        "{result}"
+    );
+    assert!(!site.join("swap-1.0.dist-info").exists());
+    assert!(
+        !site.join("swap/old_only.py").exists(),
+        "the old version's files are gone"
+    );
+    assert!(site.join("swap-2.0.dist-info").is_dir());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_install_over_the_disk_quota_is_refused() {
+    let index = IndexServer::start().await;
+    let noise: Vec<u8> = (0..3u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    index.add_wheel(&Wheel::module("hefty", "1.0", "").file("hefty/blob.bin", noise));
+    let server = Server::start_with(&[
+        ("SANDBOX_INDEX_URL", index.url.as_str()),
+        ("PIP_CONFIG_FILE", "/dev/null"),
+        ("SANDBOX_DISK_QUOTA_MB", "2"),
+    ])
+    .await;
+    let id = server.create().await;
+    let err = install_err(&server, &id, "hefty").await;
+    assert!(err.contains("disk quota"), "{err}");
+    assert!(
+        !server.sandbox_dirs()[0].join(".local").exists(),
+        "nothing was left behind"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn without_an_index_or_wheelhouse_it_says_how_to_configure_one() {
     let server = Server::start_with(&[("PIP_CONFIG_FILE", "/dev/null")]).await;
     let id = server.create().await;
