@@ -78,12 +78,8 @@ impl CoreMetadata {
                             short(&value)
                         ));
                     }
-                    let requirement = Requirement::from_str(&value).map_err(|e| {
-                        format!(
-                            "Requires-Dist '{}' does not parse: {}",
-                            short(&value),
-                            e.message
-                        )
+                    let requirement = super::requirement::parse_pep508(&value).map_err(|e| {
+                        format!("Requires-Dist '{}' does not parse: {e}", short(&value))
                     })?;
                     requires_dist.push(requirement);
                 }
@@ -228,6 +224,26 @@ Requires-Dist: not-a-header-this-is-the-description
         let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n").unwrap_err();
         assert!(err.contains("Requires-Dist"), "{err}");
         assert!(CoreMetadata::parse("").is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever an index serves as METADATA, parsing ends in a value or an
+        /// error, never a panic.
+        #[test]
+        fn arbitrary_metadata_never_panics(
+            lines in proptest::collection::vec("(Name|Version|Requires-Dist|Requires-Python|Provides-Extra|X): [ -~]{0,40}", 0..8)
+        ) {
+            let _ = CoreMetadata::parse(&lines.join("\n"));
+        }
+
+        /// The same for version and specifier text.
+        #[test]
+        fn arbitrary_versions_never_panic(v in "[0-9a-z.!+*<>=~ ,-]{0,24}", w in "[0-9.]{1,12}") {
+            let _ = Version::from_str(&v);
+            if let (Ok(spec), Ok(version)) = (VersionSpecifiers::from_str(&v), Version::from_str(&w)) {
+                let _ = spec.contains(&version);
+            }
+        }
     }
 
     #[test]

@@ -118,7 +118,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
             "options such as --index-url are not accepted; the server's configuration chooses the index".into(),
         ));
     }
-    let requirement = Requirement::from_str(input).map_err(|e| bad(e.message.to_string()))?;
+    let requirement = parse_pep508(input).map_err(bad)?;
     if matches!(requirement.version_or_url, Some(VersionOrUrl::Url(_))) || input.contains(" @ ") {
         return Err(PackageError::DirectReference {
             input: quote(input),
@@ -128,6 +128,40 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
         return Err(bad(format!("the name is over {MAX_NAME_CHARS} characters")));
     }
     Ok(requirement)
+}
+
+/// Parses PEP 508 text (from a user or from an index's metadata) without
+/// ever panicking: `pep508_rs` 0.9.2 has an `expect` that fires on a name or
+/// extra ending in `.`, `-` or `_` before another character (`a_~`,
+/// `a[x_]`), so those are refused here first. The error is the parser's
+/// message, without its position drawing (whose `Display` can also panic).
+pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
+    let ends_badly = |s: &str| s.ends_with(['.', '-', '_']);
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    let trimmed = text.trim_start();
+    let name_len = trimmed
+        .find(|c: char| !is_name_char(c))
+        .unwrap_or(trimmed.len());
+    let name = &trimmed[..name_len];
+    if ends_badly(name) {
+        return Err(format!(
+            "the name '{}' must end with a letter or digit",
+            quote(name)
+        ));
+    }
+    if let Some(inner) = trimmed[name_len..].trim_start().strip_prefix('[') {
+        let inner = inner.split(']').next().unwrap_or_default();
+        if let Some(extra) = inner
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .find(|e| ends_badly(e))
+        {
+            return Err(format!(
+                "the extra '{}' must end with a letter or digit",
+                quote(extra)
+            ));
+        }
+    }
+    Requirement::from_str(text).map_err(|e| e.message.to_string())
 }
 
 /// The version specifiers of a requirement (empty when it has none).
@@ -217,6 +251,11 @@ mod tests {
             ".",
             "six==",
             "six>>1",
+            "A_~",
+            "six- >=1",
+            "a[x_]",
+            "a[x_ y]",
+            "a.[x]",
         ] {
             assert!(parse_requirement(bad).is_err(), "{bad:?} was accepted");
         }
@@ -227,6 +266,20 @@ mod tests {
             "the message quotes a bounded part"
         );
         assert!(parse_requirement(&"a".repeat(101)).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_splits_and_parses_without_panicking(text in "\\PC{0,120}") {
+            for item in split_requirements(&text) {
+                let _ = parse_requirement(&item).map_err(|e| e.to_string());
+            }
+        }
+
+        #[test]
+        fn requirement_like_text_never_panics(text in "[a-zA-Z0-9_.\\-\\[\\],;<>=!~ '\"()@:/*]{0,60}") {
+            let _ = parse_requirement(&text).map_err(|e| e.to_string());
+        }
     }
 
     #[test]

@@ -178,7 +178,7 @@ pub fn parse_html(text: &str, page_url: &Url) -> Vec<ProjectFile> {
             }
             continue;
         }
-        let content_end = lower[after..].find("</a").map_or(text.len(), |e| after + e);
+        let content_end = lower[after..].find('<').map_or(text.len(), |e| after + e);
         let content = unescape(text[after..content_end].trim());
         let Some(href) = get("href") else { continue };
         let Some(mut url) = resolve(&base, href) else {
@@ -447,6 +447,14 @@ mod tests {
             files[0].location,
             FileLocation::Url(Url::parse("https://mirror.test/pkgs/demo-1.0.tar.gz").unwrap())
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_pages_never_panic(text in "([<>&;#x/='\" a-zA-Z0-9.-]|\\PC){0,200}") {
+            let _ = parse_html(&text, &page());
+            let _ = parse_json(text.as_bytes(), &page());
+        }
     }
 
     #[test]

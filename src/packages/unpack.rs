@@ -1098,6 +1098,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Arbitrary bytes never panic the unpacker nor write outside staging.
+        #[test]
+        fn arbitrary_bytes_are_refused_quietly(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096)) {
+            let (result, paths) = unpack(bytes, "demo-1.0-py3-none-any.whl");
+            proptest::prop_assert!(result.is_err());
+            proptest::prop_assert!(outside(&paths).is_empty());
+        }
+
+        /// A good wheel with bytes flipped never panics the unpacker, and
+        /// whatever happens stays beneath staging.
+        #[test]
+        fn damaged_wheels_stay_inside(flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 1..8)) {
+            let mut bytes = TestWheel::new("demo", "1.0")
+                .file("demo/__init__.py", "VALUE = 1\n")
+                .file("demo/sub/mod.py", "X = 2\n")
+                .build();
+            for (at, mask) in flips {
+                let len = bytes.len();
+                bytes[at % len] ^= mask;
+            }
+            let (_, paths) = unpack(bytes, "demo-1.0-py3-none-any.whl");
+            proptest::prop_assert!(outside(&paths).is_empty());
+        }
+    }
+
     #[test]
     fn member_names_are_decided_by_one_function() {
         assert_eq!(
