@@ -348,6 +348,26 @@ fn stage_and_place(
                 .map_err(unsafe_wheel)?;
             write_installed_record(&dest, &unpacked, INSTALLER_NAME).map_err(unsafe_wheel)?;
             staged_bytes += unpacked.bytes;
+            if !unpacked.dropped.is_empty() {
+                let mut shown: Vec<&str> = unpacked
+                    .dropped
+                    .iter()
+                    .take(3)
+                    .map(String::as_str)
+                    .collect();
+                let more = unpacked.dropped.len().saturating_sub(3);
+                let more_text = format!("and {more} more");
+                if more > 0 {
+                    shown.push(&more_text);
+                }
+                notes.push(format!(
+                    "{} {}: {} file(s) meant for outside site-packages were not installed (only the importable package is): {}",
+                    item.name,
+                    item.version,
+                    unpacked.dropped.len(),
+                    shown.join(", ")
+                ));
+            }
             if !unpacked.pth_files.is_empty() {
                 notes.push(format!(
                     "{} {} installs {}, which runs when the interpreter starts",

@@ -622,6 +622,9 @@ impl Resolver<'_> {
             };
         }
         if let Some((version, tags)) = &selection.platform {
+            let own = format!("cp{}{}", self.python.major, self.python.minor);
+            let mut tags = tags.clone();
+            tags.sort_by_key(|t| !t.starts_with(&own));
             let mut sample: Vec<String> = tags.iter().take(SAMPLE_TAGS).cloned().collect();
             if tags.len() > SAMPLE_TAGS {
                 sample.push(format!("and {} more", tags.len() - SAMPLE_TAGS));

@@ -145,6 +145,9 @@ impl TestWheel {
         ));
         let mut record = String::new();
         for (path, data) in &files {
+            if has(&|t| matches!(t, Tweak::Unlisted(p) if p == path)) {
+                continue;
+            }
             let mut hash = b64(&Sha256::digest(data));
             let mut size = data.len();
             if has(&|t| matches!(t, Tweak::WrongHash(p) if p == path)) {
@@ -159,7 +162,9 @@ impl TestWheel {
             if let Tweak::RecordExtra(p) = t {
                 record.push_str(&format!("{p},sha256={},0\n", b64(&Sha256::digest(b""))));
             }
-            if let Tweak::Unlisted(p) = t {
+            if let Tweak::Unlisted(p) = t
+                && !files.iter().any(|(f, _)| f == p)
+            {
                 files.push((p.clone(), b"hidden".to_vec()));
             }
         }

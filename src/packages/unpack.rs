@@ -11,8 +11,9 @@
 //!   ([`member_components`] is the one function that decides);
 //! - symbolic links and other special files (by their Unix mode);
 //! - two members that land on the same path (ignoring case);
-//! - `.data/` directories other than `purelib` (`platlib`, `scripts`,
-//!   `headers`, `data`) or named for another distribution;
+//! - `.data/platlib` (native code), unknown `.data/` directories, or ones
+//!   named for another distribution (`.data/scripts`, `headers` and `data`,
+//!   meant for places outside site-packages, are checked but not written);
 //! - zero or several `.dist-info` directories, or one whose name or version
 //!   does not match the file name or whose `METADATA` disagrees;
 //! - a `WHEEL` file that is not version 1.x with `Root-Is-Purelib: true`;
@@ -86,9 +87,9 @@ pub enum WheelError {
         /// The name.
         name: String,
     },
-    /// A `.data` directory other than purelib.
+    /// A `.data` directory that cannot be installed.
     #[error(
-        "member '{name}' is in {dir}, and {what} are not installed in a sandbox (only .data/purelib is)"
+        "member '{name}' is in {dir}, and {what} cannot be installed in a sandbox (only .data/purelib is installed)"
     )]
     DataDir {
         /// The member.
@@ -207,6 +208,15 @@ pub struct Unpacked {
     pub bytes: u64,
     /// `.pth` files at the top level (run at interpreter start-up).
     pub pth_files: Vec<String>,
+    /// Members of `.data/scripts`, `.data/headers` and `.data/data` that
+    /// were not installed, with their kind.
+    pub dropped: Vec<String>,
+}
+
+/// A `.data` member left out.
+struct Dropped {
+    kind: &'static str,
+    name: String,
 }
 
 /// The one function that decides whether an archive member name stays inside
@@ -435,6 +445,7 @@ pub fn unpack_wheel<R: Read + Seek>(
     let mut seen = HashSet::new();
     let mut dist_infos: Vec<String> = Vec::new();
     let mut data_dirs: Vec<(String, String)> = Vec::new();
+    let mut dropped: Vec<Dropped> = Vec::new();
     let mut declared_total: u64 = 0;
     for index in 0..archive.len() {
         let file = archive
@@ -468,12 +479,26 @@ pub fn unpack_wheel<R: Read + Seek>(
             match components.get(1).copied() {
                 None => continue,
                 Some("purelib") => target_components = &components[2..],
+                Some(kind @ ("scripts" | "headers" | "data")) => {
+                    // Meant for places outside site-packages (bin/, include/,
+                    // share/): not needed to import the package, so not
+                    // written, only listed. Their names were checked above.
+                    let kind = match kind {
+                        "scripts" => "scripts",
+                        "headers" => "headers",
+                        _ => "data",
+                    };
+                    if !is_dir {
+                        dropped.push(Dropped {
+                            kind,
+                            name: name.clone(),
+                        });
+                    }
+                    continue;
+                }
                 Some(other) => {
                     let what = match other {
                         "platlib" => "platform-specific modules (native code)",
-                        "scripts" => "scripts (console programs)",
-                        "headers" => "C headers",
-                        "data" => "data files outside site-packages",
                         _ => "unknown kinds of files",
                     };
                     return Err(WheelError::DataDir {
@@ -661,6 +686,14 @@ pub fn unpack_wheel<R: Read + Seek>(
             size,
         });
     }
+    for d in &dropped {
+        if !record.entries.contains_key(&d.name) {
+            return Err(WheelError::NotInRecord {
+                name: shown(&d.name),
+            });
+        }
+        written.insert(d.name.clone());
+    }
     for path in record.entries.keys() {
         if !written.contains(path) {
             return Err(WheelError::RecordMissingFile { path: shown(path) });
@@ -671,6 +704,10 @@ pub fn unpack_wheel<R: Read + Seek>(
         files,
         bytes: total,
         pth_files,
+        dropped: dropped
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.kind))
+            .collect(),
     })
 }
 
@@ -873,6 +910,31 @@ mod tests {
     }
 
     #[test]
+    fn scripts_headers_and_data_are_checked_but_not_written() {
+        let w = TestWheel::new("demo", "1.0")
+            .file("demo/__init__.py", "")
+            .file("demo-1.0.data/scripts/tool", "#!/bin/sh\n")
+            .file("demo-1.0.data/headers/demo.h", "")
+            .file("demo-1.0.data/data/share/man/man1/demo.1", "");
+        let (result, paths) = unpack(w.build(), "demo-1.0-py3-none-any.whl");
+        let unpacked = result.unwrap();
+        assert_eq!(unpacked.dropped.len(), 3, "{:?}", unpacked.dropped);
+        assert!(
+            unpacked
+                .dropped
+                .iter()
+                .any(|d| d.contains("scripts/tool (scripts)"))
+        );
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.contains("tool") || p.contains("man1") || p.contains(".h")),
+            "{paths:?}"
+        );
+        assert!(!unpacked.files.iter().any(|f| f.path.contains(".data")));
+    }
+
+    #[test]
     fn installed_record_lists_the_installed_paths() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
@@ -954,18 +1016,17 @@ mod tests {
                 |e| matches!(e, WheelError::BadMemberName { .. }),
             ),
             (
-                "scripts plain",
-                base().file("demo-1.0.data/scripts/tool", "x"),
+                "unknown data dir",
+                base().file("demo-1.0.data/elsewhere/x", "x"),
                 |e| matches!(e, WheelError::DataDir { .. }),
             ),
             (
-                "headers",
-                base().file("demo-1.0.data/headers/x.h", "x"),
-                |e| matches!(e, WheelError::DataDir { .. }),
+                "dropped but unlisted",
+                base()
+                    .file("demo-1.0.data/scripts/tool", "x")
+                    .tweak(Tweak::Unlisted("demo-1.0.data/scripts/tool".into())),
+                |e| matches!(e, WheelError::NotInRecord { .. }),
             ),
-            ("data", base().file("demo-1.0.data/data/etc/x", "x"), |e| {
-                matches!(e, WheelError::DataDir { .. })
-            }),
             (
                 "foreign data",
                 base().file("other-1.0.data/purelib/x.py", "x"),
