@@ -132,16 +132,20 @@ impl Installer {
     /// Where names are looked for, in words.
     fn searched(&self, wheelhouse: Option<&Wheelhouse>) -> String {
         let mut places = Vec::new();
-        if self.has_index() {
-            places.push(format!("looked in {}", self.index.describe()));
-        }
         if let Some(w) = wheelhouse {
-            places.push(format!("in the wheelhouse {}", w.dir().display()));
+            places.push(format!("the wheelhouse {}", w.dir().display()));
         }
-        if places.is_empty() {
-            "no index or wheelhouse is configured".into()
-        } else {
-            places.join(" and ")
+        if self.has_index() {
+            places.push(self.index.describe());
+        }
+        match (places.is_empty(), wheelhouse) {
+            (true, _) => "no index or wheelhouse is configured".into(),
+            (false, Some(w)) if !self.has_index() => format!(
+                "looked in {}; no index is configured, so add wheels to the wheelhouse on a machine that reaches one with `mcp-code-sandbox wheelhouse add NAME --dir {}`",
+                places.join(" and "),
+                w.dir().display()
+            ),
+            (false, _) => format!("looked in {}", places.join(" and ")),
         }
     }
 
