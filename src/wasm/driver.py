@@ -62,9 +62,23 @@ def _sandbox_driver():
             import site
 
             site.addsitedir(site_packages)
-        import importlib
+        # Like importlib.invalidate_caches(), but only for what an install
+        # changes: the standard library's zipimporters re-read the whole
+        # archive when invalidated (about 20 ms each under WASI).
+        for path, finder in list(sys.path_importer_cache.items()):
+            if finder is None:
+                del sys.path_importer_cache[path]
+            elif site_packages and path.startswith(site_packages) and hasattr(finder, "invalidate_caches"):
+                finder.invalidate_caches()
+        try:
+            import importlib._bootstrap_external as bootstrap
 
-        importlib.invalidate_caches()
+            bootstrap._NamespacePath._epoch += 1
+        except Exception:
+            pass
+        metadata = sys.modules.get("importlib.metadata")
+        if metadata is not None:
+            metadata.MetadataPathFinder.invalidate_caches()
 
     # The user's code runs in a fresh __main__ module, as in a notebook.
     main = types.ModuleType("__main__")
