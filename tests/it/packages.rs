@@ -151,6 +151,28 @@ async fn a_dependency_chain_installs_and_imports_in_the_running_interpreter() {
 }
 
 #[tokio::test]
+async fn later_installs_extend_namespace_packages_and_metadata_in_the_same_interpreter() {
+    let index = IndexServer::start().await;
+    index.add_wheel(&Wheel::new("ns-one", "1.0").file("nsroot/one.py", "N = 1\n"));
+    index.add_wheel(&Wheel::new("ns-two", "2.0").file("nsroot/two.py", "N = 2\n"));
+    let server = start(&index).await;
+    let id = server.create().await;
+    install(&server, &id, "ns-one").await;
+    server
+        .run(
+            &id,
+            "import importlib.metadata, nsroot.one\nfirst = importlib.metadata.version('ns-one')",
+        )
+        .await;
+    install(&server, &id, "ns-two").await;
+    let r = server
+        .run(&id, "import nsroot.two\n(first, importlib.metadata.version('ns-two'), nsroot.one.N + nsroot.two.N)")
+        .await;
+    assert_eq!(r["value"], "('1.0', '2.0', 3)");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn pins_yanked_releases_and_missing_versions() {
     let index = IndexServer::start().await;
     index.add_wheel(&Wheel::module("pinned", "1.0", "V = '1.0'\n"));
