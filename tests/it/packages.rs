@@ -370,6 +370,31 @@ async fn a_tampered_download_is_refused_and_nothing_is_installed() {
 }
 
 #[tokio::test]
+async fn a_download_over_the_size_cap_is_cut_off() {
+    let index = IndexServer::start().await;
+    let huge = vec![7u8; (50 << 20) + 1];
+    index.add_file(
+        "huge",
+        Listed {
+            filename: "huge-1.0-py3-none-any.whl".into(),
+            sha256: sha256_hex(&huge),
+            requires_python: None,
+            yanked: None,
+            metadata: None,
+        },
+        huge,
+    );
+    let server = start(&index).await;
+    let id = server.create().await;
+    let err = install_err(&server, &id, "huge").await;
+    assert!(
+        err.contains("larger than the 50 MiB a download may be"),
+        "{err}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_zip_slip_wheel_and_a_zip_bomb_are_refused_and_nothing_escapes() {
     let index = IndexServer::start().await;
     index.add_wheel(
