@@ -198,7 +198,7 @@ pub struct Settings {
 #[derive(Debug, Args, Clone, Default)]
 pub struct PackageArgs {
     /// Package index (simple API) to install from, e.g.
-    /// https://<your-index>/simple/; several separated by spaces (the first
+    /// `https://<your-index>/simple/`; several separated by spaces (the first
     /// that has a project supplies it); "none" to use no index at all.
     #[arg(long, env = "SANDBOX_INDEX_URL", global = true)]
     pub index_url: Option<String>,

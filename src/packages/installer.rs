@@ -8,7 +8,7 @@
 //! 3. fetch every new wheel: from the wheelhouse, from the host cache by
 //!    sha256, or downloaded and checked against the index's sha256;
 //! 4. unpack every wheel into a fresh staging directory beside site-packages
-//!    (see [`super::unpack`]), then check the sandbox's disk quota;
+//!    (see `unpack.rs`), then check the sandbox's disk quota;
 //! 5. only when all of that succeeded, remove the versions being replaced and
 //!    move the staged files into place. The staging directory is removed in
 //!    every case, so a refused install leaves the sandbox as it was.

@@ -23,8 +23,6 @@ use crate::sandbox::GuestPath;
 /// A distribution found in site-packages.
 #[derive(Clone, Debug)]
 pub struct InstalledDist {
-    /// Its name.
-    pub name: PackageName,
     /// Its `.dist-info` directory.
     pub dist_info: String,
     /// What the resolver needs to know.
@@ -98,9 +96,8 @@ pub fn installed(site: &Dir, max_metadata_bytes: u64) -> HashMap<PackageName, In
             .map(|m| m.requires_dist)
             .unwrap_or_default();
         out.insert(
-            name.clone(),
+            name,
             InstalledDist {
-                name,
                 dist_info: file_name.clone(),
                 installed: Installed {
                     version,
