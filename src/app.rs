@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::e2b::E2bBackend;
+use crate::packages::Installer;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, BackendKind, SandboxError};
 use crate::server::{SandboxServer, framing};
@@ -29,7 +30,8 @@ pub struct App {
 impl App {
     /// Builds the backends the configuration asks for.
     pub fn build(config: Config) -> Result<Self, SandboxError> {
-        let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?);
+        let installer = Arc::new(Installer::new(config.packages.clone()));
+        let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?.with_installer(installer));
         let mut backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];
         let e2b = match &config.e2b {
             Some(settings) => {

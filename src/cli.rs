@@ -47,6 +47,9 @@ pub enum Command {
         /// Runtimes to prepare (default: the configured one).
         runtimes: Vec<String>,
     },
+    /// Manage a wheelhouse: a directory of wheels for offline installs.
+    #[command(subcommand)]
+    Wheelhouse(WheelhouseCommand),
 }
 
 /// Every setting. Each flag also reads the environment variable shown.
@@ -234,4 +237,56 @@ pub struct Settings {
         global = true
     )]
     pub e2b_lifetime_seconds: u64,
+
+    /// Where install_package gets packages.
+    #[command(flatten)]
+    pub packages: PackageArgs,
+}
+
+/// Package sources for install_package (and `wheelhouse add`). With none of
+/// these, pip's own settings are used: PIP_INDEX_URL and
+/// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PackageArgs {
+    /// Package index (simple API) to install from, e.g.
+    /// `https://<your-index>/simple/`; several separated by spaces (the first
+    /// that has a project supplies it); "none" to use no index at all.
+    #[arg(long, env = "SANDBOX_INDEX_URL", global = true)]
+    pub index_url: Option<String>,
+
+    /// Directory of wheels to install from before any index (enough on its
+    /// own on a machine without network; fill one with `wheelhouse add`).
+    #[arg(long, env = "SANDBOX_WHEELHOUSE", global = true)]
+    pub wheelhouse: Option<PathBuf>,
+
+    /// pip's PIP_INDEX_URL, used when SANDBOX_INDEX_URL is not set.
+    #[arg(long, env = "PIP_INDEX_URL", hide = true, global = true)]
+    pub pip_index_url: Option<String>,
+
+    /// pip's PIP_EXTRA_INDEX_URL (space-separated), used with PIP_INDEX_URL
+    /// or pip.conf's index-url.
+    #[arg(long, env = "PIP_EXTRA_INDEX_URL", hide = true, global = true)]
+    pub pip_extra_index_url: Option<String>,
+
+    /// pip's PIP_CONFIG_FILE, read before the usual pip.conf locations
+    /// (/dev/null: read none).
+    #[arg(long, env = "PIP_CONFIG_FILE", hide = true, global = true)]
+    pub pip_config_file: Option<PathBuf>,
+}
+
+/// `wheelhouse` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WheelhouseCommand {
+    /// Resolve requirements against the index for the sandbox runtime
+    /// (pure-Python wheels only, dependencies included) and copy the wheels
+    /// into DIR, to carry to a machine without network and use there with
+    /// SANDBOX_WHEELHOUSE=DIR.
+    Add {
+        /// Requirements, as for install_package (e.g. requests "attrs>=23").
+        #[arg(required = true)]
+        requirements: Vec<String>,
+        /// The wheelhouse directory (created if missing).
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }

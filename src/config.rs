@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::Settings;
+use crate::cli::{PackageArgs, Settings};
 use crate::e2b::E2bSettings;
+use crate::packages::settings::parse_pip_conf;
+use crate::packages::{IndexUrl, PackageSettings};
 use crate::sandbox::manager::ManagerSettings;
 use crate::sandbox::{BackendKind, SandboxLimits};
 use crate::wasm::WasmSettings;
@@ -50,6 +52,8 @@ pub struct Config {
     pub requests: RequestLimits,
     /// The E2B backend's settings, when an API key is configured.
     pub e2b: Option<E2bSettings>,
+    /// Where install_package gets packages.
+    pub packages: PackageSettings,
     /// Log filter.
     pub log: String,
 }
@@ -109,6 +113,7 @@ impl Config {
             disk_files: s.max_files,
         };
         let cache_dir = s.cache_dir.clone().unwrap_or_else(default_cache_dir);
+        let packages = package_settings(&s.packages, &cache_dir)?;
         let wasm = WasmSettings {
             runtime_dir: s.runtime_dir.clone().unwrap_or_else(default_runtime_dir),
             default_runtime: s.runtime.clone(),
@@ -142,6 +147,7 @@ impl Config {
                 max_request_bytes: s.max_request_bytes,
             },
             e2b: e2b_settings(s, default_backend)?,
+            packages,
             log: s.log.clone(),
         })
     }
@@ -243,6 +249,100 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
     Ok(Duration::from_secs_f64(value))
 }
 
+// ---- Package sources (install_package) ----------------------------------
+
+/// The installer's settings: the indexes (see [`index_urls`]), the
+/// wheelhouse, and the wheel cache under the cache directory.
+fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings, ConfigError> {
+    let mut settings = PackageSettings::new(cache_dir.join("wheels"));
+    settings.indexes = index_urls(p, &pip_conf_files(p.pip_config_file.as_deref()))?;
+    if let Some(dir) = &p.wheelhouse {
+        if !dir.is_dir() {
+            return Err(bad(
+                "SANDBOX_WHEELHOUSE",
+                format!(
+                    "{} is not a directory; create it, or fill it with `mcp-code-sandbox wheelhouse add PACKAGE --dir {}`",
+                    dir.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        settings.wheelhouse = Some(dir.clone());
+    }
+    Ok(settings)
+}
+
+/// The package indexes, first match wins: SANDBOX_INDEX_URL ("none": no
+/// index); else PIP_INDEX_URL with PIP_EXTRA_INDEX_URL; else the first of
+/// `pip_files` that sets index-url (with its extra-index-url, and
+/// PIP_EXTRA_INDEX_URL); else PIP_EXTRA_INDEX_URL alone.
+fn index_urls(p: &PackageArgs, pip_files: &[PathBuf]) -> Result<Vec<IndexUrl>, ConfigError> {
+    let parse = |text: &str, origin: &str, name: &'static str| {
+        text.split_whitespace()
+            .map(|u| IndexUrl::parse(u, origin).map_err(|e| bad(name, e)))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let extra = || match &p.pip_extra_index_url {
+        Some(text) => parse(text, "PIP_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL"),
+        None => Ok(Vec::new()),
+    };
+    if let Some(text) = p.index_url.as_deref().filter(|t| !t.trim().is_empty()) {
+        if text.trim().eq_ignore_ascii_case("none") {
+            return Ok(Vec::new());
+        }
+        return parse(text, "SANDBOX_INDEX_URL", "SANDBOX_INDEX_URL");
+    }
+    if let Some(text) = p.pip_index_url.as_deref().filter(|t| !t.trim().is_empty()) {
+        let mut urls = parse(text, "PIP_INDEX_URL", "PIP_INDEX_URL")?;
+        urls.extend(extra()?);
+        return Ok(urls);
+    }
+    for file in pip_files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let conf = parse_pip_conf(&text);
+        let Some(index) = conf.index_url else {
+            continue;
+        };
+        let origin = format!("index-url in {}", file.display());
+        let mut urls = parse(&index, &origin, "pip.conf index-url")?;
+        let extra_origin = format!("extra-index-url in {}", file.display());
+        for url in conf.extra_index_urls {
+            urls.extend(parse(&url, &extra_origin, "pip.conf extra-index-url")?);
+        }
+        urls.extend(extra()?);
+        return Ok(urls);
+    }
+    extra()
+}
+
+/// pip's configuration files, most important first: PIP_CONFIG_FILE (the
+/// null device turns them all off, as in pip), the user's, then the
+/// system's.
+fn pip_conf_files(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(file) = explicit {
+        if file == Path::new("/dev/null") || file == Path::new("nul") {
+            return files;
+        }
+        files.push(file.to_path_buf());
+    }
+    if let Some(config) = dirs::config_dir() {
+        files.push(config.join("pip").join("pip.conf"));
+    }
+    if let Some(home) = dirs::home_dir() {
+        files.push(home.join(".config").join("pip").join("pip.conf"));
+        files.push(home.join(".pip").join("pip.conf"));
+    }
+    if cfg!(unix) {
+        files.push(PathBuf::from("/etc/pip.conf"));
+        files.push(PathBuf::from("/etc/xdg/pip/pip.conf"));
+    }
+    files.dedup();
+    files
+}
+
 /// `~/.cache/mcp-code-sandbox` (or the platform's equivalent).
 fn default_cache_dir() -> PathBuf {
     dirs::cache_dir()
@@ -278,6 +378,106 @@ mod tests {
         assert_eq!(c.manager.max_sandboxes, 64);
         assert_eq!(c.manager.idle_timeout, Some(Duration::from_secs(1800)));
         assert!(c.wasm.engine.fuel);
+    }
+
+    fn package_args(index: Option<&str>, pip: Option<&str>, extra: Option<&str>) -> PackageArgs {
+        PackageArgs {
+            index_url: index.map(str::to_owned),
+            pip_index_url: pip.map(str::to_owned),
+            pip_extra_index_url: extra.map(str::to_owned),
+            ..PackageArgs::default()
+        }
+    }
+
+    fn urls(found: Vec<IndexUrl>) -> Vec<String> {
+        found.iter().map(|i| i.to_string()).collect()
+    }
+
+    #[test]
+    fn the_index_comes_from_our_setting_then_pips() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conf = tmp.path().join("pip.conf");
+        std::fs::write(
+            &conf,
+            "[global]\nindex-url = https://conf.test/simple\nextra-index-url = https://conf-extra.test/simple\n",
+        )
+        .unwrap();
+        let files = vec![tmp.path().join("missing.conf"), conf.clone()];
+
+        let ours = index_urls(
+            &package_args(
+                Some("https://ours.test/simple"),
+                Some("https://pip.test/"),
+                None,
+            ),
+            &files,
+        )
+        .unwrap();
+        assert_eq!(
+            urls(ours),
+            ["https://ours.test/simple/ (from SANDBOX_INDEX_URL)"]
+        );
+        let none = index_urls(
+            &package_args(Some("none"), Some("https://pip.test/"), None),
+            &files,
+        )
+        .unwrap();
+        assert!(none.is_empty(), "\"none\" turns every index off");
+
+        let pip = index_urls(
+            &package_args(
+                None,
+                Some("https://pip.test/simple/"),
+                Some("https://x1.test/ https://x2.test/"),
+            ),
+            &files,
+        )
+        .unwrap();
+        assert_eq!(
+            urls(pip),
+            [
+                "https://pip.test/simple/ (from PIP_INDEX_URL)",
+                "https://x1.test/ (from PIP_EXTRA_INDEX_URL)",
+                "https://x2.test/ (from PIP_EXTRA_INDEX_URL)"
+            ]
+        );
+
+        let from_file = urls(index_urls(&package_args(None, None, None), &files).unwrap());
+        assert_eq!(from_file.len(), 2);
+        assert!(
+            from_file[0].starts_with("https://conf.test/simple/ (from index-url in "),
+            "{from_file:?}"
+        );
+        assert!(
+            from_file[1].starts_with("https://conf-extra.test/simple/"),
+            "{from_file:?}"
+        );
+
+        assert!(
+            index_urls(&package_args(None, None, None), &[])
+                .unwrap()
+                .is_empty()
+        );
+        let err = index_urls(&package_args(Some("ftp://x.test/"), None, None), &[]).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_INDEX_URL"), "{err}");
+    }
+
+    #[test]
+    fn pip_config_file_null_turns_the_files_off() {
+        assert!(pip_conf_files(Some(Path::new("/dev/null"))).is_empty());
+        let files = pip_conf_files(Some(Path::new("/tmp/my.conf")));
+        assert_eq!(files[0], Path::new("/tmp/my.conf"));
+        assert!(files.iter().any(|f| f.ends_with(".pip/pip.conf")));
+    }
+
+    #[test]
+    fn a_missing_wheelhouse_is_refused_at_start() {
+        let args = PackageArgs {
+            wheelhouse: Some(PathBuf::from("/nonexistent/wheelhouse")),
+            ..PackageArgs::default()
+        };
+        let err = package_settings(&args, Path::new("/tmp")).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_WHEELHOUSE"), "{err}");
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //!   cache, and one CPython instance per sandbox.
 //! - [`e2b`]: the E2B backend: the control-plane client, files through
 //!   envd, the code interpreter's execution stream, and one sandbox per VM.
+//! - [`packages`]: `install_package` for local sandboxes: requirements,
+//!   the index and wheelhouse, resolution, the host wheel cache, and the safe
+//!   unpacker that puts pure-Python wheels into a sandbox's site-packages.
 //! - [`oneshot`]: `mcp-code-sandbox exec`, one execution from the command line.
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
@@ -27,6 +30,7 @@ pub mod cli;
 pub mod config;
 pub mod e2b;
 pub mod oneshot;
+pub mod packages;
 pub mod sandbox;
 pub mod server;
 pub mod wasm;

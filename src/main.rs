@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::{Cli, Command};
+use mcp_code_sandbox::cli::{Cli, Command, WheelhouseCommand};
 use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::oneshot;
 
@@ -55,6 +55,7 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Prepare { runtimes } => prepare(&app, runtimes).await,
+        Command::Wheelhouse(action) => wheelhouse(&app, action).await,
     };
     match result {
         Ok(status) => ExitCode::from(status as u8),
@@ -78,6 +79,43 @@ async fn prepare(app: &App, runtimes: Vec<String>) -> anyhow::Result<i32> {
             app.config.wasm.cache_dir.display()
         );
     }
+    Ok(0)
+}
+
+async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32> {
+    use mcp_code_sandbox::packages::{Installer, split_requirements, wheelhouse};
+    let WheelhouseCommand::Add { requirements, dir } = action;
+    let wasm = &app.config.wasm;
+    let manifest =
+        mcp_code_sandbox::wasm::runtime::find_manifest(&wasm.runtime_dir, &wasm.default_runtime)?;
+    let installer = Installer::new(app.config.packages.clone());
+    let requirements: Vec<String> = requirements
+        .iter()
+        .flat_map(|r| split_requirements(r))
+        .collect();
+    let progress = |m: String| eprintln!("{m}");
+    let added = wheelhouse::add(
+        &installer,
+        &requirements,
+        &dir,
+        &manifest.python_version,
+        &progress,
+    )
+    .await?;
+    for wheel in &added {
+        let state = if wheel.already_there {
+            "already there"
+        } else {
+            "added"
+        };
+        println!("{state:>13}  {}", wheel.filename);
+    }
+    println!(
+        "{} wheel(s) in {}; use them with SANDBOX_WHEELHOUSE={}",
+        added.len(),
+        dir.display(),
+        dir.display()
+    );
     Ok(0)
 }
 

@@ -324,20 +324,19 @@ For one-off computations that need no state afterwards.",
 
     #[tool(
         description = "Install Python packages into a sandbox, as pip would: \"six\", \"attrs==23.2.0\", \
-\"python-dateutil>=2.8\", several separated by spaces or commas. Local sandboxes take pure-Python \
-wheels only (no numpy); the package is importable right after, without a restart.",
+\"python-dateutil>=2.8\", \"requests[socks]\", several separated by spaces or commas. Dependencies \
+are installed too, from the server's configured package index or wheelhouse. Local sandboxes take \
+pure-Python wheels only (no numpy, pandas or other packages with compiled code; the error says \
+so). Import the packages right after, in the same session: no restart, variables are kept. \
+Returns what was installed (name, version, source) and what was already present.",
         output_schema = schema_for_output::<InstallResult>()
     )]
     async fn install_package(
         &self,
         Parameters(p): Parameters<InstallPackageParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let requirements: Vec<String> = p
-            .package_name
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let requirements = crate::packages::split_requirements(&p.package_name);
         if requirements.is_empty() {
             return error_text("package_name is empty: give a package name such as \"attrs\"");
         }
@@ -345,7 +344,34 @@ wheels only (no numpy); the package is importable right after, without a restart
             Ok(s) => s,
             Err(e) => return error(&e),
         };
-        match sandbox.install(requirements, &|_| {}).await {
+        // Progress messages become MCP progress notifications when the
+        // request carried a progress token (the installer's callback is
+        // synchronous, so they go through a channel).
+        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let forwarder = ctx.meta.get_progress_token().map(|token| {
+            let peer = ctx.peer.clone();
+            tokio::spawn(async move {
+                let mut step = 0u32;
+                while let Some(message) = progress_rx.recv().await {
+                    step += 1;
+                    let note =
+                        rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
+                            .with_message(message);
+                    if peer.notify_progress(note).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let progress = move |message: String| {
+            let _ = progress_tx.send(message);
+        };
+        let result = sandbox.install(requirements, &progress).await;
+        drop(progress);
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
+        match result {
             Ok(report) => {
                 let mut message = String::new();
                 if report.installed.is_empty() {
@@ -356,7 +382,12 @@ wheels only (no numpy); the package is importable right after, without a restart
                         &report
                             .installed
                             .iter()
-                            .map(|p| format!("{} {}", p.name, p.version))
+                            .map(|p| match p.source {
+                                Some(source) => {
+                                    format!("{} {} ({})", p.name, p.version, source_name(source))
+                                }
+                                None => format!("{} {}", p.name, p.version),
+                            })
                             .collect::<Vec<_>>()
                             .join(", "),
                     );
@@ -373,6 +404,13 @@ wheels only (no numpy); the package is importable right after, without a restart
                     );
                 }
                 message.push('.');
+                if !report.installed.is_empty() {
+                    message.push_str(" Import them now; no restart is needed.");
+                }
+                if let Some(notes) = &report.output {
+                    message.push('\n');
+                    message.push_str(notes);
+                }
                 let text = message.clone();
                 structured(
                     &InstallResult {
@@ -554,6 +592,16 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
             }
             Err(e) => error(&e),
         }
+    }
+}
+
+/// Where an installed package came from, in words.
+fn source_name(source: crate::sandbox::PackageSource) -> &'static str {
+    match source {
+        crate::sandbox::PackageSource::Cache => "from the download cache",
+        crate::sandbox::PackageSource::Index => "from the index",
+        crate::sandbox::PackageSource::Wheelhouse => "from the wheelhouse",
+        crate::sandbox::PackageSource::Remote => "in the remote sandbox",
     }
 }
 

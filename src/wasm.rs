@@ -31,6 +31,7 @@ use self::interpreter::{GuestImage, GuestState};
 use self::pool::WarmPool;
 use self::runtime::load_runtime;
 use self::sandbox::WasmSandbox;
+use crate::packages::Installer;
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{Backend, BackendKind, CodeInterpreter, SandboxError, SandboxSpec};
 
@@ -66,6 +67,9 @@ pub struct WasmBackend {
     executor: Option<tokio::runtime::Runtime>,
     images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
     pool: OnceCell<Arc<WarmPool>>,
+    /// Installs packages into this backend's sandboxes (none: install_package
+    /// says how to configure a package source).
+    installer: Option<Arc<Installer>>,
 }
 
 impl WasmBackend {
@@ -92,7 +96,14 @@ impl WasmBackend {
             executor: Some(executor),
             images: Mutex::new(HashMap::new()),
             pool: OnceCell::new(),
+            installer: None,
         })
+    }
+
+    /// Gives this backend's sandboxes a package installer.
+    pub fn with_installer(mut self, installer: Arc<Installer>) -> Self {
+        self.installer = Some(installer);
+        self
     }
 
     /// The settings it runs with.
@@ -243,10 +254,10 @@ impl Backend for WasmBackend {
         {
             let sandbox =
                 WasmSandbox::from_warm(image, root, dir, ledger, interpreter, spec.limits);
-            return Ok(Box::new(sandbox));
+            return Ok(Box::new(sandbox.with_installer(self.installer.clone())));
         }
         let sandbox = WasmSandbox::start(image, root, spec.limits).await?;
-        Ok(Box::new(sandbox))
+        Ok(Box::new(sandbox.with_installer(self.installer.clone())))
     }
 
     fn default_runtime(&self) -> String {

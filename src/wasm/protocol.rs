@@ -22,10 +22,6 @@ pub(crate) enum Request<'a> {
         code: &'a str,
     },
     /// Make newly installed packages importable.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "sent by install_package, which is being built")
-    )]
     RefreshPackages,
 }
 

@@ -14,18 +14,22 @@ use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
 use super::trap::GuestExit;
+use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, InstallReport, LimitHit,
-    LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes, human_duration,
+    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, GuestPath, InstallReport,
+    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes,
+    human_duration,
 };
 
 /// How long an interpreter may take to start.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 const OUTPUT_DIR: &str = ".outputs";
+/// How long the interpreter may take to pick up newly installed packages.
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A sandbox of the local WASI backend.
 pub(crate) struct WasmSandbox {
@@ -42,6 +46,8 @@ pub(crate) struct WasmSandbox {
     lost_state: Option<String>,
     executions: u64,
     closed: bool,
+    /// Installs packages (none: not configured).
+    installer: Option<Arc<Installer>>,
 }
 
 impl WasmSandbox {
@@ -107,6 +113,45 @@ impl WasmSandbox {
             lost_state: None,
             executions: 0,
             closed: false,
+            installer: None,
+        }
+    }
+
+    /// Gives the sandbox a package installer.
+    pub(crate) fn with_installer(mut self, installer: Option<Arc<Installer>>) -> Self {
+        self.installer = installer;
+        self
+    }
+
+    /// Has the running interpreter pick up newly installed packages (the
+    /// driver's `refresh_packages`: `site.addsitedir` and
+    /// `importlib.invalidate_caches`). Returns a note when that did not work.
+    async fn refresh_packages(&mut self) -> Result<Option<String>, SandboxError> {
+        let fuel = self.limits.fuel;
+        let interpreter = self.interpreter().await?;
+        let (outcome, _, _) = interpreter
+            .call(
+                &Request::RefreshPackages,
+                fuel,
+                REFRESH_TIMEOUT,
+                &CancellationToken::new(),
+                OutputCapture::memory(16 << 10),
+                OutputCapture::memory(16 << 10),
+            )
+            .await;
+        match outcome {
+            Outcome::Reply { body, .. } => match decode_reply(&body) {
+                Ok(reply) => Ok(reply.error.map(|e| format!(
+                    "the packages are installed, but loading them into the running interpreter raised {}: {}; a .pth file of a package may be at fault",
+                    e.name, e.value
+                ))),
+                Err(e) => Ok(Some(format!(
+                    "the packages are installed, but the interpreter sent an unreadable reply when picking them up: {e}"
+                ))),
+            },
+            _ => Ok(Some(self.lose_state(
+                "picking up the new packages stopped the interpreter",
+            ))),
         }
     }
 
@@ -365,12 +410,34 @@ impl CodeInterpreter for WasmSandbox {
 
     async fn install(
         &mut self,
-        _requirements: &[String],
-        _progress: &(dyn Fn(String) + Send + Sync),
+        requirements: &[String],
+        progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<InstallReport, SandboxError> {
-        Err(SandboxError::Install(
-            "install_package is not available in this build yet".into(),
-        ))
+        let Some(installer) = self.installer.clone() else {
+            return Err(SandboxError::Install(
+                PackageError::NotConfigured.to_string(),
+            ));
+        };
+        let target = InstallTarget {
+            sandbox: self.ledger.dir().clone(),
+            site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
+            python_version: self.image.manifest.python_version.clone(),
+            quota: self.ledger.quota().clone(),
+        };
+        let installed = installer.install(requirements, &target, progress).await;
+        // The installer wrote behind the ledger's back (or cleaned up after itself).
+        self.ledger.forget();
+        let mut report = installed.map_err(|e| SandboxError::Install(e.to_string()))?;
+        if !report.installed.is_empty()
+            && let Some(note) = self.refresh_packages().await?
+        {
+            let output = report.output.get_or_insert_with(String::new);
+            if !output.is_empty() {
+                output.push('\n');
+            }
+            output.push_str(&note);
+        }
+        Ok(report)
     }
 
     fn files(&self) -> &dyn FileInterface {

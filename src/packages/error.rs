@@ -1,0 +1,271 @@
+//! [`PackageError`]: why an install did not happen, worded for the model that
+//! reads it: what was refused or failed, quoting the value, and what to do.
+//! Every failure leaves the sandbox as it was.
+
+use super::unpack::WheelError;
+
+/// Why packages could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    /// Neither an index nor a wheelhouse is configured.
+    #[error(
+        "no package source is configured on this server, so nothing can be installed. The server's operator can set SANDBOX_INDEX_URL (or --index-url) to a package index's simple API, e.g. https://<your-index>/simple/ (PIP_INDEX_URL or index-url in pip.conf work too), or set SANDBOX_WHEELHOUSE (or --wheelhouse) to a directory of wheels, made on a connected machine with `mcp-code-sandbox wheelhouse add PACKAGE... --dir DIR`"
+    )]
+    NotConfigured,
+
+    /// `wheelhouse add` was run without an index to fetch from.
+    #[error(
+        "filling a wheelhouse needs a package index to download from: set SANDBOX_INDEX_URL (or --index-url), PIP_INDEX_URL, or index-url in pip.conf, on a machine that can reach it"
+    )]
+    NoIndexForWheelhouse,
+
+    /// A requirement does not parse.
+    #[error(
+        "'{input}' is not a requirement pip would accept: {reason}. Write NAME, NAME==VERSION, NAME>=VERSION or NAME[extra], several separated by spaces or commas"
+    )]
+    BadRequirement {
+        /// The requirement as given (escaped, shortened).
+        input: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A requirement is a URL or a path.
+    #[error(
+        "'{input}' names a URL or a path; only packages from the configured index or wheelhouse can be installed: give a name and version instead (e.g. attrs==23.2.0)"
+    )]
+    DirectReference {
+        /// The requirement as given.
+        input: String,
+    },
+
+    /// Too many requirements in one call.
+    #[error("{count} packages were named; at most {limit} can be installed in one call")]
+    TooManyRequirements {
+        /// How many were given.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+
+    /// No source has the project.
+    #[error(
+        "no package named '{name}' was found ({searched}){wanted_by}. Check the spelling: names are as on the index, e.g. 'python-dateutil' for the dateutil module, 'beautifulsoup4' for bs4"
+    )]
+    UnknownPackage {
+        /// The normalized name.
+        name: String,
+        /// Where it was looked for.
+        searched: String,
+        /// `; it is needed by ...` for dependencies.
+        wanted_by: String,
+    },
+
+    /// The project exists but no version matches.
+    #[error("{name} has no version matching {wanted} ({origin}); versions available: {available}")]
+    NoMatchingVersion {
+        /// The project.
+        name: String,
+        /// The specifiers, e.g. `==99.0`.
+        wanted: String,
+        /// Who asked for it.
+        origin: String,
+        /// Newest versions there are.
+        available: String,
+    },
+
+    /// Only wheels with native code exist.
+    #[error(
+        "{name} cannot be installed here: this sandbox runs CPython {python} compiled to WebAssembly (WASI), which can take only pure-Python wheels (tags like py3-none-any), and {name} {version} offers only {offers}. Use the standard library or a pure-Python alternative{wanted_by}"
+    )]
+    NotPure {
+        /// The project.
+        name: String,
+        /// The newest version looked at.
+        version: String,
+        /// The runtime's Python version.
+        python: String,
+        /// What it offers instead: a sample of the tags found, and a note
+        /// about a source archive when there is one.
+        offers: String,
+        /// `; it is needed by ...` for dependencies.
+        wanted_by: String,
+    },
+
+    /// Only source archives exist.
+    #[error(
+        "{name} cannot be installed here: {name} {version} is published only as a source archive (sdist), and building one would run its setup code on the server; this sandbox runs CPython {python} on WASI and can take only pure-Python wheels (tags like py3-none-any). Look for a version or an alternative published as a py3-none-any wheel{wanted_by}"
+    )]
+    SdistOnly {
+        /// The project.
+        name: String,
+        /// The newest version looked at.
+        version: String,
+        /// The runtime's Python version.
+        python: String,
+        /// `; it is needed by ...` for dependencies.
+        wanted_by: String,
+    },
+
+    /// Wheels exist only for other Python versions.
+    #[error(
+        "{name} {version} cannot be installed here: its wheels are for other Python versions ({detail}) and this sandbox runs CPython {python}; ask for a version that supports Python {python}{wanted_by}"
+    )]
+    WrongPython {
+        /// The project.
+        name: String,
+        /// The newest version looked at.
+        version: String,
+        /// What it needs (Requires-Python or tags).
+        detail: String,
+        /// The runtime's Python version.
+        python: String,
+        /// `; it is needed by ...` for dependencies.
+        wanted_by: String,
+    },
+
+    /// Every matching release was yanked.
+    #[error(
+        "{name} {version} was yanked from the index{reason}; pin it exactly ({name}=={version}) to install it anyway, or ask for another version"
+    )]
+    Yanked {
+        /// The project.
+        name: String,
+        /// The yanked version.
+        version: String,
+        /// `: <reason>` when the index gave one.
+        reason: String,
+    },
+
+    /// The index does not publish a sha256 for a file.
+    #[error(
+        "the index gives no sha256 hash for {filename}, so it cannot be checked and was not installed; use an index that publishes hashes (PEP 503/691), or a wheelhouse"
+    )]
+    NoHash {
+        /// The file.
+        filename: String,
+    },
+
+    /// Two requirements cannot both hold.
+    #[error(
+        "conflicting requirements for {name}: {first}, but {second}; no version of {name} satisfies both. Install compatible versions (pin one side), or use separate sandboxes"
+    )]
+    Conflict {
+        /// The project.
+        name: String,
+        /// One side (who asked for what, and what was picked).
+        first: String,
+        /// The other side.
+        second: String,
+    },
+
+    /// The dependency tree is too big.
+    #[error(
+        "installing this needs more than {limit} packages (requested ones and their dependencies); install fewer at a time"
+    )]
+    TooManyPackages {
+        /// The limit.
+        limit: usize,
+    },
+
+    /// An index could not be reached.
+    #[error(
+        "cannot reach the package index {index}: {reason}. Check the address, the network and any proxy (HTTPS_PROXY, NO_PROXY), or configure a wheelhouse (SANDBOX_WHEELHOUSE)"
+    )]
+    Unreachable {
+        /// The index (redacted) and where it was configured.
+        index: String,
+        /// What failed.
+        reason: String,
+    },
+
+    /// A request got an unexpected HTTP answer.
+    #[error("the package index answered {status} for {url}{hint}")]
+    Http {
+        /// The URL (redacted).
+        url: String,
+        /// The status.
+        status: String,
+        /// What to do.
+        hint: String,
+    },
+
+    /// A download does not match its published hash.
+    #[error(
+        "the download of {filename} does not match the sha256 the index publishes (expected {expected}, got {actual}); it was discarded and nothing was installed. Try again; if it persists, the index or a proxy is serving altered files"
+    )]
+    HashMismatch {
+        /// The file.
+        filename: String,
+        /// The published hash.
+        expected: String,
+        /// The hash of what arrived.
+        actual: String,
+    },
+
+    /// A download is over the size cap.
+    #[error("{filename} is larger than the {limit} a download may be; it was not installed")]
+    TooLarge {
+        /// The file.
+        filename: String,
+        /// The cap, in words.
+        limit: String,
+    },
+
+    /// An index page could not be read.
+    #[error("the package index page {url} could not be read: {reason}")]
+    BadIndexPage {
+        /// The page (redacted).
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A package's metadata is unusable.
+    #[error("the metadata of {filename} is unusable: {reason}; nothing was installed")]
+    BadMetadata {
+        /// The wheel (or metadata file).
+        filename: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A wheel failed a safety check.
+    #[error("refused to install {filename}: {source}; nothing was installed")]
+    UnsafeWheel {
+        /// The wheel.
+        filename: String,
+        /// The check it failed.
+        source: WheelError,
+    },
+
+    /// The sandbox's disk quota would be exceeded.
+    #[error("{0}")]
+    Quota(String),
+
+    /// A file operation on the host failed.
+    #[error("could not {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path, as a guest path or a host cache path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+
+    /// The installer itself failed (a task panicked, the HTTP client could not start).
+    #[error("the installer failed: {0}")]
+    Internal(String),
+}
+
+impl PackageError {
+    /// An I/O error while doing `action` on `path`.
+    pub fn io(action: &'static str, path: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

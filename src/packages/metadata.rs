@@ -1,0 +1,258 @@
+//! Core metadata (`METADATA`) and the `WHEEL` file: RFC 822-style headers.
+//!
+//! Only what installing needs is read: `Name`, `Version`, `Requires-Dist`,
+//! `Requires-Python`, `Provides-Extra`; and from `WHEEL`, `Wheel-Version` and
+//! `Root-Is-Purelib`. The description body after the first blank line is
+//! ignored.
+
+use std::str::FromStr;
+
+use pep440_rs::{Version, VersionSpecifiers};
+use pep508_rs::{ExtraName, PackageName};
+
+use super::requirement::Requirement;
+
+/// What installing needs from a `METADATA` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreMetadata {
+    /// Normalized project name.
+    pub name: PackageName,
+    /// Version.
+    pub version: Version,
+    /// Dependencies, with their markers.
+    pub requires_dist: Vec<Requirement>,
+    /// The Python versions it supports, when it says.
+    pub requires_python: Option<VersionSpecifiers>,
+    /// Extras it defines.
+    pub provides_extra: Vec<ExtraName>,
+}
+
+/// The headers of an RFC 822-style text: (lowercased name, value) in order,
+/// continuation lines joined with a space.
+pub fn headers(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some((_, value)) = out.last_mut() {
+                value.push(' ');
+                value.push_str(line.trim());
+            }
+            continue;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            out.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    out
+}
+
+impl CoreMetadata {
+    /// Parses a `METADATA` file.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut name = None;
+        let mut version = None;
+        let mut requires_dist = Vec::new();
+        let mut requires_python = None;
+        let mut provides_extra = Vec::new();
+        for (key, value) in headers(text) {
+            match key.as_str() {
+                "name" => {
+                    name =
+                        Some(PackageName::from_str(&value).map_err(|_| {
+                            format!("Name '{}' is not a valid name", short(&value))
+                        })?);
+                }
+                "version" => {
+                    version = Some(Version::from_str(&value).map_err(|_| {
+                        format!("Version '{}' is not a PEP 440 version", short(&value))
+                    })?);
+                }
+                "requires-dist" => {
+                    if !value.is_ascii() {
+                        return Err(format!(
+                            "Requires-Dist '{}' has non-ASCII characters",
+                            short(&value)
+                        ));
+                    }
+                    let requirement = super::requirement::parse_pep508(&value).map_err(|e| {
+                        format!("Requires-Dist '{}' does not parse: {e}", short(&value))
+                    })?;
+                    requires_dist.push(requirement);
+                }
+                "requires-python" => {
+                    let specifiers = VersionSpecifiers::from_str(&value).map_err(|_| {
+                        format!("Requires-Python '{}' does not parse", short(&value))
+                    })?;
+                    requires_python = Some(specifiers);
+                }
+                "provides-extra" => {
+                    if let Ok(extra) = ExtraName::from_str(&value) {
+                        provides_extra.push(extra);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Self {
+            name: name.ok_or("it has no Name")?,
+            version: version.ok_or("it has no Version")?,
+            requires_dist,
+            requires_python,
+            provides_extra,
+        })
+    }
+}
+
+/// What the `WHEEL` file says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WheelInfo {
+    /// `Wheel-Version`, e.g. `1.0`.
+    pub wheel_version: String,
+    /// `Root-Is-Purelib`.
+    pub root_is_purelib: bool,
+}
+
+impl WheelInfo {
+    /// Parses a `WHEEL` file, refusing versions other than 1.x and wheels
+    /// whose root is not purelib.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let headers = headers(text);
+        let get = |key: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        let wheel_version = get("wheel-version").ok_or("WHEEL has no Wheel-Version")?;
+        if wheel_version.split('.').next() != Some("1") {
+            return Err(format!(
+                "WHEEL says Wheel-Version {}; only 1.x is understood",
+                short(wheel_version)
+            ));
+        }
+        let root_is_purelib =
+            get("root-is-purelib").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if !root_is_purelib {
+            return Err(
+                "WHEEL does not say Root-Is-Purelib: true, so it is not a pure-Python wheel".into(),
+            );
+        }
+        Ok(Self {
+            wheel_version: wheel_version.to_owned(),
+            root_is_purelib,
+        })
+    }
+}
+
+/// A value from a file, shortened and escaped for a message.
+fn short(value: &str) -> String {
+    super::requirement::quote(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REQUESTS: &str = "Metadata-Version: 2.1
+Name: requests
+Version: 2.32.3
+Summary: Python HTTP for Humans.
+Requires-Python: >=3.8
+License: Apache-2.0
+Requires-Dist: charset-normalizer <4,>=2
+Requires-Dist: idna <4,>=2.5
+Requires-Dist: urllib3 <3,>=1.21.1
+Requires-Dist: certifi >=2017.4.17
+Provides-Extra: security
+Provides-Extra: socks
+Requires-Dist: PySocks !=1.5.7,>=1.5.6 ; extra == 'socks'
+Provides-Extra: use_chardet_on_py3
+Requires-Dist: chardet <6,>=3.0.2 ; extra == 'use_chardet_on_py3'
+
+Requires-Dist: not-a-header-this-is-the-description
+";
+
+    #[test]
+    fn metadata_yields_name_version_and_dependencies() {
+        let m = CoreMetadata::parse(REQUESTS).unwrap();
+        assert_eq!(m.name.as_ref(), "requests");
+        assert_eq!(m.version.to_string(), "2.32.3");
+        assert_eq!(m.requires_python.unwrap().to_string(), ">=3.8");
+        let deps: Vec<&str> = m.requires_dist.iter().map(|r| r.name.as_ref()).collect();
+        assert_eq!(
+            deps,
+            [
+                "charset-normalizer",
+                "idna",
+                "urllib3",
+                "certifi",
+                "pysocks",
+                "chardet"
+            ]
+        );
+        assert_eq!(m.provides_extra.len(), 3);
+    }
+
+    #[test]
+    fn continuation_lines_and_crlf_are_handled() {
+        let text = "Name: x\r\nVersion: 1.0\r\nRequires-Dist: a\r\n  >=1\r\n";
+        let m = CoreMetadata::parse(text).unwrap();
+        assert_eq!(m.requires_dist[0].to_string(), "a>=1");
+    }
+
+    #[test]
+    fn broken_metadata_is_refused_with_the_reason() {
+        assert!(
+            CoreMetadata::parse("Version: 1.0\n")
+                .unwrap_err()
+                .contains("Name")
+        );
+        assert!(
+            CoreMetadata::parse("Name: x\n")
+                .unwrap_err()
+                .contains("Version")
+        );
+        assert!(
+            CoreMetadata::parse("Name: x\nVersion: one\n")
+                .unwrap_err()
+                .contains("PEP 440")
+        );
+        let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n").unwrap_err();
+        assert!(err.contains("Requires-Dist"), "{err}");
+        assert!(CoreMetadata::parse("").is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever an index serves as METADATA, parsing ends in a value or an
+        /// error, never a panic.
+        #[test]
+        fn arbitrary_metadata_never_panics(
+            lines in proptest::collection::vec("(Name|Version|Requires-Dist|Requires-Python|Provides-Extra|X): [ -~]{0,40}", 0..8)
+        ) {
+            let _ = CoreMetadata::parse(&lines.join("\n"));
+        }
+
+        /// The same for version and specifier text.
+        #[test]
+        fn arbitrary_versions_never_panic(v in "[0-9a-z.!+*<>=~ ,-]{0,24}", w in "[0-9.]{1,12}") {
+            let _ = Version::from_str(&v);
+            if let (Ok(spec), Ok(version)) = (VersionSpecifiers::from_str(&v), Version::from_str(&w)) {
+                let _ = spec.contains(&version);
+            }
+        }
+    }
+
+    #[test]
+    fn wheel_files_must_be_v1_and_purelib() {
+        let ok = WheelInfo::parse("Wheel-Version: 1.0\nGenerator: bdist_wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n").unwrap();
+        assert!(ok.root_is_purelib);
+        assert!(WheelInfo::parse("Wheel-Version: 1.0\nRoot-Is-Purelib: false\n").is_err());
+        assert!(WheelInfo::parse("Wheel-Version: 1.0\n").is_err());
+        assert!(WheelInfo::parse("Wheel-Version: 2.0\nRoot-Is-Purelib: true\n").is_err());
+        assert!(WheelInfo::parse("Root-Is-Purelib: true\n").is_err());
+    }
+}

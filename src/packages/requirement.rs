@@ -1,0 +1,295 @@
+//! What the user asked for: `package_name` text split into requirements as
+//! pip reads them (`six`, `attrs==23.2.0`, `python-dateutil >= 2.8, < 3`,
+//! `requests[socks]`), parsed with `pep508_rs` into normalized names,
+//! extras and version specifiers.
+//!
+//! Direct references (`name @ https://...`, paths) are refused: packages come
+//! only from the configured index or wheelhouse.
+
+use std::str::FromStr;
+
+use pep508_rs::VersionOrUrl;
+use reqwest::Url;
+
+use super::error::PackageError;
+
+/// A PEP 508 requirement. URLs parse with `url::Url` (nothing touches the
+/// file system), and are refused by [`parse_requirements`].
+pub type Requirement = pep508_rs::Requirement<Url>;
+
+/// Longest requirement accepted, in bytes.
+pub const MAX_REQUIREMENT_BYTES: usize = 500;
+/// Longest project name accepted.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Splits `package_name` text into requirement strings: items are separated
+/// by spaces or commas, except that a version specifier written with spaces
+/// (`attrs >= 23`, `foo>=1, <2`) or extras with spaces (`a[x, y]`) stay with
+/// their name. A requirement with a `;` marker must be given alone.
+pub fn split_requirements(text: &str) -> Vec<String> {
+    let text = text.trim();
+    if text.contains(';') {
+        return if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![text.to_owned()]
+        };
+    }
+    let is_op = |c: char| matches!(c, '<' | '>' | '=' | '!' | '~');
+    let mut out: Vec<String> = Vec::new();
+    let mut current: Option<String> = None;
+    for token in text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+    {
+        if let Some(cur) = current.as_mut() {
+            let open_bracket = cur.matches('[').count() > cur.matches(']').count();
+            let open_paren = cur.matches('(').count() > cur.matches(')').count();
+            let dangling_op = cur.ends_with(is_op);
+            if open_bracket || (open_paren && !token.starts_with(is_op)) {
+                cur.push(',');
+                cur.push_str(token);
+                continue;
+            }
+            if token.starts_with('@') || cur.ends_with('@') {
+                cur.push(' ');
+                cur.push_str(token);
+                continue;
+            }
+            if dangling_op || token.starts_with(['[', '(']) {
+                cur.push_str(token);
+                continue;
+            }
+            if token.starts_with(is_op) {
+                if cur.contains(is_op) {
+                    cur.push(',');
+                }
+                cur.push_str(token);
+                continue;
+            }
+        }
+        if let Some(done) = current.take() {
+            out.push(done);
+        }
+        current = Some(token.to_owned());
+    }
+    out.extend(current);
+    out
+}
+
+/// Parses requirement strings (as [`split_requirements`] makes them), at most
+/// `max` of them.
+pub fn parse_requirements(items: &[String], max: usize) -> Result<Vec<Requirement>, PackageError> {
+    if items.is_empty() {
+        return Err(PackageError::BadRequirement {
+            input: String::new(),
+            reason: "no package was named".into(),
+        });
+    }
+    if items.len() > max {
+        return Err(PackageError::TooManyRequirements {
+            count: items.len(),
+            limit: max,
+        });
+    }
+    items.iter().map(|item| parse_requirement(item)).collect()
+}
+
+/// Parses one requirement string.
+pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
+    let bad = |reason: String| PackageError::BadRequirement {
+        input: quote(input),
+        reason,
+    };
+    let input = input.trim();
+    if input.len() > MAX_REQUIREMENT_BYTES {
+        return Err(bad(format!(
+            "it is {} bytes long; requirements are limited to {MAX_REQUIREMENT_BYTES}",
+            input.len()
+        )));
+    }
+    if !input.is_ascii() || input.chars().any(|c| c.is_ascii_control()) {
+        return Err(bad(
+            "it contains control or non-ASCII characters; package names are ASCII".into(),
+        ));
+    }
+    if input.starts_with('-') {
+        return Err(bad(
+            "options such as --index-url are not accepted; the server's configuration chooses the index".into(),
+        ));
+    }
+    let requirement = parse_pep508(input).map_err(bad)?;
+    if matches!(requirement.version_or_url, Some(VersionOrUrl::Url(_))) || input.contains(" @ ") {
+        return Err(PackageError::DirectReference {
+            input: quote(input),
+        });
+    }
+    if requirement.name.as_ref().len() > MAX_NAME_CHARS {
+        return Err(bad(format!("the name is over {MAX_NAME_CHARS} characters")));
+    }
+    Ok(requirement)
+}
+
+/// Parses PEP 508 text (from a user or from an index's metadata) without
+/// ever panicking: `pep508_rs` 0.9.2 has an `expect` that fires on a name or
+/// extra ending in `.`, `-` or `_` before another character (`a_~`,
+/// `a[x_]`), so those are refused here first. The error is the parser's
+/// message, without its position drawing (whose `Display` can also panic).
+pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
+    let ends_badly = |s: &str| s.ends_with(['.', '-', '_']);
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    let trimmed = text.trim_start();
+    let name_len = trimmed
+        .find(|c: char| !is_name_char(c))
+        .unwrap_or(trimmed.len());
+    let name = &trimmed[..name_len];
+    if ends_badly(name) {
+        return Err(format!(
+            "the name '{}' must end with a letter or digit",
+            quote(name)
+        ));
+    }
+    if let Some(inner) = trimmed[name_len..].trim_start().strip_prefix('[') {
+        let inner = inner.split(']').next().unwrap_or_default();
+        if let Some(extra) = inner
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .find(|e| ends_badly(e))
+        {
+            return Err(format!(
+                "the extra '{}' must end with a letter or digit",
+                quote(extra)
+            ));
+        }
+    }
+    Requirement::from_str(text).map_err(|e| e.message.to_string())
+}
+
+/// The version specifiers of a requirement (empty when it has none).
+pub fn specifiers(requirement: &Requirement) -> pep440_rs::VersionSpecifiers {
+    match &requirement.version_or_url {
+        Some(VersionOrUrl::VersionSpecifier(s)) => s.clone(),
+        _ => pep440_rs::VersionSpecifiers::empty(),
+    }
+}
+
+/// User text made safe to quote in a message.
+pub fn quote(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(120)
+        .flat_map(char::escape_debug)
+        .collect();
+    if text.chars().count() > 120 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_name_text_splits_as_people_write_it() {
+        let table: &[(&str, &[&str])] = &[
+            ("six", &["six"]),
+            ("six attrs", &["six", "attrs"]),
+            ("six, attrs,requests", &["six", "attrs", "requests"]),
+            ("attrs==23.2.0", &["attrs==23.2.0"]),
+            ("attrs == 23.2.0 six", &["attrs==23.2.0", "six"]),
+            ("attrs >=23, <24", &["attrs>=23,<24"]),
+            ("python-dateutil>=2.8,<3", &["python-dateutil>=2.8,<3"]),
+            (
+                "requests[socks, security] six",
+                &["requests[socks,security]", "six"],
+            ),
+            ("requests [socks]", &["requests[socks]"]),
+            ("foo (>=1.0, <2)", &["foo(>=1.0,<2)"]),
+            ("  ", &[]),
+            ("six; python_version > '3'", &["six; python_version > '3'"]),
+            (
+                "pkg @ https://x.test/p.whl six",
+                &["pkg @ https://x.test/p.whl", "six"],
+            ),
+        ];
+        for (text, expected) in table {
+            assert_eq!(split_requirements(text), *expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn requirements_parse_with_normalized_names() {
+        let r = parse_requirement("Python_Dateutil>=2.8").unwrap();
+        assert_eq!(r.name.as_ref(), "python-dateutil");
+        assert_eq!(specifiers(&r).to_string(), ">=2.8");
+        let r = parse_requirement("Requests[SOCKS]").unwrap();
+        assert_eq!(r.name.as_ref(), "requests");
+        assert_eq!(r.extras[0].as_ref(), "socks");
+        assert!(specifiers(&parse_requirement("six").unwrap()).is_empty());
+        for text in [
+            "attrs>=23,<24",
+            "foo(>=1.0,<2)",
+            "six; python_version > '3'",
+        ] {
+            parse_requirement(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+
+    #[test]
+    fn injections_and_urls_are_refused() {
+        for bad in [
+            "../../x",
+            "pkg @ file:///etc/passwd",
+            "pkg@https://evil.test/x.whl",
+            "--index-url=https://evil.test/",
+            "-e .",
+            "six\0",
+            "six\nattrs",
+            "naïve",
+            "https://evil.test/x.whl",
+            "/etc/passwd",
+            ".",
+            "six==",
+            "six>>1",
+            "A_~",
+            "six- >=1",
+            "a[x_]",
+            "a[x_ y]",
+            "a.[x]",
+        ] {
+            assert!(parse_requirement(bad).is_err(), "{bad:?} was accepted");
+        }
+        let long = "a".repeat(10_000);
+        let err = parse_requirement(&long).unwrap_err();
+        assert!(
+            err.to_string().len() < 400,
+            "the message quotes a bounded part"
+        );
+        assert!(parse_requirement(&"a".repeat(101)).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_splits_and_parses_without_panicking(text in "\\PC{0,120}") {
+            for item in split_requirements(&text) {
+                let _ = parse_requirement(&item).map_err(|e| e.to_string());
+            }
+        }
+
+        #[test]
+        fn requirement_like_text_never_panics(text in "[a-zA-Z0-9_.\\-\\[\\],;<>=!~ '\"()@:/*]{0,60}") {
+            let _ = parse_requirement(&text).map_err(|e| e.to_string());
+        }
+    }
+
+    #[test]
+    fn the_number_of_requirements_is_capped() {
+        let many: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+        assert!(parse_requirements(&many, 10).is_ok());
+        assert!(matches!(
+            parse_requirements(&many, 9),
+            Err(PackageError::TooManyRequirements { .. })
+        ));
+        assert!(parse_requirements(&[], 9).is_err());
+    }
+}

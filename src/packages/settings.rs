@@ -1,0 +1,324 @@
+//! [`PackageSettings`]: where packages come from (indexes, a wheelhouse), where
+//! downloads are kept, and the caps on one install; and reading pip's
+//! configuration file format, whose `index-url` is honoured.
+//!
+//! Nothing here reads the environment or the file system: `config.rs` finds
+//! the values and passes them in.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Url;
+
+/// A package index's simple API root (`https://host/simple/`), with where the
+/// setting came from for messages.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IndexUrl {
+    url: Url,
+    origin: String,
+}
+
+impl IndexUrl {
+    /// Parses an index URL given by setting `origin` (e.g. `SANDBOX_INDEX_URL`).
+    /// Only `http` and `https` are accepted; a missing trailing `/` is added.
+    pub fn parse(raw: &str, origin: impl Into<String>) -> Result<Self, String> {
+        let origin = origin.into();
+        let raw = raw.trim();
+        let mut url = Url::parse(raw)
+            .map_err(|e| format!("'{}' from {origin} is not a URL: {e}", redact_text(raw)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "'{}' from {origin} is not an http(s) URL; give the index's simple API address, e.g. https://<your-index>/simple/",
+                redact(&url)
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(format!("'{}' from {origin} has no host", redact(&url)));
+        }
+        url.set_fragment(None);
+        if !url.path().ends_with('/') {
+            let path = format!("{}/", url.path());
+            url.set_path(&path);
+        }
+        Ok(Self { url, origin })
+    }
+
+    /// The URL (with any credentials it carries).
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// Which setting named it.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+}
+
+impl fmt::Display for IndexUrl {
+    /// The URL without credentials, then where it came from.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (from {})", redact(&self.url), self.origin)
+    }
+}
+
+impl fmt::Debug for IndexUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A URL as text with any user name and password replaced by `***`.
+pub fn redact(url: &Url) -> String {
+    if url.username().is_empty() && url.password().is_none() {
+        return url.to_string();
+    }
+    let mut clean = url.clone();
+    let _ = clean.set_username("***");
+    let _ = clean.set_password(None);
+    clean.to_string()
+}
+
+/// [`redact`] for text that may not parse as a URL.
+fn redact_text(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(url) => redact(&url),
+        Err(_) => match raw.split_once('@') {
+            Some((_, rest)) if raw.contains("://") => format!("***@{rest}"),
+            _ => raw.to_owned(),
+        },
+    }
+}
+
+/// Caps on one install.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstallLimits {
+    /// Requirements one call may name.
+    pub max_requirements: usize,
+    /// Packages one resolution may pick (requested and dependencies).
+    pub max_packages: usize,
+    /// Largest file downloaded, in bytes.
+    pub max_download_bytes: u64,
+    /// Largest index page read, in bytes.
+    pub max_page_bytes: u64,
+    /// Bytes one wheel may unpack to, counted as inflated.
+    pub max_unpacked_bytes: u64,
+    /// Bytes one member of a wheel may unpack to.
+    pub max_member_bytes: u64,
+    /// Members one wheel may hold.
+    pub max_members: u64,
+    /// Largest `METADATA`, `WHEEL` or `RECORD` file read, in bytes.
+    pub max_metadata_bytes: u64,
+}
+
+impl Default for InstallLimits {
+    fn default() -> Self {
+        Self {
+            max_requirements: 64,
+            max_packages: 100,
+            max_download_bytes: 50 << 20,
+            max_page_bytes: 64 << 20,
+            max_unpacked_bytes: 200 << 20,
+            max_member_bytes: 50 << 20,
+            max_members: 10_000,
+            max_metadata_bytes: 4 << 20,
+        }
+    }
+}
+
+/// How the HTTP client behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Time to establish a connection.
+    pub connect_timeout: Duration,
+    /// Longest pause between two reads of a response.
+    pub read_timeout: Duration,
+    /// Retries of a request that failed transiently (connection errors,
+    /// timeouts, 5xx, 429).
+    pub retries: u32,
+    /// Wait before the first retry; doubled for each further one.
+    pub backoff: Duration,
+    /// How long an index page is reused without asking again.
+    pub page_ttl: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+            retries: 3,
+            backoff: Duration::from_millis(500),
+            page_ttl: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Where packages come from and how installs behave.
+#[derive(Clone, Debug)]
+pub struct PackageSettings {
+    /// Indexes in the order they are asked; the first that knows a project
+    /// supplies all its files (no mixing, against dependency confusion).
+    pub indexes: Vec<IndexUrl>,
+    /// A directory of wheels used before any index.
+    pub wheelhouse: Option<PathBuf>,
+    /// Where downloaded wheels are kept, by sha256.
+    pub cache_dir: PathBuf,
+    /// Caps on one install.
+    pub limits: InstallLimits,
+    /// HTTP behaviour.
+    pub http: HttpSettings,
+}
+
+impl PackageSettings {
+    /// Settings with no index and no wheelhouse, caching under `cache_dir`.
+    pub fn new(cache_dir: PathBuf) -> Self {
+        Self {
+            indexes: Vec::new(),
+            wheelhouse: None,
+            cache_dir,
+            limits: InstallLimits::default(),
+            http: HttpSettings::default(),
+        }
+    }
+}
+
+/// The index settings found in one pip configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipConfIndexes {
+    /// `index-url`, if set.
+    pub index_url: Option<String>,
+    /// `extra-index-url` values.
+    pub extra_index_urls: Vec<String>,
+}
+
+/// Reads `index-url` and `extra-index-url` from the text of a pip
+/// configuration file (INI). `[install]` wins over `[global]`, as in pip.
+/// Values may continue on indented lines (pip's multi-value form); `#` and
+/// `;` start comments.
+pub fn parse_pip_conf(text: &str) -> PipConfIndexes {
+    #[derive(Default)]
+    struct Section {
+        index_url: Option<String>,
+        extra: Option<Vec<String>>,
+    }
+    let mut global = Section::default();
+    let mut install = Section::default();
+    let mut current: Option<&str> = None;
+    let mut last_key: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        let section = match current {
+            Some("global") => Some(&mut global),
+            Some("install") => Some(&mut install),
+            _ => None,
+        };
+        if line.starts_with([' ', '\t']) {
+            if let (Some(section), Some(key)) = (section, last_key.as_deref())
+                && key == "extra-index-url"
+            {
+                section
+                    .extra
+                    .get_or_insert_with(Vec::new)
+                    .extend(trimmed.split_whitespace().map(str::to_owned));
+            }
+            continue;
+        }
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            current = match name.trim().to_ascii_lowercase().as_str() {
+                "global" => Some("global"),
+                "install" => Some("install"),
+                _ => Some("other"),
+            };
+            last_key = None;
+            continue;
+        }
+        let Some((key, value)) = trimmed.split_once(['=', ':']) else {
+            continue;
+        };
+        let key = key.trim().to_ascii_lowercase().replace('_', "-");
+        let value = value.trim();
+        last_key = Some(key.clone());
+        let Some(section) = section else { continue };
+        match key.as_str() {
+            "index-url" | "index" if !value.is_empty() => {
+                section.index_url = Some(value.to_owned());
+            }
+            "extra-index-url" => {
+                section.extra = Some(value.split_whitespace().map(str::to_owned).collect());
+            }
+            _ => {}
+        }
+    }
+    PipConfIndexes {
+        index_url: install.index_url.or(global.index_url),
+        extra_index_urls: install.extra.or(global.extra).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_urls_are_checked_and_get_a_trailing_slash() {
+        let i = IndexUrl::parse("https://example.test/simple", "SANDBOX_INDEX_URL").unwrap();
+        assert_eq!(i.url().as_str(), "https://example.test/simple/");
+        assert_eq!(
+            i.to_string(),
+            "https://example.test/simple/ (from SANDBOX_INDEX_URL)"
+        );
+        assert!(IndexUrl::parse("file:///etc/passwd", "x").is_err());
+        assert!(IndexUrl::parse("not a url", "x").is_err());
+        assert!(IndexUrl::parse("ftp://example.test/", "x").is_err());
+    }
+
+    #[test]
+    fn credentials_never_appear_in_messages() {
+        let i = IndexUrl::parse("https://me:s3cret@example.test/simple/", "PIP_INDEX_URL").unwrap();
+        assert!(!i.to_string().contains("s3cret"), "{i}");
+        assert!(!i.to_string().contains("me:"), "{i}");
+        assert_eq!(i.url().password(), Some("s3cret"), "kept for requests");
+        let err = IndexUrl::parse("gopher://me:s3cret@example.test/", "x").unwrap_err();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn pip_conf_install_wins_over_global_and_values_continue() {
+        let text = "\
+# comment
+[global]
+index-url = https://global.test/simple
+timeout = 60
+extra-index-url =
+    https://one.test/simple
+    https://two.test/simple
+
+[install]
+index_url: https://install.test/simple
+";
+        let conf = parse_pip_conf(text);
+        assert_eq!(
+            conf.index_url.as_deref(),
+            Some("https://install.test/simple")
+        );
+        assert_eq!(
+            conf.extra_index_urls,
+            vec!["https://one.test/simple", "https://two.test/simple"]
+        );
+    }
+
+    #[test]
+    fn pip_conf_without_an_index_is_empty() {
+        let conf =
+            parse_pip_conf("[global]\ncert = /etc/ssl/certs/ca.crt\n[freeze]\nindex-url=x\n");
+        assert_eq!(conf, PipConfIndexes::default());
+        assert_eq!(
+            parse_pip_conf("garbage\n\u{0}[["),
+            PipConfIndexes::default()
+        );
+    }
+}

@@ -1,0 +1,323 @@
+//! A sandbox's site-packages seen from the host: which distributions it
+//! holds (their `*.dist-info` directories), removing one being replaced, and
+//! moving staged files into place.
+//!
+//! Everything goes through `cap_std` handles on the sandbox's own directory,
+//! so whatever the guest left there (links, odd names) cannot lead outside.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use cap_std::fs::Dir;
+use pep440_rs::Version;
+use pep508_rs::PackageName;
+
+use super::metadata::CoreMetadata;
+use super::record::Record;
+use super::resolver::Installed;
+use super::unpack::member_components;
+use crate::sandbox::GuestPath;
+
+/// A distribution found in site-packages.
+#[derive(Clone, Debug)]
+pub struct InstalledDist {
+    /// Its `.dist-info` directory.
+    pub dist_info: String,
+    /// What the resolver needs to know.
+    pub installed: Installed,
+}
+
+/// Opens the site-packages directory at `path` in the sandbox whose root is
+/// `sandbox`, if it exists.
+pub fn open_existing(sandbox: &Dir, path: &GuestPath) -> std::io::Result<Option<Dir>> {
+    match sandbox.open_dir(path.relative()) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the directories of `path` that are missing; returns the ones it
+/// created, outermost first, for [`remove_created`].
+pub fn create_dirs(sandbox: &Dir, path: &GuestPath) -> std::io::Result<Vec<PathBuf>> {
+    let mut created = Vec::new();
+    let mut current = PathBuf::new();
+    for component in path.components() {
+        current.push(component);
+        match sandbox.create_dir(&current) {
+            Ok(()) => created.push(current.clone()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(created)
+}
+
+/// Removes directories [`create_dirs`] made, innermost first, as long as they
+/// are empty.
+pub fn remove_created(sandbox: &Dir, created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        if sandbox.remove_dir(dir).is_err() {
+            break;
+        }
+    }
+}
+
+/// The distributions in `site`, by name. Unreadable or malformed entries are
+/// skipped; a distribution whose METADATA cannot be read counts as installed
+/// without dependencies.
+pub fn installed(site: &Dir, max_metadata_bytes: u64) -> HashMap<PackageName, InstalledDist> {
+    let mut out = HashMap::new();
+    let Ok(entries) = site.entries() else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Ok(file_name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Some(stem) = file_name.strip_suffix(".dist-info") else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Some((name, version)) = stem.split_once('-') else {
+            continue;
+        };
+        let (Ok(name), Ok(version)) = (PackageName::from_str(name), Version::from_str(version))
+        else {
+            continue;
+        };
+        let requires_dist = read_capped(site, &format!("{file_name}/METADATA"), max_metadata_bytes)
+            .and_then(|text| CoreMetadata::parse(&text).ok())
+            .filter(|m| m.name == name)
+            .map(|m| m.requires_dist)
+            .unwrap_or_default();
+        out.insert(
+            name,
+            InstalledDist {
+                dist_info: file_name.clone(),
+                installed: Installed {
+                    version,
+                    requires_dist,
+                },
+            },
+        );
+    }
+    out
+}
+
+/// Reads a small text file beneath `dir`, at most `limit` bytes.
+fn read_capped(dir: &Dir, path: &str, limit: u64) -> Option<String> {
+    let file = dir.open(path).ok()?;
+    let mut data = Vec::new();
+    file.take(limit).read_to_end(&mut data).ok()?;
+    String::from_utf8(data).ok()
+}
+
+/// Removes a distribution: the files its RECORD lists (paths that would
+/// leave site-packages are skipped), its `.dist-info` directory, and the
+/// directories that became empty.
+pub fn remove(site: &Dir, dist: &InstalledDist, max_metadata_bytes: u64) -> std::io::Result<()> {
+    let record = read_capped(
+        site,
+        &format!("{}/RECORD", dist.dist_info),
+        max_metadata_bytes,
+    )
+    .and_then(|text| Record::parse(&text).ok())
+    .unwrap_or_default();
+    let mut parents: Vec<PathBuf> = Vec::new();
+    for path in record.entries.keys() {
+        let Ok((components, false)) = member_components(path) else {
+            continue;
+        };
+        if components[0] == dist.dist_info {
+            continue;
+        }
+        let relative: PathBuf = components.iter().collect();
+        match site.remove_file(&relative) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut parent = relative.parent().map(Path::to_path_buf);
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            parent = p.parent().map(Path::to_path_buf);
+            parents.push(p);
+        }
+    }
+    match site.remove_dir_all(&dist.dist_info) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    parents.dedup();
+    for p in parents {
+        let _ = site.remove_dir(&p);
+    }
+    Ok(())
+}
+
+/// Moves everything in `staging` into `site`, merging directories that exist
+/// in both and replacing files. If a move fails, what was moved is moved
+/// back and the error returned.
+pub fn move_into_place(staging: &Dir, site: &Dir) -> std::io::Result<()> {
+    let mut moved = Vec::new();
+    let result = merge(staging, site, Path::new(""), staging, site, &mut moved);
+    if result.is_err() {
+        for path in moved.iter().rev() {
+            let _ = site.rename(path, staging, path);
+        }
+    }
+    result
+}
+
+fn merge(
+    from: &Dir,
+    to: &Dir,
+    prefix: &Path,
+    staging_root: &Dir,
+    site_root: &Dir,
+    moved: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    let mut names = Vec::new();
+    for entry in from.entries()? {
+        let entry = entry?;
+        names.push((entry.file_name(), entry.file_type()?.is_dir()));
+    }
+    names.sort();
+    for (name, is_dir) in names {
+        let existing = match to.symlink_metadata(&name) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let path = prefix.join(&name);
+        match existing {
+            Some(meta) if meta.is_dir() && is_dir => {
+                let from_sub = from.open_dir(&name)?;
+                let to_sub = to.open_dir(&name)?;
+                merge(&from_sub, &to_sub, &path, staging_root, site_root, moved)?;
+                continue;
+            }
+            Some(meta) if meta.is_dir() => to.remove_dir_all(&name)?,
+            Some(_) => to.remove_file(&name)?,
+            None => {}
+        }
+        staging_root.rename(&path, site_root, &path)?;
+        moved.push(path);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    fn dirs() -> (tempfile::TempDir, Dir, Dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("site")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("staging")).unwrap();
+        let site = Dir::open_ambient_dir(tmp.path().join("site"), ambient_authority()).unwrap();
+        let staging =
+            Dir::open_ambient_dir(tmp.path().join("staging"), ambient_authority()).unwrap();
+        (tmp, site, staging)
+    }
+
+    #[test]
+    fn created_directories_can_be_taken_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join(".local")).unwrap();
+        let sandbox = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let path = GuestPath::parse("/.local/lib/python3.12/site-packages").unwrap();
+        assert!(open_existing(&sandbox, &path).unwrap().is_none());
+        let created = create_dirs(&sandbox, &path).unwrap();
+        assert_eq!(created.len(), 3, "{created:?}");
+        assert!(open_existing(&sandbox, &path).unwrap().is_some());
+        remove_created(&sandbox, &created);
+        assert!(tmp.path().join(".local").is_dir());
+        assert!(!tmp.path().join(".local/lib").exists());
+    }
+
+    #[test]
+    fn installed_distributions_are_found_by_their_dist_info() {
+        let (tmp, site, _) = dirs();
+        let root = tmp.path().join("site");
+        std::fs::create_dir_all(root.join("attrs-23.2.0.dist-info")).unwrap();
+        std::fs::write(
+            root.join("attrs-23.2.0.dist-info/METADATA"),
+            "Name: attrs\nVersion: 23.2.0\nRequires-Dist: six\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("Bare_Pkg-1.0.dist-info")).unwrap();
+        std::fs::create_dir_all(root.join("garbage.dist-info")).unwrap();
+        std::fs::write(root.join("file-1.0.dist-info"), "not a dir").unwrap();
+        let found = installed(&site, 1 << 20);
+        assert_eq!(found.len(), 2, "{found:?}");
+        let attrs = &found[&PackageName::from_str("attrs").unwrap()];
+        assert_eq!(attrs.installed.version.to_string(), "23.2.0");
+        assert_eq!(attrs.installed.requires_dist.len(), 1);
+        assert!(
+            found[&PackageName::from_str("bare-pkg").unwrap()]
+                .installed
+                .requires_dist
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn staged_files_merge_into_existing_directories() {
+        let (tmp, site, staging) = dirs();
+        let s = tmp.path().join("staging");
+        let t = tmp.path().join("site");
+        std::fs::create_dir_all(s.join("ns/newpkg")).unwrap();
+        std::fs::write(s.join("ns/newpkg/__init__.py"), "new").unwrap();
+        std::fs::write(s.join("top.py"), "replacement").unwrap();
+        std::fs::create_dir_all(t.join("ns/oldpkg")).unwrap();
+        std::fs::write(t.join("ns/oldpkg/__init__.py"), "old").unwrap();
+        std::fs::write(t.join("top.py"), "original").unwrap();
+        move_into_place(&staging, &site).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.join("ns/newpkg/__init__.py")).unwrap(),
+            "new"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.join("ns/oldpkg/__init__.py")).unwrap(),
+            "old"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.join("top.py")).unwrap(),
+            "replacement"
+        );
+        assert!(!s.join("top.py").exists());
+    }
+
+    #[test]
+    fn removal_follows_record_and_stays_inside() {
+        let (tmp, site, _) = dirs();
+        let t = tmp.path().join("site");
+        std::fs::write(tmp.path().join("outside.txt"), "keep").unwrap();
+        std::fs::create_dir_all(t.join("old/sub")).unwrap();
+        std::fs::write(t.join("old/__init__.py"), "").unwrap();
+        std::fs::write(t.join("old/sub/m.py"), "").unwrap();
+        std::fs::write(t.join("shared.py"), "other dist").unwrap();
+        std::fs::create_dir_all(t.join("old-1.0.dist-info")).unwrap();
+        std::fs::write(
+            t.join("old-1.0.dist-info/RECORD"),
+            "old/__init__.py,,\nold/sub/m.py,,\n../outside.txt,,\n/etc/passwd,,\nold-1.0.dist-info/RECORD,,\n",
+        )
+        .unwrap();
+        let dist = installed(&site, 1 << 20)
+            .remove(&PackageName::from_str("old").unwrap())
+            .unwrap();
+        remove(&site, &dist, 1 << 20).unwrap();
+        assert!(!t.join("old").exists());
+        assert!(!t.join("old-1.0.dist-info").exists());
+        assert!(t.join("shared.py").exists());
+        assert!(tmp.path().join("outside.txt").exists());
+    }
+}

@@ -1,0 +1,1215 @@
+//! The safe wheel extractor: a wheel is unpacked beneath a staging
+//! [`cap_std::fs::Dir`] only after every member has been checked, and every
+//! byte written is counted and hashed against the wheel's `RECORD`.
+//!
+//! Refused, with nothing written outside the staging directory:
+//! - archives with more members than the cap (counted from the end of central
+//!   directory record before the archive is indexed), prepended or trailing
+//!   data, or bad CRCs;
+//! - member names that are not UTF-8, empty, absolute, with a drive letter,
+//!   a backslash, a control character, or an empty, `.` or `..` component
+//!   ([`member_components`] is the one function that decides);
+//! - symbolic links and other special files (by their Unix mode);
+//! - two members that land on the same path (ignoring case);
+//! - `.data/platlib` (native code), unknown `.data/` directories, or ones
+//!   named for another distribution (`.data/scripts`, `headers` and `data`,
+//!   meant for places outside site-packages, are checked but not written);
+//! - zero or several `.dist-info` directories, or one whose name or version
+//!   does not match the file name or whose `METADATA` disagrees;
+//! - a `WHEEL` file that is not version 1.x with `Root-Is-Purelib: true`;
+//! - a `RECORD` that is malformed, lists a path outside the wheel, lists a
+//!   file the wheel lacks, or misses a file, hash or size that the wheel has;
+//! - more bytes than the caps, per member and per wheel, counted as inflated.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::str::FromStr;
+
+use cap_std::fs::{Dir, OpenOptions};
+use pep440_rs::Version;
+use pep508_rs::PackageName;
+use sha2::Digest;
+
+use super::metadata::{CoreMetadata, WheelInfo};
+use super::record::{Hasher, Record, RecordEntry, record_hash};
+use super::wheel_name::WheelFilename;
+use crate::sandbox::GuestPath;
+use crate::sandbox::human_bytes;
+
+/// Caps on one wheel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnpackLimits {
+    /// Members the archive may hold.
+    pub max_members: u64,
+    /// Bytes all members may inflate to.
+    pub max_total_bytes: u64,
+    /// Bytes one member may inflate to.
+    pub max_member_bytes: u64,
+    /// Bytes `WHEEL`, `METADATA` and `RECORD` may each be.
+    pub max_metadata_bytes: u64,
+}
+
+/// Why a wheel was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WheelError {
+    /// Not a zip archive the extractor accepts.
+    #[error("it is not a well-formed zip archive ({0})")]
+    Corrupt(String),
+    /// Too many members.
+    #[error("it has {count} members, over the limit of {limit}")]
+    TooManyMembers {
+        /// Members found.
+        count: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// A member name that could land outside the install directory.
+    #[error("member '{name}' has an unsafe name: {reason}")]
+    BadMemberName {
+        /// The name (escaped).
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A symbolic link or special file.
+    #[error(
+        "member '{name}' is a symbolic link or special file; wheels may hold only files and directories"
+    )]
+    Link {
+        /// The name.
+        name: String,
+    },
+    /// Two members land on the same path.
+    #[error(
+        "member '{name}' lands on the same installed path as another member (names differing only in case count as the same)"
+    )]
+    Duplicate {
+        /// The name.
+        name: String,
+    },
+    /// A `.data` directory that cannot be installed.
+    #[error(
+        "member '{name}' is in {dir}, and {what} cannot be installed in a sandbox (only .data/purelib is installed)"
+    )]
+    DataDir {
+        /// The member.
+        name: String,
+        /// The directory, e.g. `x-1.0.data/scripts`.
+        dir: String,
+        /// What that directory holds.
+        what: &'static str,
+    },
+    /// A `.data` directory not named for this wheel.
+    #[error("member '{name}' is in a .data directory not named for this wheel ({expected})")]
+    ForeignDataDir {
+        /// The member.
+        name: String,
+        /// The expected directory.
+        expected: String,
+    },
+    /// Zero or several `.dist-info` directories.
+    #[error("it has {count} .dist-info directories ({names}); a wheel has exactly one")]
+    DistInfoCount {
+        /// How many.
+        count: usize,
+        /// Their names.
+        names: String,
+    },
+    /// The `.dist-info` directory or METADATA is for another name or version.
+    #[error("{what} '{found}' does not match the file name ({expected})")]
+    NameMismatch {
+        /// What disagrees.
+        what: &'static str,
+        /// What it says.
+        found: String,
+        /// What the file name says.
+        expected: String,
+    },
+    /// A required file is missing.
+    #[error("it lacks {0}")]
+    Missing(String),
+    /// `WHEEL` or `METADATA` is unacceptable.
+    #[error("{0}")]
+    BadWheelFile(String),
+    /// `RECORD` is malformed.
+    #[error("its RECORD is invalid: {0}")]
+    BadRecord(String),
+    /// `RECORD` lists a path outside the wheel's directories.
+    #[error("RECORD lists '{path}', a path outside the install directory ({reason})")]
+    RecordPathOutside {
+        /// The path.
+        path: String,
+        /// Why it is outside.
+        reason: &'static str,
+    },
+    /// A member is not in `RECORD`.
+    #[error("member '{name}' is not listed in RECORD")]
+    NotInRecord {
+        /// The member.
+        name: String,
+    },
+    /// `RECORD` lists a file the wheel lacks.
+    #[error("RECORD lists '{path}', which the wheel does not contain")]
+    RecordMissingFile {
+        /// The path.
+        path: String,
+    },
+    /// A member's hash or size differs from `RECORD`.
+    #[error("member '{name}' does not match RECORD: {what}")]
+    RecordMismatch {
+        /// The member.
+        name: String,
+        /// Hash or size, and the values.
+        what: String,
+    },
+    /// A member is over the per-member cap.
+    #[error("member '{name}' inflates to more than {limit}, the limit for one file")]
+    MemberTooLarge {
+        /// The member.
+        name: String,
+        /// The cap, in words.
+        limit: String,
+    },
+    /// The wheel is over the per-wheel cap.
+    #[error("it inflates to more than {limit}, the limit for one wheel")]
+    TooLarge {
+        /// The cap, in words.
+        limit: String,
+    },
+    /// Writing into the staging directory failed.
+    #[error("could not write '{path}' into the staging directory: {source}")]
+    Write {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// One file an unpacked wheel installs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstalledFile {
+    /// Path relative to site-packages, `/`-separated.
+    pub path: String,
+    /// Its sha256, in RECORD form (`sha256=...`).
+    pub hash: String,
+    /// Its size.
+    pub size: u64,
+}
+
+/// What [`unpack_wheel`] put in the staging directory.
+#[derive(Clone, Debug)]
+pub struct Unpacked {
+    /// The `.dist-info` directory's name.
+    pub dist_info: String,
+    /// Every file written.
+    pub files: Vec<InstalledFile>,
+    /// Bytes written.
+    pub bytes: u64,
+    /// `.pth` files at the top level (run at interpreter start-up).
+    pub pth_files: Vec<String>,
+    /// Members of `.data/scripts`, `.data/headers` and `.data/data` that
+    /// were not installed, with their kind.
+    pub dropped: Vec<String>,
+}
+
+/// A `.data` member left out.
+struct Dropped {
+    kind: &'static str,
+    name: String,
+}
+
+/// The one function that decides whether an archive member name stays inside
+/// its root. Returns its components and whether it names a directory.
+pub fn member_components(name: &str) -> Result<(Vec<&str>, bool), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("it contains a NUL or control character");
+    }
+    if name.contains('\\') {
+        return Err("it contains a backslash");
+    }
+    if name.starts_with('/') {
+        return Err("it is an absolute path");
+    }
+    let bytes = name.as_bytes();
+    if bytes.len() >= 2 && bytes[1] == b':' && bytes[0].is_ascii_alphabetic() {
+        return Err("it starts with a drive letter");
+    }
+    let (body, is_dir) = match name.strip_suffix('/') {
+        Some(body) => (body, true),
+        None => (name, false),
+    };
+    let components: Vec<&str> = body.split('/').collect();
+    for c in &components {
+        match *c {
+            "" => return Err("it has an empty component ('//')"),
+            "." => return Err("it has a '.' component"),
+            ".." => return Err("it has a '..' component"),
+            _ => {}
+        }
+        if c.len() > crate::sandbox::guest_path::MAX_COMPONENT_BYTES {
+            return Err("a component is too long");
+        }
+    }
+    if components.len() > 64 {
+        return Err("it is nested too deeply");
+    }
+    Ok((components, is_dir))
+}
+
+/// A member name made safe to quote.
+fn shown(name: &str) -> String {
+    super::requirement::quote(name)
+}
+
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+const S_IFDIR: u32 = 0o040000;
+
+/// Reads the member count from the end of central directory record (and its
+/// zip64 form), and refuses archives with data before the first member or
+/// after the end record.
+fn precheck<R: Read + Seek>(reader: &mut R) -> Result<u64, WheelError> {
+    let corrupt = |what: &str| WheelError::Corrupt(what.to_owned());
+    let io = |e: std::io::Error| WheelError::Corrupt(e.to_string());
+    let len = reader.seek(SeekFrom::End(0)).map_err(io)?;
+    if len < 22 {
+        return Err(corrupt("too short to be a zip archive"));
+    }
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut magic = [0u8; 4];
+    reader.read_exact(&mut magic).map_err(io)?;
+    if magic != *b"PK\x03\x04" {
+        return Err(corrupt(
+            "it does not start with a zip member; data is prepended",
+        ));
+    }
+    let tail_len = len.min(22 + 65_535);
+    reader.seek(SeekFrom::Start(len - tail_len)).map_err(io)?;
+    let mut tail = vec![0u8; tail_len as usize];
+    reader.read_exact(&mut tail).map_err(io)?;
+    let eocd = (0..=tail.len() - 22)
+        .rev()
+        .find(|&i| tail[i..i + 4] == *b"PK\x05\x06")
+        .ok_or_else(|| corrupt("no end of central directory record"))?;
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    let comment = u16_at(&tail, eocd + 20) as usize;
+    if eocd + 22 + comment != tail.len() {
+        return Err(corrupt("data follows the end of central directory record"));
+    }
+    let entries = u16_at(&tail, eocd + 10);
+    if entries != 0xFFFF {
+        return Ok(u64::from(entries));
+    }
+    if eocd < 20 || tail[eocd - 20..eocd - 16] != *b"PK\x06\x07" {
+        return Err(corrupt("a zip64 count without a zip64 locator"));
+    }
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&tail[eocd - 12..eocd - 4]);
+    let offset = u64::from_le_bytes(offset);
+    if offset.saturating_add(56) > len {
+        return Err(corrupt("the zip64 record lies outside the file"));
+    }
+    reader.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut record = [0u8; 56];
+    reader.read_exact(&mut record).map_err(io)?;
+    if record[..4] != *b"PK\x06\x06" {
+        return Err(corrupt("the zip64 end record is missing"));
+    }
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&record[32..40]);
+    Ok(u64::from_le_bytes(count))
+}
+
+/// Opens a wheel as a zip archive after [`precheck`].
+fn open_archive<R: Read + Seek>(
+    mut reader: R,
+    max_members: u64,
+) -> Result<zip::ZipArchive<R>, WheelError> {
+    let count = precheck(&mut reader)?;
+    if count > max_members {
+        return Err(WheelError::TooManyMembers {
+            count,
+            limit: max_members,
+        });
+    }
+    reader
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| WheelError::Corrupt(e.to_string()))?;
+    let archive = zip::ZipArchive::new(reader).map_err(|e| WheelError::Corrupt(e.to_string()))?;
+    if archive.len() as u64 != count {
+        return Err(WheelError::Corrupt(format!(
+            "the end record counts {count} members but the central directory has {} distinct names: a name appears twice",
+            archive.len()
+        )));
+    }
+    Ok(archive)
+}
+
+/// Reads one member fully, refusing more than `limit` bytes.
+fn read_member<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    index: usize,
+    name: &str,
+    limit: u64,
+) -> Result<Vec<u8>, WheelError> {
+    let file = archive
+        .by_index(index)
+        .map_err(|e| WheelError::Corrupt(e.to_string()))?;
+    let mut data = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| WheelError::Corrupt(format!("{}: {e}", shown(name))))?;
+    if data.len() as u64 > limit {
+        return Err(WheelError::MemberTooLarge {
+            name: shown(name),
+            limit: human_bytes(limit),
+        });
+    }
+    Ok(data)
+}
+
+/// The text of the wheel's sole `*.dist-info/METADATA`.
+pub fn read_metadata<R: Read + Seek>(
+    reader: R,
+    limits: &UnpackLimits,
+) -> Result<String, WheelError> {
+    let mut archive = open_archive(reader, limits.max_members)?;
+    let mut found = Vec::new();
+    for index in 0..archive.len() {
+        let file = archive
+            .by_index_raw(index)
+            .map_err(|e| WheelError::Corrupt(e.to_string()))?;
+        let Ok(name) = std::str::from_utf8(file.name_raw()) else {
+            continue;
+        };
+        let mut parts = name.split('/');
+        if let (Some(top), Some("METADATA"), None) = (parts.next(), parts.next(), parts.next())
+            && top.ends_with(".dist-info")
+        {
+            found.push((index, name.to_owned()));
+        }
+    }
+    match found.as_slice() {
+        [(index, name)] => {
+            let data = read_member(&mut archive, *index, name, limits.max_metadata_bytes)?;
+            String::from_utf8(data)
+                .map_err(|_| WheelError::BadWheelFile(format!("{} is not UTF-8", shown(name))))
+        }
+        [] => Err(WheelError::Missing("a .dist-info/METADATA file".into())),
+        _ => Err(WheelError::DistInfoCount {
+            count: found.len(),
+            names: found
+                .iter()
+                .map(|(_, n)| shown(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+/// One member after the first pass.
+struct Member {
+    index: usize,
+    name: String,
+    target: GuestPath,
+    is_dir: bool,
+}
+
+/// `{name}-{version}` of a `.dist-info` or `.data` directory, checked against
+/// the wheel's file name.
+fn matches_wheel(stem: &str, wheel: &WheelFilename) -> bool {
+    let Some((name, version)) = stem.split_once('-') else {
+        return false;
+    };
+    PackageName::from_str(name).is_ok_and(|n| n == wheel.name)
+        && Version::from_str(version).is_ok_and(|v| v == wheel.version)
+}
+
+/// Unpacks the wheel read from `reader` beneath `dest` (an empty staging
+/// directory), checking everything listed in the module documentation.
+/// `wheel` is its parsed file name.
+pub fn unpack_wheel<R: Read + Seek>(
+    reader: R,
+    wheel: &WheelFilename,
+    dest: &Dir,
+    limits: &UnpackLimits,
+) -> Result<Unpacked, WheelError> {
+    let mut archive = open_archive(reader, limits.max_members)?;
+
+    // Pass 1: names, kinds, directories, declared sizes.
+    let mut members = Vec::with_capacity(archive.len());
+    let mut seen = HashSet::new();
+    let mut dist_infos: Vec<String> = Vec::new();
+    let mut data_dirs: Vec<(String, String)> = Vec::new();
+    let mut dropped: Vec<Dropped> = Vec::new();
+    let mut declared_total: u64 = 0;
+    for index in 0..archive.len() {
+        let file = archive
+            .by_index_raw(index)
+            .map_err(|e| WheelError::Corrupt(e.to_string()))?;
+        let name = std::str::from_utf8(file.name_raw())
+            .map_err(|_| WheelError::BadMemberName {
+                name: String::from_utf8_lossy(file.name_raw())
+                    .chars()
+                    .flat_map(char::escape_debug)
+                    .take(200)
+                    .collect(),
+                reason: "it is not UTF-8",
+            })?
+            .to_owned();
+        let (components, is_dir) =
+            member_components(&name).map_err(|reason| WheelError::BadMemberName {
+                name: shown(&name),
+                reason,
+            })?;
+        if let Some(mode) = file.unix_mode() {
+            let kind = mode & S_IFMT;
+            if kind != 0 && kind != S_IFREG && kind != S_IFDIR {
+                return Err(WheelError::Link { name: shown(&name) });
+            }
+        }
+        let mut target_components = components.as_slice();
+        let top = components[0];
+        if top.ends_with(".data") {
+            data_dirs.push((top.to_owned(), name.clone()));
+            match components.get(1).copied() {
+                None => continue,
+                Some("purelib") => target_components = &components[2..],
+                Some(kind @ ("scripts" | "headers" | "data")) => {
+                    // Meant for places outside site-packages (bin/, include/,
+                    // share/): not needed to import the package, so not
+                    // written, only listed. Their names were checked above.
+                    let kind = match kind {
+                        "scripts" => "scripts",
+                        "headers" => "headers",
+                        _ => "data",
+                    };
+                    if !is_dir {
+                        dropped.push(Dropped {
+                            kind,
+                            name: name.clone(),
+                        });
+                    }
+                    continue;
+                }
+                Some(other) => {
+                    let what = match other {
+                        "platlib" => "platform-specific modules (native code)",
+                        _ => "unknown kinds of files",
+                    };
+                    return Err(WheelError::DataDir {
+                        name: shown(&name),
+                        dir: shown(&format!("{top}/{other}")),
+                        what,
+                    });
+                }
+            }
+            if target_components.is_empty() {
+                continue;
+            }
+        }
+        let target_text = target_components.join("/");
+        let target = GuestPath::parse(&target_text).map_err(|_| WheelError::BadMemberName {
+            name: shown(&name),
+            reason: "it is not a valid path",
+        })?;
+        if let Some(first) = target.components().first()
+            && first.ends_with(".dist-info")
+            && !dist_infos.contains(first)
+        {
+            dist_infos.push(first.clone());
+        }
+        if is_dir {
+            members.push(Member {
+                index,
+                name,
+                target,
+                is_dir,
+            });
+            continue;
+        }
+        if !seen.insert(target_text.to_lowercase()) {
+            return Err(WheelError::Duplicate { name: shown(&name) });
+        }
+        if file.size() > limits.max_member_bytes {
+            return Err(WheelError::MemberTooLarge {
+                name: shown(&name),
+                limit: human_bytes(limits.max_member_bytes),
+            });
+        }
+        declared_total = declared_total.saturating_add(file.size());
+        if declared_total > limits.max_total_bytes {
+            return Err(WheelError::TooLarge {
+                limit: human_bytes(limits.max_total_bytes),
+            });
+        }
+        members.push(Member {
+            index,
+            name,
+            target,
+            is_dir,
+        });
+    }
+
+    // The one .dist-info directory, and .data directories named like it.
+    let dist_info = match dist_infos.as_slice() {
+        [one] => one.clone(),
+        _ => {
+            return Err(WheelError::DistInfoCount {
+                count: dist_infos.len(),
+                names: if dist_infos.is_empty() {
+                    "none".into()
+                } else {
+                    dist_infos
+                        .iter()
+                        .map(|d| shown(d))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            });
+        }
+    };
+    let expected = format!("{}-{}", wheel.name, wheel.version);
+    let stem = dist_info.strip_suffix(".dist-info").unwrap_or_default();
+    if !matches_wheel(stem, wheel) {
+        return Err(WheelError::NameMismatch {
+            what: "the .dist-info directory",
+            found: shown(&dist_info),
+            expected,
+        });
+    }
+    for (dir, name) in &data_dirs {
+        if dir.strip_suffix(".data") != Some(stem) {
+            return Err(WheelError::ForeignDataDir {
+                name: shown(name),
+                expected: format!("{stem}.data"),
+            });
+        }
+    }
+
+    // WHEEL, METADATA and RECORD.
+    let find = |file: &str| {
+        let path = format!("{dist_info}/{file}");
+        members
+            .iter()
+            .find(|m| !m.is_dir && m.name == path)
+            .map(|m| m.index)
+            .ok_or(WheelError::Missing(path))
+    };
+    let (wheel_index, metadata_index, record_index) =
+        (find("WHEEL")?, find("METADATA")?, find("RECORD")?);
+    let text = |data: Vec<u8>, what: &str| {
+        String::from_utf8(data)
+            .map_err(|_| WheelError::BadWheelFile(format!("{what} is not UTF-8")))
+    };
+    let wheel_text = text(
+        read_member(
+            &mut archive,
+            wheel_index,
+            "WHEEL",
+            limits.max_metadata_bytes,
+        )?,
+        "WHEEL",
+    )?;
+    WheelInfo::parse(&wheel_text).map_err(WheelError::BadWheelFile)?;
+    let metadata_text = text(
+        read_member(
+            &mut archive,
+            metadata_index,
+            "METADATA",
+            limits.max_metadata_bytes,
+        )?,
+        "METADATA",
+    )?;
+    let metadata = CoreMetadata::parse(&metadata_text)
+        .map_err(|e| WheelError::BadWheelFile(format!("its METADATA is unusable: {e}")))?;
+    if metadata.name != wheel.name || metadata.version != wheel.version {
+        return Err(WheelError::NameMismatch {
+            what: "METADATA's name and version",
+            found: format!("{} {}", metadata.name, metadata.version),
+            expected,
+        });
+    }
+    let record_text = text(
+        read_member(
+            &mut archive,
+            record_index,
+            "RECORD",
+            limits.max_metadata_bytes,
+        )?,
+        "RECORD",
+    )?;
+    let record = Record::parse(&record_text).map_err(WheelError::BadRecord)?;
+    for path in record.entries.keys() {
+        member_components(path).map_err(|reason| WheelError::RecordPathOutside {
+            path: shown(path),
+            reason,
+        })?;
+    }
+    let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
+        .iter()
+        .map(|f| format!("{dist_info}/{f}"))
+        .collect();
+
+    // Pass 2: write the files, counting and hashing what is inflated.
+    let mut files = Vec::new();
+    let mut total: u64 = 0;
+    let mut written: HashSet<String> = HashSet::new();
+    let mut pth_files = Vec::new();
+    for member in members.iter().filter(|m| !m.is_dir) {
+        let entry = record
+            .entries
+            .get(&member.name)
+            .ok_or_else(|| WheelError::NotInRecord {
+                name: shown(&member.name),
+            })?;
+        let must_hash = !unhashed.contains(&member.name);
+        if must_hash && entry.hash.is_none() {
+            return Err(WheelError::RecordMismatch {
+                name: shown(&member.name),
+                what: "RECORD gives it no hash".into(),
+            });
+        }
+        let (size, sha256) = write_member(&mut archive, member, entry, dest, limits, &mut total)?;
+        written.insert(member.name.clone());
+        let path = member.target.components().join("/");
+        if member.target.components().len() == 1 && path.ends_with(".pth") {
+            pth_files.push(path.clone());
+        }
+        files.push(InstalledFile {
+            path,
+            hash: record_hash(&sha256),
+            size,
+        });
+    }
+    for d in &dropped {
+        if !record.entries.contains_key(&d.name) {
+            return Err(WheelError::NotInRecord {
+                name: shown(&d.name),
+            });
+        }
+        written.insert(d.name.clone());
+    }
+    for path in record.entries.keys() {
+        if !written.contains(path) {
+            return Err(WheelError::RecordMissingFile { path: shown(path) });
+        }
+    }
+    Ok(Unpacked {
+        dist_info,
+        files,
+        bytes: total,
+        pth_files,
+        dropped: dropped
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.kind))
+            .collect(),
+    })
+}
+
+/// Writes one member beneath `dest`, returning its size and sha256.
+fn write_member<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    member: &Member,
+    entry: &RecordEntry,
+    dest: &Dir,
+    limits: &UnpackLimits,
+    total: &mut u64,
+) -> Result<(u64, Vec<u8>), WheelError> {
+    let target = member.target.relative();
+    let write_err = |source| WheelError::Write {
+        path: shown(&member.target.to_string()),
+        source,
+    };
+    if let Some(parent) = target.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        dest.create_dir_all(parent).map_err(write_err)?;
+    }
+    let mut out = dest
+        .open_with(&target, OpenOptions::new().write(true).create_new(true))
+        .map_err(write_err)?;
+    let mut input = archive
+        .by_index(member.index)
+        .map_err(|e| WheelError::Corrupt(e.to_string()))?;
+    let mut record_hasher = entry.hash.as_ref().map(|(algorithm, _)| algorithm.hasher());
+    let mut sha256 = sha2::Sha256::new();
+    let mut size: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = input
+            .read(&mut buf)
+            .map_err(|e| WheelError::Corrupt(format!("{}: {e}", shown(&member.name))))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        *total += n as u64;
+        if size > limits.max_member_bytes {
+            return Err(WheelError::MemberTooLarge {
+                name: shown(&member.name),
+                limit: human_bytes(limits.max_member_bytes),
+            });
+        }
+        if *total > limits.max_total_bytes {
+            return Err(WheelError::TooLarge {
+                limit: human_bytes(limits.max_total_bytes),
+            });
+        }
+        let chunk = &buf[..n];
+        sha256.update(chunk);
+        if let Some(h) = record_hasher.as_mut() {
+            h.update(chunk);
+        }
+        out.write_all(chunk).map_err(write_err)?;
+    }
+    out.flush().map_err(write_err)?;
+    if let Some(expected) = entry.size
+        && expected != size
+    {
+        return Err(WheelError::RecordMismatch {
+            name: shown(&member.name),
+            what: format!("RECORD says {expected} bytes, it has {size}"),
+        });
+    }
+    if let (Some((_, expected)), Some(hasher)) = (&entry.hash, record_hasher) {
+        let actual = Hasher::finish(hasher);
+        if &actual != expected {
+            return Err(WheelError::RecordMismatch {
+                name: shown(&member.name),
+                what: "its hash differs from the one RECORD gives".into(),
+            });
+        }
+    }
+    Ok((size, sha256.finalize().to_vec()))
+}
+
+/// Rewrites the staged `RECORD` to list the files as installed (with
+/// `.data/purelib/` prefixes gone) and adds an `INSTALLER` file.
+pub fn write_installed_record(
+    dest: &Dir,
+    unpacked: &Unpacked,
+    installer: &str,
+) -> Result<(), WheelError> {
+    let installer_path = format!("{}/INSTALLER", unpacked.dist_info);
+    let record_path = format!("{}/RECORD", unpacked.dist_info);
+    let installer_body = format!("{installer}\n");
+    let write_err = |path: &str| {
+        let path = path.to_owned();
+        move |source| WheelError::Write { path, source }
+    };
+    dest.write(&installer_path, &installer_body)
+        .map_err(write_err(&installer_path))?;
+    let mut rows: HashMap<&str, String> = HashMap::new();
+    for f in &unpacked.files {
+        rows.insert(
+            &f.path,
+            format!("{},{},{}", csv_field(&f.path), f.hash, f.size),
+        );
+    }
+    rows.insert(
+        &installer_path,
+        format!(
+            "{},{},{}",
+            csv_field(&installer_path),
+            record_hash(&sha2::Sha256::digest(installer_body.as_bytes())),
+            installer_body.len()
+        ),
+    );
+    rows.insert(&record_path, format!("{},,", csv_field(&record_path)));
+    let mut lines: Vec<String> = rows.into_values().collect();
+    lines.sort();
+    let mut text = lines.join("\n");
+    text.push('\n');
+    dest.write(&record_path, text)
+        .map_err(write_err(&record_path))
+}
+
+/// A CSV field, quoted when it must be.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packages::test_wheel::{TestWheel, Tweak};
+    use cap_std::ambient_authority;
+    use std::io::Cursor;
+
+    fn limits() -> UnpackLimits {
+        UnpackLimits {
+            max_members: 100,
+            max_total_bytes: 2 << 20,
+            max_member_bytes: 1 << 20,
+            max_metadata_bytes: 1 << 20,
+        }
+    }
+
+    /// Unpacks into `<tmp>/staging`; returns the result and every path under
+    /// the temp root afterwards, so tests can check nothing escaped.
+    fn unpack(bytes: Vec<u8>, filename: &str) -> (Result<Unpacked, WheelError>, Vec<String>) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("staging")).unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path().join("staging"), ambient_authority()).unwrap();
+        let wheel: WheelFilename = filename.parse().unwrap();
+        let result = unpack_wheel(Cursor::new(bytes), &wheel, &dir, &limits());
+        let mut paths = Vec::new();
+        let mut stack = vec![tmp.path().to_path_buf()];
+        while let Some(p) = stack.pop() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                let e = e.unwrap();
+                let rel = e
+                    .path()
+                    .strip_prefix(tmp.path())
+                    .unwrap()
+                    .display()
+                    .to_string();
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                }
+                paths.push(rel);
+            }
+        }
+        paths.sort();
+        (result, paths)
+    }
+
+    fn outside(paths: &[String]) -> Vec<&String> {
+        paths.iter().filter(|p| !p.starts_with("staging")).collect()
+    }
+
+    #[test]
+    fn a_good_wheel_unpacks_and_purelib_data_is_merged() {
+        let w = TestWheel::new("demo", "1.0")
+            .file("demo/__init__.py", "VALUE = 1\n")
+            .file("demo-1.0.data/purelib/extra_mod.py", "X = 2\n")
+            .file("demo.pth", "import sys\n");
+        let (result, paths) = unpack(w.build(), "demo-1.0-py3-none-any.whl");
+        let unpacked = result.unwrap();
+        assert_eq!(unpacked.dist_info, "demo-1.0.dist-info");
+        assert!(
+            paths.contains(&"staging/demo/__init__.py".to_owned()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"staging/extra_mod.py".to_owned()),
+            "{paths:?}"
+        );
+        assert!(!paths.iter().any(|p| p.contains(".data")), "{paths:?}");
+        assert_eq!(unpacked.pth_files, ["demo.pth"]);
+        assert!(outside(&paths).is_empty());
+    }
+
+    #[test]
+    fn scripts_headers_and_data_are_checked_but_not_written() {
+        let w = TestWheel::new("demo", "1.0")
+            .file("demo/__init__.py", "")
+            .file("demo-1.0.data/scripts/tool", "#!/bin/sh\n")
+            .file("demo-1.0.data/headers/demo.h", "")
+            .file("demo-1.0.data/data/share/man/man1/demo.1", "");
+        let (result, paths) = unpack(w.build(), "demo-1.0-py3-none-any.whl");
+        let unpacked = result.unwrap();
+        assert_eq!(unpacked.dropped.len(), 3, "{:?}", unpacked.dropped);
+        assert!(
+            unpacked
+                .dropped
+                .iter()
+                .any(|d| d.contains("scripts/tool (scripts)"))
+        );
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.contains("tool") || p.contains("man1") || p.contains(".h")),
+            "{paths:?}"
+        );
+        assert!(!unpacked.files.iter().any(|f| f.path.contains(".data")));
+    }
+
+    #[test]
+    fn installed_record_lists_the_installed_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let w = TestWheel::new("demo", "1.0").file("demo-1.0.data/purelib/m.py", "X = 2\n");
+        let wheel: WheelFilename = "demo-1.0-py3-none-any.whl".parse().unwrap();
+        let unpacked = unpack_wheel(Cursor::new(w.build()), &wheel, &dir, &limits()).unwrap();
+        write_installed_record(&dir, &unpacked, "mcp-code-sandbox").unwrap();
+        let record = std::fs::read_to_string(tmp.path().join("demo-1.0.dist-info/RECORD")).unwrap();
+        assert!(record.contains("\nm.py,sha256="), "{record}");
+        assert!(
+            record.contains("demo-1.0.dist-info/INSTALLER,sha256="),
+            "{record}"
+        );
+        assert!(record.contains("demo-1.0.dist-info/RECORD,,"), "{record}");
+        assert!(!record.contains(".data"), "{record}");
+        Record::parse(&record).unwrap();
+    }
+
+    /// Each malicious form, the error it must give, and nothing outside staging.
+    #[test]
+    fn malicious_wheels_are_refused_and_nothing_escapes() {
+        let base = || TestWheel::new("demo", "1.0").file("demo/__init__.py", "ok = 1\n");
+        type Expect = fn(&WheelError) -> bool;
+        let cases: Vec<(&str, TestWheel, Expect)> = vec![
+            ("dot-dot", base().file("../evil.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            (
+                "nested dot-dot",
+                base().file("demo/../../evil.py", "x"),
+                |e| matches!(e, WheelError::BadMemberName { .. }),
+            ),
+            ("absolute", base().file("/tmp/evil.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            ("drive", base().file("C:/evil.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            ("backslash", base().file("..\\evil.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            ("control", base().file("demo/a\u{1}b.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            ("empty component", base().file("demo//x.py", "x"), |e| {
+                matches!(e, WheelError::BadMemberName { .. })
+            }),
+            ("symlink", base().symlink("demo/link", "/etc/passwd"), |e| {
+                matches!(e, WheelError::Link { .. })
+            }),
+            (
+                "duplicate",
+                base()
+                    .file("demo/__init__.pX", "again")
+                    .tweak(Tweak::RenameMember(
+                        "demo/__init__.pX".into(),
+                        "demo/__init__.py".into(),
+                    )),
+                |e| matches!(e, WheelError::Corrupt(m) if m.contains("twice")),
+            ),
+            (
+                "case duplicate",
+                base().file("Demo/__init__.py", "x"),
+                |e| matches!(e, WheelError::Duplicate { .. }),
+            ),
+            (
+                "purelib over root",
+                base().file("demo-1.0.data/purelib/demo/__init__.py", "x"),
+                |e| matches!(e, WheelError::Duplicate { .. }),
+            ),
+            (
+                "platlib",
+                base().file("demo-1.0.data/platlib/x.so", "x"),
+                |e| matches!(e, WheelError::DataDir { .. }),
+            ),
+            (
+                "scripts",
+                base().file("demo-1.0.data/scripts/../../x", "x"),
+                |e| matches!(e, WheelError::BadMemberName { .. }),
+            ),
+            (
+                "unknown data dir",
+                base().file("demo-1.0.data/elsewhere/x", "x"),
+                |e| matches!(e, WheelError::DataDir { .. }),
+            ),
+            (
+                "dropped but unlisted",
+                base()
+                    .file("demo-1.0.data/scripts/tool", "x")
+                    .tweak(Tweak::Unlisted("demo-1.0.data/scripts/tool".into())),
+                |e| matches!(e, WheelError::NotInRecord { .. }),
+            ),
+            (
+                "foreign data",
+                base().file("other-1.0.data/purelib/x.py", "x"),
+                |e| matches!(e, WheelError::ForeignDataDir { .. }),
+            ),
+            (
+                "two dist-infos",
+                base().file(
+                    "other-2.0.dist-info/METADATA",
+                    "Name: other\nVersion: 2.0\n",
+                ),
+                |e| matches!(e, WheelError::DistInfoCount { .. }),
+            ),
+            (
+                "dist-info mismatch",
+                base().tweak(Tweak::DistInfoName("evil-1.0".into())),
+                |e| matches!(e, WheelError::NameMismatch { .. }),
+            ),
+            (
+                "metadata mismatch",
+                base().tweak(Tweak::MetadataVersion("9.9".into())),
+                |e| matches!(e, WheelError::NameMismatch { .. }),
+            ),
+            (
+                "not purelib",
+                base().tweak(Tweak::RootIsPurelib(false)),
+                |e| matches!(e, WheelError::BadWheelFile(_)),
+            ),
+            ("no record", base().tweak(Tweak::NoRecord), |e| {
+                matches!(e, WheelError::Missing(_))
+            }),
+            (
+                "unlisted file",
+                base().tweak(Tweak::Unlisted("demo/hidden.py".into())),
+                |e| matches!(e, WheelError::NotInRecord { .. }),
+            ),
+            (
+                "wrong hash",
+                base().tweak(Tweak::WrongHash("demo/__init__.py".into())),
+                |e| matches!(e, WheelError::RecordMismatch { .. }),
+            ),
+            (
+                "wrong size",
+                base().tweak(Tweak::WrongSize("demo/__init__.py".into())),
+                |e| matches!(e, WheelError::RecordMismatch { .. }),
+            ),
+            (
+                "record path outside",
+                base().tweak(Tweak::RecordExtra("../../etc/passwd".into())),
+                |e| matches!(e, WheelError::RecordPathOutside { .. }),
+            ),
+            (
+                "record lists missing",
+                base().tweak(Tweak::RecordExtra("demo/ghost.py".into())),
+                |e| matches!(e, WheelError::RecordMissingFile { .. }),
+            ),
+            (
+                "member too large",
+                base().file("demo/big.bin", vec![0u8; (1 << 20) + 1]),
+                |e| matches!(e, WheelError::MemberTooLarge { .. }),
+            ),
+            (
+                "wheel too large",
+                base()
+                    .file("demo/a.bin", vec![0u8; 900 << 10])
+                    .file("demo/b.bin", vec![0u8; 900 << 10])
+                    .file("demo/c.bin", vec![0u8; 900 << 10]),
+                |e| matches!(e, WheelError::TooLarge { .. }),
+            ),
+            (
+                "lying sizes",
+                base()
+                    .file("demo/bomb.bin", vec![0u8; 3 << 20])
+                    .tweak(Tweak::LieAboutSizes),
+                |e| {
+                    matches!(
+                        e,
+                        WheelError::MemberTooLarge { .. }
+                            | WheelError::TooLarge { .. }
+                            | WheelError::Corrupt(_)
+                    )
+                },
+            ),
+            (
+                "too many members",
+                (0..120).fold(base(), |w, i| w.file(&format!("demo/m{i}.py"), "")),
+                |e| matches!(e, WheelError::TooManyMembers { .. }),
+            ),
+            (
+                "trailing data",
+                base().tweak(Tweak::Append(b"junk".to_vec())),
+                |e| matches!(e, WheelError::Corrupt(_)),
+            ),
+            (
+                "prepended data",
+                base().tweak(Tweak::Prepend(b"MZjunk".to_vec())),
+                |e| matches!(e, WheelError::Corrupt(_)),
+            ),
+            (
+                "bad crc",
+                base()
+                    .file("demo/data.txt", "crc me")
+                    .tweak(Tweak::CorruptStored("crc me".into())),
+                |e| {
+                    matches!(
+                        e,
+                        WheelError::Corrupt(_) | WheelError::RecordMismatch { .. }
+                    )
+                },
+            ),
+            (
+                "not a zip",
+                base().tweak(Tweak::Replace(b"not a zip at all, just text".to_vec())),
+                |e| matches!(e, WheelError::Corrupt(_)),
+            ),
+        ];
+        for (label, wheel, expected) in cases {
+            let (result, paths) = unpack(wheel.build(), "demo-1.0-py3-none-any.whl");
+            match result {
+                Ok(_) => panic!("{label}: accepted"),
+                Err(e) => {
+                    eprintln!("{label}: {e}");
+                    assert!(expected(&e), "{label}: wrong error: {e}")
+                }
+            }
+            assert!(
+                outside(&paths).is_empty(),
+                "{label}: wrote outside staging: {paths:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Arbitrary bytes never panic the unpacker nor write outside staging.
+        #[test]
+        fn arbitrary_bytes_are_refused_quietly(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096)) {
+            let (result, paths) = unpack(bytes, "demo-1.0-py3-none-any.whl");
+            proptest::prop_assert!(result.is_err());
+            proptest::prop_assert!(outside(&paths).is_empty());
+        }
+
+        /// A good wheel with bytes flipped never panics the unpacker, and
+        /// whatever happens stays beneath staging.
+        #[test]
+        fn damaged_wheels_stay_inside(flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 1..8)) {
+            let mut bytes = TestWheel::new("demo", "1.0")
+                .file("demo/__init__.py", "VALUE = 1\n")
+                .file("demo/sub/mod.py", "X = 2\n")
+                .build();
+            for (at, mask) in flips {
+                let len = bytes.len();
+                bytes[at % len] ^= mask;
+            }
+            let (_, paths) = unpack(bytes, "demo-1.0-py3-none-any.whl");
+            proptest::prop_assert!(outside(&paths).is_empty());
+        }
+    }
+
+    #[test]
+    fn member_names_are_decided_by_one_function() {
+        assert_eq!(
+            member_components("a/b.py").unwrap(),
+            (vec!["a", "b.py"], false)
+        );
+        assert_eq!(member_components("a/").unwrap(), (vec!["a"], true));
+        for bad in [
+            "", "/a", "a/../b", "..", "./a", "a//b", "a\\b", "C:x", "a\0b", "a/\n",
+        ] {
+            assert!(member_components(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn metadata_is_read_from_the_sole_dist_info() {
+        let w = TestWheel::new("demo", "1.0").requires("six>=1");
+        let text = read_metadata(Cursor::new(w.build()), &limits()).unwrap();
+        assert!(text.contains("Requires-Dist: six>=1"), "{text}");
+        let two = TestWheel::new("demo", "1.0").file("x-1.dist-info/METADATA", "Name: x\n");
+        assert!(matches!(
+            read_metadata(Cursor::new(two.build()), &limits()),
+            Err(WheelError::DistInfoCount { .. })
+        ));
+    }
+}
