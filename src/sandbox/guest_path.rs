@@ -206,6 +206,39 @@ mod tests {
         assert!(GuestPath::parse(&"a/".repeat(129)).is_err());
     }
 
+    proptest::proptest! {
+        /// Whatever a client sends, a parsed path is plain components under
+        /// the root: no empty, `.` or `..` component, no separator, no NUL.
+        #[test]
+        fn parsed_paths_are_plain_components_under_the_root(
+            tokens in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(".".to_owned()),
+                    proptest::strategy::Just("..".to_owned()),
+                    proptest::strategy::Just("/".to_owned()),
+                    proptest::strategy::Just("\\".to_owned()),
+                    proptest::strategy::Just("\0".to_owned()),
+                    proptest::strategy::Just("C:".to_owned()),
+                    proptest::strategy::Just("a".repeat(256)),
+                    "[a-z]{1,3}",
+                    "\\PC{0,4}",
+                ],
+                0..24,
+            )
+        ) {
+            let raw = tokens.concat();
+            if let Ok(path) = GuestPath::parse(&raw) {
+                for c in path.components() {
+                    proptest::prop_assert!(!c.is_empty() && c != "." && c != "..");
+                    proptest::prop_assert!(!c.contains('/') && !c.contains('\\') && !c.contains('\0'));
+                    proptest::prop_assert!(c.len() <= MAX_COMPONENT_BYTES);
+                }
+                proptest::prop_assert!(path.relative().is_relative());
+                proptest::prop_assert_eq!(GuestPath::parse(&path.to_string()).unwrap(), path);
+            }
+        }
+    }
+
     #[test]
     fn parent_and_join_stay_normalized() {
         let p = GuestPath::parse("/a/b").unwrap();

@@ -336,6 +336,39 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Whatever path the file tools are given, and whatever links the
+        /// guest planted, nothing outside the sandbox is read or written.
+        #[test]
+        fn no_path_reaches_outside_the_sandbox(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec!["up", "abs", "loop", "chain", "..", ".", "d", "f", "secret.txt", "new"]),
+                1..8,
+            )
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let (tmp, root, files) = sandbox();
+            std::fs::create_dir(root.join("d")).unwrap();
+            std::fs::write(root.join("f"), "inside").unwrap();
+            symlink("..", root.join("up")).unwrap();
+            symlink(tmp.path(), root.join("abs")).unwrap();
+            symlink("loop", root.join("loop")).unwrap();
+            symlink("d/../up/", root.join("chain")).unwrap();
+            let raw = tokens.join("/");
+            if let Ok(path) = GuestPath::parse(&raw) {
+                if let Ok(content) = rt.block_on(files.read(&path, 1 << 20)) {
+                    proptest::prop_assert_ne!(content.bytes, b"host secret".to_vec(), "{} read the host", raw);
+                }
+                let _ = rt.block_on(files.write(&path, b"pwned".to_vec()));
+                let _ = rt.block_on(files.list(&path, 100));
+            }
+            proptest::prop_assert_eq!(std::fs::read_to_string(tmp.path().join("secret.txt")).unwrap(), "host secret");
+            let outside: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+            proptest::prop_assert_eq!(outside.len(), 2, "nothing new beside the sandbox: {:?}", outside);
+        }
+    }
+
     #[tokio::test]
     async fn listings_are_capped() {
         let (_tmp, root, files) = sandbox();

@@ -14,6 +14,7 @@ mod limits;
 mod packages;
 mod requests;
 mod sandboxes;
+mod soak;
 mod support;
 mod tools;
 mod wheels;

@@ -255,3 +255,88 @@ async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories
     assert_eq!(r["value"], "104857600");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_number_of_sandboxes_is_capped_and_idle_ones_expire() {
+    let server = Server::start_with(&[
+        ("SANDBOX_MAX_SANDBOXES", "3"),
+        ("SANDBOX_IDLE_TIMEOUT_SECONDS", "2"),
+    ])
+    .await;
+    let ids = [
+        server.create().await,
+        server.create().await,
+        server.create().await,
+    ];
+    let msg = server.err("create_sandbox", json!({})).await;
+    assert!(msg.contains("maximum of 3 sandboxes"), "{msg}");
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": ids[0]}))
+        .await;
+    assert!(status["sandboxes"][0]["expires_at"].is_string());
+    server
+        .ok("close_sandbox", json!({"session_id": ids[0]}))
+        .await;
+    let fourth = server.create().await;
+
+    // Keep one sandbox busy past the idle timeout: it stays; the others go.
+    let busy = server.call(
+        "execute_code",
+        json!({"session_id": fourth, "code": "import time\ntime.sleep(4)\n'done'"}),
+    );
+    let (busy, _) = tokio::join!(busy, tokio::time::sleep(Duration::from_secs(4)));
+    assert_eq!(structured(&busy)["value"], "'done'");
+    let status = server.ok("get_sandbox_status", json!({})).await;
+    assert_eq!(
+        status["sandbox_ids"],
+        json!([fourth]),
+        "idle sandboxes were closed"
+    );
+    let msg = server
+        .err("execute_code", json!({"session_id": ids[1], "code": "1"}))
+        .await;
+    assert!(msg.contains("no sandbox"), "{msg}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_killed_in_the_middle_of_an_execution_leaves_nothing_that_breaks_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    let id = first.create().await;
+    first
+        .run(&id, "open('/state.txt', 'w').write('x' * 1000)")
+        .await;
+    let pid = first.pid;
+    let running = first.call(
+        "execute_code",
+        json!({"session_id": id, "code": "f = open('/half.bin', 'wb')\nwhile True: f.write(b'y' * 4096)"}),
+    );
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    };
+    let (_, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(30), running), kill);
+    drop(first);
+    assert!(
+        std::fs::read_dir(&root).unwrap().count() >= 1,
+        "the killed server left its directory"
+    );
+
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    let id = second.create().await;
+    assert_eq!(
+        second.run(&id, "import os\nos.listdir('/')").await["value"],
+        "['tmp']"
+    );
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        1,
+        "the leftovers are gone"
+    );
+    second.stop().await;
+}

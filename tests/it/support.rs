@@ -43,6 +43,8 @@ pub struct Server {
     pub client: RunningService<RoleClient, ()>,
     /// The sandbox root given to the server.
     pub root: PathBuf,
+    /// The server's process id.
+    pub pid: u32,
     stderr: Arc<Mutex<String>>,
     _show_logs_on_failure: ShowLogsOnFailure,
     _tmp: TempDir,
@@ -90,6 +92,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the server");
+        let pid = transport.id().expect("the server has a process id");
         let stderr = Arc::new(Mutex::new(String::new()));
         if let Some(mut pipe) = stderr_pipe {
             let sink = stderr.clone();
@@ -109,6 +112,7 @@ impl Server {
         Self {
             client,
             root,
+            pid,
             _show_logs_on_failure: ShowLogsOnFailure(stderr.clone()),
             stderr,
             _tmp: tmp,
