@@ -309,9 +309,14 @@ async fn a_server_killed_in_the_middle_of_an_execution_leaves_nothing_that_break
         .run(&id, "open('/state.txt', 'w').write('x' * 1000)")
         .await;
     let pid = first.pid;
-    let running = first.call(
-        "execute_code",
-        json!({"session_id": id, "code": "f = open('/half.bin', 'wb')\nwhile True: f.write(b'y' * 4096)"}),
+    // The call never gets an answer: the server dies under it.
+    let running = first.client.call_tool(
+        rmcp::model::CallToolRequestParams::new("execute_code").with_arguments(
+            json!({"session_id": id, "code": "f = open('/half.bin', 'wb')\nwhile True: f.write(b'y' * 4096)"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
     );
     let kill = async {
         tokio::time::sleep(Duration::from_millis(800)).await;
