@@ -115,29 +115,35 @@ pub struct LimitsView {
     pub timeout_seconds: f64,
     /// Largest timeout an execution may ask for, in seconds.
     pub max_timeout_seconds: f64,
-    /// Memory cap, in bytes.
-    pub memory_bytes: u64,
+    /// Inline output per stream, in bytes.
+    pub output_bytes: usize,
+    /// Memory cap, in bytes (absent where the backend sets its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
     /// Fuel per execution (absent when not metered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
-    /// Inline output per stream, in bytes.
-    pub output_bytes: usize,
-    /// Disk quota, in bytes.
-    pub disk_bytes: u64,
-    /// Most files and directories.
-    pub disk_files: u64,
+    /// Disk quota, in bytes (absent where the backend sets its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Most files and directories (absent where the backend sets its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_files: Option<u64>,
 }
 
-impl From<&SandboxLimits> for LimitsView {
-    fn from(l: &SandboxLimits) -> Self {
+impl LimitsView {
+    /// The limits of a sandbox of `backend`: a remote VM's memory, fuel and
+    /// disk are its provider's, not this server's, so they are left out.
+    pub fn new(limits: &SandboxLimits, backend: BackendKind) -> Self {
+        let local = backend == BackendKind::Wasm;
         Self {
-            timeout_seconds: l.timeout.as_secs_f64(),
-            max_timeout_seconds: l.max_timeout.as_secs_f64(),
-            memory_bytes: l.memory_bytes,
-            fuel: l.fuel,
-            output_bytes: l.output_bytes,
-            disk_bytes: l.disk_bytes,
-            disk_files: l.disk_files,
+            timeout_seconds: limits.timeout.as_secs_f64(),
+            max_timeout_seconds: limits.max_timeout.as_secs_f64(),
+            output_bytes: limits.output_bytes,
+            memory_bytes: local.then_some(limits.memory_bytes),
+            fuel: limits.fuel.filter(|_| local),
+            disk_bytes: local.then_some(limits.disk_bytes),
+            disk_files: local.then_some(limits.disk_files),
         }
     }
 }
@@ -487,7 +493,7 @@ impl Sandbox {
             executions: self.executions.load(Ordering::Relaxed),
             busy,
             usage,
-            limits: LimitsView::from(&self.limits),
+            limits: LimitsView::new(&self.limits, self.backend),
         }
     }
 

@@ -375,10 +375,15 @@ async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestSta
     });
     link.set_idle_fuel(IDLE_FUEL);
 
+    let started = std::time::Instant::now();
     let instance = match image.pre.instantiate_async(&mut store).await {
         Ok(instance) => instance,
         Err(e) => return classify(Err(e)),
     };
+    tracing::debug!(
+        micros = started.elapsed().as_micros(),
+        "instantiated a guest"
+    );
     let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
         Ok(f) => f,
         Err(e) => return GuestExit::Failed(format!("the runtime has no _start: {e}")),

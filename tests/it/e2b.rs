@@ -504,6 +504,11 @@ async fn one_server_holds_wasm_and_e2b_sandboxes_side_by_side() {
         .unwrap();
     assert_eq!(remote_status["runtime"], "code-interpreter-v1");
     assert_eq!(remote_status["usage"]["memory_bytes"], 123456789);
+    assert!(
+        remote_status["limits"]["memory_bytes"].is_null()
+            && remote_status["limits"]["disk_bytes"].is_null(),
+        "a remote VM's memory and disk limits are E2B's, not shown as ours"
+    );
     assert_eq!(fake.created(), 1, "only the e2b sandbox went to E2B");
     let r = server
         .ok(

@@ -1,0 +1,80 @@
+"""Drives the server binary with the official Python MCP SDK (`mcp` on PyPI), in both
+protocol eras it offers, as a second, independent client beside rmcp's.
+
+Usage: python tests/interop/python_sdk.py path/to/mcp-code-sandbox
+"""
+
+import asyncio
+import base64
+import os
+import sys
+import tempfile
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+BINARY = sys.argv[1]
+
+
+def server_params(root):
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", root),
+           "SANDBOX_ROOT": os.path.join(root, "sandboxes"), "SANDBOX_LOG": "warn"}
+    if "SANDBOX_CACHE_DIR" in os.environ:
+        env["SANDBOX_CACHE_DIR"] = os.environ["SANDBOX_CACHE_DIR"]
+    return StdioServerParameters(command=BINARY, args=[], env=env)
+
+
+async def exercise(session):
+    tools = {t.name: t for t in (await session.list_tools()).tools}
+    assert len(tools) == 10, sorted(tools)
+    for tool in tools.values():
+        assert tool.output_schema, tool.name
+
+    created = await session.call_tool("create_sandbox", {"session_id": "interop"})
+    assert not created.is_error, created
+    assert created.structured_content["created"] is True
+
+    await session.call_tool("execute_code", {"session_id": "interop", "code": "y = 40"})
+    value = await session.call_tool("execute_code", {"session_id": "interop", "code": "y + 2"})
+    assert value.structured_content["value"] == "42", value
+    assert "Out: 42" in value.content[0].text
+
+    error = await session.call_tool("execute_code", {"session_id": "interop", "code": "1/0"})
+    assert error.is_error and error.structured_content["error"]["name"] == "ZeroDivisionError"
+
+    blob = bytes(range(256))
+    up = await session.call_tool("upload_file", {
+        "session_id": "interop", "file_name": "b.bin", "destination_path": "/in",
+        "file_content": base64.b64encode(blob).decode(), "encoding": "base64"})
+    assert not up.is_error, up
+    back = await session.call_tool("read_file", {"session_id": "interop", "file_path": "/in/b.bin"})
+    assert base64.b64decode(back.structured_content["content"]) == blob
+
+    unknown = await session.call_tool("read_file", {"session_id": "nobody", "file_path": "x"})
+    assert unknown.is_error and "no sandbox" in unknown.content[0].text
+
+    escape = await session.call_tool("read_file", {"session_id": "interop", "file_path": "../x"})
+    assert escape.is_error and "outside the sandbox" in escape.content[0].text
+
+    closed = await session.call_tool("close_sandbox", {"session_id": "interop"})
+    assert closed.structured_content["closed"] is True
+
+
+async def main():
+    with tempfile.TemporaryDirectory() as root:
+        async with stdio_client(server_params(root)) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.server_info.name == "mcp-code-sandbox"
+                await exercise(session)
+                print(f"python sdk, legacy handshake ({init.protocol_version}): ok")
+        try:
+            from mcp import Client
+        except ImportError:
+            print("python sdk has no high-level Client; the auto era is skipped")
+            return
+        async with Client(server_params(root), mode="auto") as client:
+            await exercise(client.session)
+            print(f"python sdk, auto era ({client.session.protocol_version}): ok")
+
+
+asyncio.run(main())
