@@ -541,5 +541,11 @@ async fn a_cancelled_execution_stops_and_the_sandbox_goes_on(kind: Kind) {
     .await
     .expect("the cancelled execution stopped");
     assert_eq!(structured(&next)["value"], "42", "{}", text(&next));
+    if kind == Kind::Wasm {
+        assert!(
+            structured(&next)["state_lost"].is_string(),
+            "a local interpreter is stopped, and the result says state was lost"
+        );
+    }
     h.stop().await;
 }

@@ -1,98 +1,8 @@
 //! The four file tools, and every way of trying to leave the sandbox with them.
 
-use base64::Engine as _;
 use serde_json::json;
 
 use crate::support::Server;
-
-#[tokio::test]
-async fn files_move_in_and_out_and_the_code_sees_them() {
-    let server = Server::start().await;
-    let id = server.create().await;
-    let w = server
-        .ok(
-            "write_file",
-            json!({"session_id": id, "file_path": "/data/in.csv", "content": "a,b\n1,2\n"}),
-        )
-        .await;
-    assert_eq!(w["path"], "/data/in.csv");
-    assert_eq!(w["size"], 8);
-    let r = server
-        .run(&id, "import csv\nrows = list(csv.reader(open('data/in.csv')))\nopen('/data/out.txt', 'w').write(str(rows))\nrows")
-        .await;
-    assert_eq!(r["value"], "[['a', 'b'], ['1', '2']]");
-    let out = server
-        .ok(
-            "read_file",
-            json!({"session_id": id, "file_path": "data/out.txt"}),
-        )
-        .await;
-    assert_eq!(out["content"], "[['a', 'b'], ['1', '2']]");
-    assert_eq!(out["encoding"], "utf-8");
-
-    let listing = server
-        .ok("list_files", json!({"session_id": id, "path": "/data"}))
-        .await;
-    let names: Vec<&str> = listing["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["in.csv", "out.txt"]);
-    let first = &listing["files"][0];
-    assert_eq!(first["kind"], "file");
-    assert_eq!(first["size"], 8);
-    assert!(first["modified"].as_str().unwrap().ends_with('Z'));
-    let root = server.ok("list_files", json!({"session_id": id})).await;
-    assert_eq!(root["files"][0]["name"], "data");
-    assert_eq!(root["files"][0]["kind"], "directory");
-    server.stop().await;
-}
-
-#[tokio::test]
-async fn binary_files_round_trip_byte_exact() {
-    let server = Server::start().await;
-    let id = server.create().await;
-    let bytes: Vec<u8> = (0..=255u8).chain([0, 0xff, 0xfe]).collect();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    server
-        .ok(
-            "upload_file",
-            json!({"session_id": id, "file_name": "blob.bin", "file_content": b64, "destination_path": "/up", "encoding": "base64"}),
-        )
-        .await;
-    let r = server
-        .run(
-            &id,
-            "import hashlib\nhashlib.sha256(open('/up/blob.bin','rb').read()).hexdigest()",
-        )
-        .await;
-    let expected = {
-        use sha2::Digest;
-        format!("'{:x}'", sha2::Sha256::digest(&bytes))
-    };
-    assert_eq!(r["value"], expected);
-    let back = server
-        .ok(
-            "read_file",
-            json!({"session_id": id, "file_path": "/up/blob.bin"}),
-        )
-        .await;
-    assert_eq!(back["encoding"], "base64");
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(back["content"].as_str().unwrap())
-        .unwrap();
-    assert_eq!(decoded, bytes);
-    let bad = server
-        .err(
-            "write_file",
-            json!({"session_id": id, "file_path": "x", "content": "%%%", "encoding": "base64"}),
-        )
-        .await;
-    assert!(bad.contains("base64"), "{bad}");
-    server.stop().await;
-}
 
 #[tokio::test]
 async fn paths_that_leave_the_sandbox_are_refused_and_nothing_outside_is_touched() {
@@ -108,26 +18,6 @@ async fn paths_that_leave_the_sandbox_are_refused_and_nothing_outside_is_touched
         "the guest cannot read past its root"
     );
 
-    for (path, expect) in [
-        ("../canary.txt", "outside the sandbox"),
-        ("/../../../../etc/passwd", "outside the sandbox"),
-        ("a/../../x", "outside the sandbox"),
-        ("ok.txt\u{0}/../../etc/passwd", "control character"),
-        ("..\\..\\etc\\passwd", "backslash"),
-        ("C:/Windows/win.ini", "drive"),
-    ] {
-        let msg = server
-            .err("read_file", json!({"session_id": id, "file_path": path}))
-            .await;
-        assert!(msg.contains(expect), "{path:?}: {msg}");
-        let msg = server
-            .err(
-                "write_file",
-                json!({"session_id": id, "file_path": path, "content": "pwned"}),
-            )
-            .await;
-        assert!(msg.contains(expect), "{path:?}: {msg}");
-    }
     // A host path is read as a path inside the sandbox, where it does not exist.
     let msg = server
         .err("read_file", json!({"session_id": id, "file_path": canary}))
