@@ -66,3 +66,55 @@ async fn a_missing_runtime_is_reported_with_the_fix() {
     assert!(msg.contains("corrupt"), "{msg}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn sigterm_and_sigint_shut_down_cleanly_and_remove_the_sandboxes() {
+    for signal in ["-TERM", "-INT"] {
+        let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
+        server.create().await;
+        assert_eq!(server.sandbox_dirs().len(), 1);
+        let status = Command::new("kill")
+            .args([signal, &server.pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut gone = false;
+        for _ in 0..100 {
+            if !std::path::Path::new(&format!("/proc/{}", server.pid)).exists()
+                || std::fs::read_to_string(format!("/proc/{}/stat", server.pid))
+                    .is_ok_and(|s| s.contains(") Z "))
+            {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(gone, "the server exited on {signal}");
+        assert!(
+            server.sandbox_dirs().is_empty()
+                && std::fs::read_dir(&server.root).unwrap().count() == 0,
+            "{signal} removed this server's directory"
+        );
+    }
+}
+
+#[test]
+fn settings_can_come_from_a_dot_env_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "# settings\nSANDBOX_OUTPUT_LIMIT_BYTES=5\n",
+    )
+    .unwrap();
+    let out = command()
+        .current_dir(dir.path())
+        .args(["exec", "print('0123456789')"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the output limit from .env was hit"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "01234");
+}
