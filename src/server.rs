@@ -27,7 +27,7 @@ use self::params::*;
 use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
-use crate::sandbox::{BackendKind, GuestPath, SandboxError, human_bytes};
+use crate::sandbox::{BackendKind, GuestPath, Progress, SandboxError, human_bytes};
 
 const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
 (or create_run_close for a one-off), then execute_code; variables and imports persist between \
@@ -75,6 +75,60 @@ fn seconds(value: Option<f64>, name: &str) -> Result<Option<Duration>, SandboxEr
         Some(s) => Err(SandboxError::InvalidArgument(format!(
             "{name} must be a number of seconds above 0, not {s}"
         ))),
+    }
+}
+
+/// A sink for a tool's progress messages that become MCP progress
+/// notifications when the request carried a progress token, and the task
+/// sending them. Drop the sink, then await [`ProgressForwarder::finish`], so
+/// every message goes out before the result.
+struct ProgressForwarder {
+    sink: Option<Progress>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ProgressForwarder {
+    fn new(ctx: &RequestContext<RoleServer>) -> Self {
+        let Some(token) = ctx.meta.get_progress_token() else {
+            return Self {
+                sink: None,
+                task: None,
+            };
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let peer = ctx.peer.clone();
+        let task = tokio::spawn(async move {
+            let mut step = 0u32;
+            while let Some(message) = rx.recv().await {
+                step += 1;
+                let note = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_message(message);
+                if peer.notify_progress(note).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            sink: Some(Progress::new(move |message| {
+                let _ = tx.send(message);
+            })),
+            task: Some(task),
+        }
+    }
+
+    /// The sink (none without a progress token).
+    fn sink(&self) -> Option<Progress> {
+        self.sink.clone()
+    }
+
+    /// Sends what is queued, then stops.
+    async fn finish(mut self) {
+        self.sink = None;
+        if let Some(task) = self.task.take() {
+            // Every clone of the sink is gone once the call returned; the
+            // timeout only guards against one kept by mistake.
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
     }
 }
 
@@ -133,7 +187,9 @@ reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_
     async fn create_sandbox(
         &self,
         Parameters(p): Parameters<CreateSandboxParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let forwarder = ProgressForwarder::new(&ctx);
         let request = (|| {
             Ok::<_, SandboxError>(CreateRequest {
                 id: p.session_id,
@@ -141,13 +197,16 @@ reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_
                 timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
                 memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
                 runtime: p.runtime,
+                progress: forwarder.sink(),
             })
         })();
         let request = match request {
             Ok(r) => r,
             Err(e) => return error(&e),
         };
-        match self.manager.create(request).await {
+        let created = self.manager.create(request).await;
+        forwarder.finish().await;
+        match created {
             Ok((sandbox, created)) => {
                 let status = sandbox
                     .status(self.manager.settings().idle_timeout, false)
@@ -293,6 +352,7 @@ For one-off computations that need no state afterwards.",
         if let Err(e) = self.check_code(&p.code) {
             return error(&e);
         }
+        let forwarder = ProgressForwarder::new(&ctx);
         let request = (|| {
             Ok::<_, SandboxError>(CreateRequest {
                 id: None,
@@ -300,13 +360,16 @@ For one-off computations that need no state afterwards.",
                 timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
                 memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
                 runtime: p.runtime,
+                progress: forwarder.sink(),
             })
         })();
         let request = match request {
             Ok(r) => r,
             Err(e) => return error(&e),
         };
-        let (sandbox, _) = match self.manager.create(request).await {
+        let created = self.manager.create(request).await;
+        forwarder.finish().await;
+        let (sandbox, _) = match created {
             Ok(s) => s,
             Err(e) => return error(&e),
         };
@@ -345,32 +408,17 @@ Returns what was installed (name, version, source) and what was already present.
             Err(e) => return error(&e),
         };
         // Progress messages become MCP progress notifications when the
-        // request carried a progress token (the installer's callback is
-        // synchronous, so they go through a channel).
-        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let forwarder = ctx.meta.get_progress_token().map(|token| {
-            let peer = ctx.peer.clone();
-            tokio::spawn(async move {
-                let mut step = 0u32;
-                while let Some(message) = progress_rx.recv().await {
-                    step += 1;
-                    let note =
-                        rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
-                            .with_message(message);
-                    if peer.notify_progress(note).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        });
+        // request carried a progress token.
+        let forwarder = ProgressForwarder::new(&ctx);
+        let sink = forwarder.sink();
         let progress = move |message: String| {
-            let _ = progress_tx.send(message);
+            if let Some(sink) = &sink {
+                sink.report(message);
+            }
         };
         let result = sandbox.install(requirements, &progress).await;
         drop(progress);
-        if let Some(forwarder) = forwarder {
-            let _ = forwarder.await;
-        }
+        forwarder.finish().await;
         match result {
             Ok(report) => {
                 let mut message = String::new();

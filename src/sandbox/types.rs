@@ -63,6 +63,31 @@ pub struct SandboxSpec {
     pub limits: SandboxLimits,
     /// The runtime to run, by name (`None`: the backend's default).
     pub runtime: Option<String>,
+    /// Where to say what a slow creation is doing (e.g. a runtime compiling
+    /// on its first use).
+    pub progress: Option<Progress>,
+}
+
+/// Receives progress messages of a slow operation, as they happen.
+#[derive(Clone)]
+pub struct Progress(std::sync::Arc<dyn Fn(String) + Send + Sync>);
+
+impl Progress {
+    /// Progress messages go to `report`.
+    pub fn new(report: impl Fn(String) + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(report))
+    }
+
+    /// Reports one message.
+    pub fn report(&self, message: String) {
+        (self.0)(message);
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 /// One request to run code.
