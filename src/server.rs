@@ -34,7 +34,8 @@ const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Cal
 calls in a sandbox, and a final expression's value is returned. Local sandboxes have no network \
 and see only their own directory, which is '/'; move files with write_file, upload_file, \
 read_file and list_files. Every execution has a time, memory and output limit; results say \
-when one was hit.";
+when one was hit. For data work, create the sandbox with runtime \"scientific\": numpy, pandas, \
+scipy, scikit-learn and matplotlib are built in, and plots come back as images.";
 
 /// The MCP tool server.
 #[derive(Clone)]
@@ -179,9 +180,12 @@ impl SandboxServer {
 
     #[tool(
         description = "Create a Python sandbox and return its session_id. A local sandbox is CPython \
-3.12 compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and \
-output limits on every execution. Optional: session_id (your own id; an existing one is \
-reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_mb, runtime.",
+compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and output \
+limits on every execution. runtime picks the Python: \"python-3.12\" (standard library only, \
+starts in milliseconds) or \"scientific\" (CPython 3.15 with numpy, pandas, scipy, scikit-learn, \
+statsmodels and matplotlib built in; matplotlib plots come back as PNG images). Optional: \
+session_id (your own id; an existing one is reported, not replaced), backend (\"wasm\" or \
+\"e2b\"), timeout_seconds, memory_mb, runtime.",
         output_schema = schema_for_output::<CreateResult>()
     )]
     async fn create_sandbox(
@@ -310,8 +314,10 @@ when it expires if left idle, executions, memory and disk used, and its limits."
 
     #[tool(
         description = "Run Python code in a sandbox. State persists between calls (like a notebook); \
-the value of a final expression is returned (e.g. `y + 2` shows 42). Returns stdout, stderr, the \
-value, and on failure the exception with its traceback (isError). Limits: a wall-clock timeout \
+the value of a final expression is returned (e.g. `y + 2` shows 42; a pandas DataFrame as a text \
+table). Returns stdout, stderr, the value, and on failure the exception with its traceback \
+(isError). matplotlib figures (plt.show(), or any left open at the end) come back as PNG image \
+content; no need to save them to files. Limits: a wall-clock timeout \
 (timeout_seconds, default 30), memory, fuel and output (1 MiB per stream inline; the rest is saved \
 to a file whose path is returned). If a limit stops the interpreter, variables are lost but files \
 are kept. No network access in local sandboxes.",
@@ -389,8 +395,8 @@ For one-off computations that need no state afterwards.",
         description = "Install Python packages into a sandbox, as pip would: \"six\", \"attrs==23.2.0\", \
 \"python-dateutil>=2.8\", \"requests[socks]\", several separated by spaces or commas. Dependencies \
 are installed too, from the server's configured package index or wheelhouse. Local sandboxes take \
-pure-Python wheels only (no numpy, pandas or other packages with compiled code; the error says \
-so). Import the packages right after, in the same session: no restart, variables are kept. \
+pure-Python wheels only (no packages with compiled code; the error says so); the \"scientific\" \
+runtime has numpy, pandas, scipy, scikit-learn, matplotlib and about forty more built in. Import the packages right after, in the same session: no restart, variables are kept. \
 Returns what was installed (name, version, source) and what was already present.",
         output_schema = schema_for_output::<InstallResult>()
     )]

@@ -19,6 +19,10 @@ pub struct ExecLimits {
     /// Bytes of each output stream kept in a file in the sandbox when the
     /// inline part overflows.
     pub output_file_bytes: u64,
+    /// Most bytes of one returned image (a larger plot is downscaled).
+    pub image_bytes: usize,
+    /// Most images returned by one execution.
+    pub max_images: usize,
 }
 
 /// The resource limits of one sandbox, fixed when it is created.
@@ -40,6 +44,10 @@ pub struct SandboxLimits {
     pub disk_bytes: u64,
     /// Files and directories the sandbox directory may hold.
     pub disk_files: u64,
+    /// Most bytes of one returned image.
+    pub image_bytes: usize,
+    /// Most images returned by one execution.
+    pub max_images: usize,
 }
 
 impl SandboxLimits {
@@ -50,6 +58,8 @@ impl SandboxLimits {
             fuel: self.fuel,
             output_bytes: self.output_bytes,
             output_file_bytes: self.output_file_bytes,
+            image_bytes: self.image_bytes,
+            max_images: self.max_images,
         }
     }
 }
@@ -391,6 +401,8 @@ mod tests {
             output_file_bytes: 1 << 24,
             disk_bytes: 1 << 28,
             disk_files: 10_000,
+            image_bytes: 1 << 19,
+            max_images: 8,
         };
         assert_eq!(limits.for_execution(None).timeout, Duration::from_secs(30));
         assert_eq!(
