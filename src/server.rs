@@ -396,8 +396,9 @@ For one-off computations that need no state afterwards.",
 \"python-dateutil>=2.8\", \"requests[socks]\", several separated by spaces or commas. Dependencies \
 are installed too, from the server's configured package index or wheelhouse. Local sandboxes take \
 pure-Python wheels only (no packages with compiled code; the error says so); the \"scientific\" \
-runtime has numpy, pandas, scipy, scikit-learn, matplotlib and about forty more built in. Import the packages right after, in the same session: no restart, variables are kept. \
-Returns what was installed (name, version, source) and what was already present.",
+runtime has numpy, pandas, scipy, scikit-learn, matplotlib and about forty more built in, which \
+are reported as present. Import the packages right after, in the same session: no restart, \
+variables are kept. Returns what was installed (name, version, source) and what was already present.",
         output_schema = schema_for_output::<InstallResult>()
     )]
     async fn install_package(
@@ -452,7 +453,12 @@ Returns what was installed (name, version, source) and what was already present.
                         &report
                             .already_present
                             .iter()
-                            .map(|p| format!("{} {}", p.name, p.version))
+                            .map(|p| match p.source {
+                                Some(crate::sandbox::PackageSource::Runtime) => {
+                                    format!("{} {} (built into the runtime)", p.name, p.version)
+                                }
+                                _ => format!("{} {}", p.name, p.version),
+                            })
                             .collect::<Vec<_>>()
                             .join(", "),
                     );
@@ -656,6 +662,7 @@ fn source_name(source: crate::sandbox::PackageSource) -> &'static str {
         crate::sandbox::PackageSource::Index => "from the index",
         crate::sandbox::PackageSource::Wheelhouse => "from the wheelhouse",
         crate::sandbox::PackageSource::Remote => "in the remote sandbox",
+        crate::sandbox::PackageSource::Runtime => "built into the runtime",
     }
 }
 

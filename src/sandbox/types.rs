@@ -312,6 +312,8 @@ pub enum PackageSource {
     Wheelhouse,
     /// The package manager inside a remote sandbox.
     Remote,
+    /// The runtime itself: built in, not installed.
+    Runtime,
 }
 
 /// One package an install put in place.

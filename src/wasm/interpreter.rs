@@ -33,6 +33,7 @@ use super::protocol::Request;
 use super::quota_gate::{ASK_CREATE, ASK_RESIZE, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
 use super::trap::{GuestExit, classify};
+use crate::packages::BuiltInPackages;
 use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
@@ -59,6 +60,8 @@ pub(crate) struct GuestImage {
     pub quota_gated: bool,
     /// Read-only directories every guest of this runtime sees.
     pub mounts: Vec<ReadOnlyMount>,
+    /// Packages the runtime carries in its own import path.
+    pub built_in: Arc<BuiltInPackages>,
 }
 
 /// Everything a guest's store holds.

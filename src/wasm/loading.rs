@@ -14,6 +14,7 @@ use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::{WasmSettings, engine, module_cache, mounts};
+use crate::packages::BuiltInPackages;
 use crate::sandbox::{Progress, SandboxError};
 
 /// How often a waiting creation repeats what a long load is doing.
@@ -102,6 +103,14 @@ pub(crate) fn load(
     let mounts = mounts::prepare(&runtime, &settings.cache_dir).map_err(|e| {
         SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}"))
     })?;
+    let mut built_in = BuiltInPackages::default();
+    for (artifact, path) in runtime.manifest.artifacts.iter().zip(&runtime.artifact_paths) {
+        if artifact.distributions {
+            built_in = BuiltInPackages::from_zip(path).map_err(|e| {
+                SandboxError::Runtime(format!("cannot read {}: {e}", path.display()))
+            })?;
+        }
+    }
     let pre = link(&engine, &module, &runtime.manifest, quota_gated).map_err(|e| {
         SandboxError::Runtime(format!("cannot link the Python runtime '{name}': {e}"))
     })?;
@@ -113,6 +122,7 @@ pub(crate) fn load(
         fuel_metered: settings.engine.fuel,
         quota_gated,
         mounts,
+        built_in: Arc::new(built_in),
     }))
 }
 

@@ -439,6 +439,7 @@ impl CodeInterpreter for WasmSandbox {
             site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
             python_version: self.image.manifest.python_version.clone(),
             quota: self.ledger.quota().clone(),
+            built_in: self.image.built_in.clone(),
         };
         let installed = installer.install(requirements, &target, progress).await;
         // The installer wrote behind the ledger's back (or cleaned up after itself).
