@@ -102,7 +102,10 @@ impl Config {
         if s.image_limit_bytes < 4096 {
             return Err(bad(
                 "SANDBOX_IMAGE_LIMIT_BYTES",
-                format!("{} is too small for a readable plot; use at least 4096", s.image_limit_bytes),
+                format!(
+                    "{} is too small for a readable plot; use at least 4096",
+                    s.image_limit_bytes
+                ),
             ));
         }
         if s.max_sandboxes == 0 {

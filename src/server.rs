@@ -102,8 +102,9 @@ impl ProgressForwarder {
             let mut step = 0u32;
             while let Some(message) = rx.recv().await {
                 step += 1;
-                let note = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
-                    .with_message(message);
+                let note =
+                    rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
+                        .with_message(message);
                 if peer.notify_progress(note).await.is_err() {
                     break;
                 }

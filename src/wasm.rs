@@ -184,7 +184,9 @@ impl WasmBackend {
                 }
             }
         };
-        let load = slot.cell.get_or_try_init(|| self.load_image(name, slot.clone()));
+        let load = slot
+            .cell
+            .get_or_try_init(|| self.load_image(name, slot.clone()));
         slot.wait_reporting(async { load.await.cloned() }, progress)
             .await
     }

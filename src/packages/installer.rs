@@ -214,12 +214,7 @@ impl Installer {
         let installed: HashMap<PackageName, Installed> = dists
             .iter()
             .map(|(n, d)| (n.clone(), d.installed.clone()))
-            .chain(
-                target
-                    .built_in
-                    .iter()
-                    .map(|(n, i)| (n.clone(), i.clone())),
-            )
+            .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
             .collect();
 
         let session = Session::new(self, wheelhouse);

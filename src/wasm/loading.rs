@@ -100,11 +100,15 @@ pub(crate) fn load(
     }
     let (module, quota_gated) = compiled(settings, &engine, &runtime, slot)?;
     slot.set_phase(None);
-    let mounts = mounts::prepare(&runtime, &settings.cache_dir).map_err(|e| {
-        SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}"))
-    })?;
+    let mounts = mounts::prepare(&runtime, &settings.cache_dir)
+        .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
     let mut built_in = BuiltInPackages::default();
-    for (artifact, path) in runtime.manifest.artifacts.iter().zip(&runtime.artifact_paths) {
+    for (artifact, path) in runtime
+        .manifest
+        .artifacts
+        .iter()
+        .zip(&runtime.artifact_paths)
+    {
         if artifact.distributions {
             built_in = BuiltInPackages::from_zip(path).map_err(|e| {
                 SandboxError::Runtime(format!("cannot read {}: {e}", path.display()))
@@ -157,7 +161,11 @@ fn compiled(
             if let Some(module) = module_cache::load(engine, cache, &key) {
                 return Ok((module, false));
             }
-            (key, std::borrow::Cow::Borrowed(&runtime.module_bytes[..]), false)
+            (
+                key,
+                std::borrow::Cow::Borrowed(&runtime.module_bytes[..]),
+                false,
+            )
         }
     };
     // Nothing cached: this is the expensive first start.
@@ -308,8 +316,9 @@ mod tests {
     #[test]
     fn an_undeclared_import_is_refused_by_name() {
         let engine = super::super::engine::build_engine(Default::default()).unwrap();
-        let wasm = wat::parse_str(r#"(module (import "host" "call" (func (param i32) (result i32))))"#)
-            .unwrap();
+        let wasm =
+            wat::parse_str(r#"(module (import "host" "call" (func (param i32) (result i32))))"#)
+                .unwrap();
         let module = Module::new(&engine, wasm).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let mut manifest = super::super::runtime::find_manifest(tmp.path(), "python-3.12").unwrap();

@@ -291,11 +291,7 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
 const NO_DOOR: &str = "the module imports neither fd_allocate nor fd_advise";
 
 /// Checks that the door's import has its WASI type.
-fn check_door(
-    types: &[(Vec<ValType>, Vec<ValType>)],
-    ty: u32,
-    door: Door,
-) -> Result<(), String> {
+fn check_door(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32, door: Door) -> Result<(), String> {
     let want: &[ValType] = match door {
         Door::FdAllocate => &[ValType::I32, ValType::I64, ValType::I64],
         Door::FdAdvise => &[ValType::I32, ValType::I64, ValType::I64, ValType::I32],

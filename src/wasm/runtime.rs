@@ -17,10 +17,7 @@ const BUILT_IN: &[(&str, &str)] = &[
         "python-3.12",
         include_str!("../../runtime/python-3.12.toml"),
     ),
-    (
-        "scientific",
-        include_str!("../../runtime/scientific.toml"),
-    ),
+    ("scientific", include_str!("../../runtime/scientific.toml")),
 ];
 
 /// How the module is started.
@@ -151,7 +148,8 @@ impl RuntimeManifest {
         }
         relative_path(&self.module).map_err(|e| format!("module: {e}"))?;
         for artifact in &self.artifacts {
-            relative_path(&artifact.file).map_err(|e| format!("artifact {}: {e}", artifact.file))?;
+            relative_path(&artifact.file)
+                .map_err(|e| format!("artifact {}: {e}", artifact.file))?;
             if !is_pin(&artifact.sha256) {
                 return Err(format!(
                     "artifact {}: sha256 must be 64 hex digits",

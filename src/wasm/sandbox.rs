@@ -21,9 +21,9 @@ use crate::sandbox::root::SandboxRoot;
 use base64::Engine as _;
 
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath, InstallReport,
-    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes,
-    human_duration,
+    CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath,
+    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage,
+    human_bytes, human_duration,
 };
 
 /// How long an interpreter may take to start.
@@ -295,7 +295,7 @@ impl CodeInterpreter for WasmSandbox {
                     && execution
                         .error
                         .as_ref()
-                        .is_some_and(|e| e.name == "MemoryError")
+                        .is_some_and(|e| e.name.ends_with("MemoryError"))
                 {
                     execution.limit = Some(LimitHit {
                         kind: LimitKind::Memory,
