@@ -169,6 +169,16 @@ fn compiled(
         }
     };
     // Nothing cached: this is the expensive first start.
+    let _compiling = match COMPILING.try_lock() {
+        Ok(guard) => guard,
+        Err(_) => {
+            slot.set_phase(Some(format!(
+                "the runtime '{}' waits for another runtime's first compile to finish before its own",
+                manifest.name
+            )));
+            COMPILING.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    };
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache)
             .map_err(|e| SandboxError::Runtime(e.to_string()))?;
