@@ -20,6 +20,11 @@ use crate::sandbox::{Progress, SandboxError};
 /// How often a waiting creation repeats what a long load is doing.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
+/// Held while a module compiles: one compile at a time per process. Two at
+/// once share wasmtime's compile threads, so a small runtime would wait as
+/// long as a large one, and their memory peaks would add up.
+static COMPILING: Mutex<()> = Mutex::new(());
+
 /// One runtime's image, loaded on first use, and what its load is doing.
 #[derive(Default)]
 pub(crate) struct ImageSlot {
@@ -102,19 +107,11 @@ pub(crate) fn load(
     slot.set_phase(None);
     let mounts = mounts::prepare(&runtime, &settings.cache_dir)
         .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
-    let mut built_in = BuiltInPackages::default();
-    for (artifact, path) in runtime
-        .manifest
-        .artifacts
-        .iter()
-        .zip(&runtime.artifact_paths)
-    {
-        if artifact.distributions {
-            built_in = BuiltInPackages::from_zip(path).map_err(|e| {
-                SandboxError::Runtime(format!("cannot read {}: {e}", path.display()))
-            })?;
-        }
-    }
+    let built_in = match runtime.distributions() {
+        Some(path) => BuiltInPackages::from_zip(path)
+            .map_err(|e| SandboxError::Runtime(format!("cannot read {}: {e}", path.display())))?,
+        None => BuiltInPackages::default(),
+    };
     let pre = link(&engine, &module, &runtime.manifest, quota_gated).map_err(|e| {
         SandboxError::Runtime(format!("cannot link the Python runtime '{name}': {e}"))
     })?;

@@ -267,6 +267,17 @@ pub struct VerifiedRuntime {
 }
 
 impl VerifiedRuntime {
+    /// The verified path of the artifact whose `*.dist-info` are packages
+    /// built into the runtime, if it has one.
+    pub fn distributions(&self) -> Option<&Path> {
+        self.manifest
+            .artifacts
+            .iter()
+            .zip(&self.artifact_paths)
+            .find(|(a, _)| a.distributions)
+            .map(|(_, p)| p.as_path())
+    }
+
     /// The verified path of the artifact whose manifest path is `file`.
     pub fn artifact_path(&self, file: &str) -> Option<&Path> {
         self.manifest

@@ -567,3 +567,41 @@ async fn a_machine_short_of_memory_is_refused_with_the_figure() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_wheelhouse_for_the_scientific_runtime_leaves_out_what_it_carries() {
+    let index = IndexServer::start().await;
+    index.add_wheel(&Wheel::module("tinyplot", "1.0", "").requires("matplotlib>=3"));
+    let tmp = tempfile::tempdir().unwrap();
+    let house = tmp.path().join("house");
+    let out = tokio::process::Command::new(binary())
+        .args([
+            "--runtime",
+            "scientific",
+            "wheelhouse",
+            "add",
+            "tinyplot",
+            "--dir",
+        ])
+        .arg(&house)
+        .env_clear()
+        .env("HOME", tmp.path())
+        .env("SANDBOX_CACHE_DIR", tmp.path().join("cache"))
+        .env("SANDBOX_ROOT", tmp.path().join("root"))
+        .env("SANDBOX_INDEX_URL", &index.url)
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("SANDBOX_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("added  tinyplot-1.0-py3-none-any.whl") && stdout.contains("1 wheel(s)"),
+        "matplotlib is built in, so only tinyplot is added: {stdout}"
+    );
+}
