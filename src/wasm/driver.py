@@ -147,13 +147,20 @@ def _sandbox_driver():
             pass
 
     def save_file(path, data):
+        """Saves a full-size figure; returns whether it worked (a full disk quota, say,
+        costs the file, not the cell)."""
         directory = path.rsplit("/", 1)[0]
         try:
             posix.mkdir(directory)
         except OSError:
             pass
-        with open(path, "wb") as f:
-            f.write(data)
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+            return True
+        except OSError as exc:
+            note(f"could not save {path}: {exc}")
+            return False
 
     def png_of(figure, dpi):
         import io
@@ -171,13 +178,13 @@ def _sandbox_driver():
         dpi = figure.get_dpi()
         data = png_of(figure, dpi)
         if len(plots["images"]) >= plots["max"]:
-            save_file(path, data)
-            note(f"figure {number} not returned: at most {plots['max']} images per execution; saved as {path}")
+            if save_file(path, data):
+                note(f"figure {number} not returned: at most {plots['max']} images per execution; saved as {path}")
             return
         saved = ""
         if len(data) > plots["budget"]:
-            save_file(path, data)
-            saved = path
+            if save_file(path, data):
+                saved = path
             full = len(data)
             for _ in range(6):
                 dpi *= max(0.2, min(0.9, (plots["budget"] / len(data)) ** 0.5 * 0.9))
@@ -185,15 +192,18 @@ def _sandbox_driver():
                 if len(data) <= plots["budget"]:
                     break
             if len(data) > plots["budget"]:
-                note(f"figure {number} is over the image budget of {plots['budget']} bytes even downscaled; saved as {path}")
+                note(f"figure {number} is over the image budget of {plots['budget']} bytes even downscaled")
                 return
-            note(f"figure {number} was downscaled from {full} bytes to fit the image budget; the full-size PNG is {path}")
+            note(f"figure {number} was downscaled from {full} bytes to fit the image budget" + (f"; the full-size PNG is {saved}" if saved else ""))
         plots["images"].append((saved, data))
 
     def take_and_close(figure):
         """Hands a figure back once: a pyplot figure is closed, so the end of the cell
-        does not hand it back again."""
-        take_figure(figure)
+        does not hand it back again. A figure that cannot be drawn is a note."""
+        try:
+            take_figure(figure)
+        except Exception as exc:  # noqa: BLE001 - e.g. MemoryError for a huge figure
+            note(f"a figure could not be drawn: {type(exc).__name__}: {exc}")
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is not None:
             pyplot.close(figure)
@@ -244,7 +254,10 @@ def _sandbox_driver():
         """The value as a notebook shows it: pandas objects as whole text tables (wide
         enough not to wrap, long ones summarised by pandas), anything else by repr()."""
         pandas = sys.modules.get("pandas")
-        if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
+        tables = tuple(
+            t for t in (getattr(pandas, "DataFrame", None), getattr(pandas, "Series", None)) if t
+        )
+        if tables and isinstance(value, tables):
             with pandas.option_context(
                 "display.width", 200,
                 "display.max_columns", 40,
