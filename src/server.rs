@@ -6,6 +6,7 @@
 
 pub mod framing;
 pub mod params;
+mod progress;
 pub mod results;
 
 use std::sync::Arc;
@@ -24,10 +25,11 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 use self::params::*;
+use self::progress::ProgressForwarder;
 use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
-use crate::sandbox::{BackendKind, GuestPath, Progress, SandboxError, human_bytes};
+use crate::sandbox::{BackendKind, GuestPath, SandboxError, human_bytes};
 
 const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
 (or create_run_close for a one-off), then execute_code; variables and imports persist between \
@@ -76,61 +78,6 @@ fn seconds(value: Option<f64>, name: &str) -> Result<Option<Duration>, SandboxEr
         Some(s) => Err(SandboxError::InvalidArgument(format!(
             "{name} must be a number of seconds above 0, not {s}"
         ))),
-    }
-}
-
-/// A sink for a tool's progress messages that become MCP progress
-/// notifications when the request carried a progress token, and the task
-/// sending them. Drop the sink, then await [`ProgressForwarder::finish`], so
-/// every message goes out before the result.
-struct ProgressForwarder {
-    sink: Option<Progress>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl ProgressForwarder {
-    fn new(ctx: &RequestContext<RoleServer>) -> Self {
-        let Some(token) = ctx.meta.get_progress_token() else {
-            return Self {
-                sink: None,
-                task: None,
-            };
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let peer = ctx.peer.clone();
-        let task = tokio::spawn(async move {
-            let mut step = 0u32;
-            while let Some(message) = rx.recv().await {
-                step += 1;
-                let note =
-                    rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
-                        .with_message(message);
-                if peer.notify_progress(note).await.is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            sink: Some(Progress::new(move |message| {
-                let _ = tx.send(message);
-            })),
-            task: Some(task),
-        }
-    }
-
-    /// The sink (none without a progress token).
-    fn sink(&self) -> Option<Progress> {
-        self.sink.clone()
-    }
-
-    /// Sends what is queued, then stops.
-    async fn finish(mut self) {
-        self.sink = None;
-        if let Some(task) = self.task.take() {
-            // Every clone of the sink is gone once the call returned; the
-            // timeout only guards against one kept by mistake.
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
     }
 }
 
