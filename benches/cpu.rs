@@ -1,9 +1,12 @@
-//! CPU-bound Python: a small suite run in a sandbox with fuel metering on and
+//! CPU-bound Python: a small suite run in a sandbox of each runtime
+//! (python-3.12, and scientific when it is fetched) with fuel metering on and
 //! off, and under the machine's native `python3` when there is one, so the
-//! report shows the cost of WebAssembly and of metering side by side.
+//! report shows the cost of WebAssembly, of metering, and the difference
+//! between the two builds side by side.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -65,6 +68,26 @@ fn app(rt: &tokio::runtime::Runtime, fuel: &str) -> App {
     app
 }
 
+/// The runtimes compared, and the prefix of their bench names (python-3.12
+/// keeps the plain `wasm_` names of earlier reports).
+const RUNTIMES: &[(&str, &str)] = &[("python-3.12", "wasm"), ("scientific", "scientific")];
+
+/// A sandbox of `runtime` in `app`; `None` (with a note) when that runtime
+/// cannot be loaded here.
+fn sandbox(rt: &tokio::runtime::Runtime, app: &App, runtime: &str) -> Option<Arc<Sandbox>> {
+    let request = CreateRequest {
+        runtime: Some(runtime.to_owned()),
+        ..CreateRequest::default()
+    };
+    match rt.block_on(app.manager.create(request)) {
+        Ok((sandbox, _)) => Some(sandbox),
+        Err(e) => {
+            eprintln!("note: skipping the runtime {runtime}: {e}");
+            None
+        }
+    }
+}
+
 async fn run(sandbox: &Sandbox, code: &str) {
     let e = sandbox
         .execute(
@@ -124,12 +147,16 @@ fn cpu(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let metered = app(&rt, "2000000000000");
     let unmetered = app(&rt, "0");
-    let (with_fuel, _) = rt
-        .block_on(metered.manager.create(CreateRequest::default()))
-        .unwrap();
-    let (without_fuel, _) = rt
-        .block_on(unmetered.manager.create(CreateRequest::default()))
-        .unwrap();
+    // (bench name prefix, sandbox with fuel, sandbox without)
+    let mut sandboxes = Vec::new();
+    for (runtime, prefix) in RUNTIMES {
+        if let (Some(on), Some(off)) = (
+            sandbox(&rt, &metered, runtime),
+            sandbox(&rt, &unmetered, runtime),
+        ) {
+            sandboxes.push((*prefix, on, off));
+        }
+    }
     let mut native = Native::start();
     if native.is_none() {
         eprintln!("note: no native python3 on this machine; the native column is skipped");
@@ -140,14 +167,16 @@ fn cpu(c: &mut Criterion) {
         group
             .sample_size(10)
             .measurement_time(Duration::from_secs(8));
-        rt.block_on(run(&with_fuel, setup));
-        rt.block_on(run(&without_fuel, setup));
-        group.bench_function("wasm_fuel_on", |b| {
-            b.to_async(&rt).iter(|| run(&with_fuel, statement))
-        });
-        group.bench_function("wasm_fuel_off", |b| {
-            b.to_async(&rt).iter(|| run(&without_fuel, statement))
-        });
+        for (prefix, with_fuel, without_fuel) in &sandboxes {
+            rt.block_on(run(with_fuel, setup));
+            rt.block_on(run(without_fuel, setup));
+            group.bench_function(format!("{prefix}_fuel_on"), |b| {
+                b.to_async(&rt).iter(|| run(with_fuel, statement))
+            });
+            group.bench_function(format!("{prefix}_fuel_off"), |b| {
+                b.to_async(&rt).iter(|| run(without_fuel, statement))
+            });
+        }
         if let Some(native) = native.as_mut() {
             native.exec('S', setup);
             group.bench_function("native_python3", |b| {

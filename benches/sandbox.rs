@@ -1,5 +1,6 @@
 //! Library-level latency: sandbox creation (cold and from the warm pool),
-//! trivial executions, create-run-close, and the file tools.
+//! trivial executions, create-run-close, and the file tools; creation and
+//! trivial executions also for the scientific runtime, when it is fetched.
 
 use std::time::Duration;
 
@@ -13,6 +14,12 @@ use mcp_code_sandbox::sandbox::manager::CreateRequest;
 use tokio_util::sync::CancellationToken;
 
 fn app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> App {
+    try_app(rt, extra).expect("run ./fetch-python.sh first")
+}
+
+/// An app whose default runtime is loaded, or `None` (with a note) when it
+/// cannot be, e.g. the scientific runtime was not fetched.
+fn try_app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> Option<App> {
     let root = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
     let mut args = vec![
         "mcp-code-sandbox",
@@ -25,9 +32,13 @@ fn app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> App {
     let cli = Cli::try_parse_from(args).unwrap();
     let config = Config::from_settings(&cli.settings).unwrap();
     let app = rt.block_on(async { App::build(config) }).unwrap();
-    rt.block_on(app.wasm.preload(None))
-        .expect("run ./fetch-python.sh first");
-    app
+    match rt.block_on(app.wasm.preload(None)) {
+        Ok(()) => Some(app),
+        Err(e) => {
+            eprintln!("note: skipping {extra:?}: {e}");
+            None
+        }
+    }
 }
 
 fn create(c: &mut Criterion) {
@@ -36,20 +47,23 @@ fn create(c: &mut Criterion) {
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(10));
-    for (name, pool) in [("cold", "0"), ("warm_pool", "4")] {
-        let app = app(&rt, &["--pool-size", pool]);
+    // (name, runtime, pool size, pause between samples for the pool to refill)
+    for (name, runtime, pool, pause) in [
+        ("cold", "python-3.12", "0", 0),
+        ("warm_pool", "python-3.12", "4", 150),
+        ("cold_scientific", "scientific", "0", 0),
+        ("warm_pool_scientific", "scientific", "4", 500),
+    ] {
+        let Some(app) = try_app(&rt, &["--pool-size", pool, "--runtime", runtime]) else {
+            continue;
+        };
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         // Let the pool refill between samples, outside the timed part.
-                        tokio::time::sleep(Duration::from_millis(if pool == "0" {
-                            0
-                        } else {
-                            150
-                        }))
-                        .await;
+                        tokio::time::sleep(Duration::from_millis(pause)).await;
                         let started = std::time::Instant::now();
                         let (sandbox, _) =
                             app.manager.create(CreateRequest::default()).await.unwrap();
@@ -91,6 +105,24 @@ fn execute(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    let scientific = CreateRequest {
+        runtime: Some("scientific".into()),
+        ..CreateRequest::default()
+    };
+    match rt.block_on(app.manager.create(scientific)) {
+        Ok((sandbox, _)) => {
+            group.bench_function("trivial_expression_scientific", |b| {
+                b.to_async(&rt).iter(|| async {
+                    let e = sandbox
+                        .execute("1 + 1".into(), None, CancellationToken::new())
+                        .await
+                        .unwrap();
+                    assert_eq!(e.value.as_deref(), Some("2"));
+                })
+            });
+        }
+        Err(e) => eprintln!("note: skipping the scientific runtime: {e}"),
+    }
     group.finish();
 
     let mut files = c.benchmark_group("file_tools");

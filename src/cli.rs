@@ -133,6 +133,16 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_OUTPUT_FILE_LIMIT_BYTES", default_value_t = 16 << 20, global = true)]
     pub output_file_limit_bytes: u64,
 
+    /// Most bytes of one image (a plot) an execution returns; a larger plot
+    /// is downscaled to fit, and its full-size PNG saved in the sandbox.
+    #[arg(long, env = "SANDBOX_IMAGE_LIMIT_BYTES", default_value_t = 512 << 10, global = true)]
+    pub image_limit_bytes: usize,
+
+    /// Most images one execution returns; further plots are saved in the
+    /// sandbox and their paths given.
+    #[arg(long, env = "SANDBOX_MAX_IMAGES", default_value_t = 8, global = true)]
+    pub max_images: usize,
+
     /// Disk quota of one sandbox, in MiB.
     #[arg(
         long,

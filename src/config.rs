@@ -99,6 +99,15 @@ impl Config {
         if s.output_limit_bytes == 0 {
             return Err(bad("SANDBOX_OUTPUT_LIMIT_BYTES", "must be at least 1"));
         }
+        if s.image_limit_bytes < 4096 {
+            return Err(bad(
+                "SANDBOX_IMAGE_LIMIT_BYTES",
+                format!(
+                    "{} is too small for a readable plot; use at least 4096",
+                    s.image_limit_bytes
+                ),
+            ));
+        }
         if s.max_sandboxes == 0 {
             return Err(bad("SANDBOX_MAX_SANDBOXES", "must be at least 1"));
         }
@@ -111,6 +120,8 @@ impl Config {
             output_file_bytes: s.output_file_limit_bytes,
             disk_bytes: s.disk_quota_mb << 20,
             disk_files: s.max_files,
+            image_bytes: s.image_limit_bytes,
+            max_images: s.max_images,
         };
         let cache_dir = s.cache_dir.clone().unwrap_or_else(default_cache_dir);
         let packages = package_settings(&s.packages, &cache_dir)?;

@@ -15,8 +15,10 @@
 //! - [`sandbox`]: the interpreter trait every backend implements, the types that
 //!   cross it, guest paths, the file tools on a local directory, disk quotas,
 //!   the sandbox root, and the manager of live sandboxes.
-//! - [`wasm`]: the local backend: runtime manifests, the engine, the module
-//!   cache, and one CPython instance per sandbox.
+//! - [`wasm`]: the local backend: runtime manifests (python-3.12, and the
+//!   scientific CPython 3.15), loading them (verify, weave the quota gates,
+//!   compile or read the module cache, read-only mounts, link), the engine,
+//!   and one CPython instance per sandbox with its driver (plots, tables).
 //! - [`e2b`]: the E2B backend: the control-plane client, files through
 //!   envd, the code interpreter's execution stream, and one sandbox per VM.
 //! - [`packages`]: `install_package` for local sandboxes: requirements,

@@ -83,7 +83,7 @@ async fn prepare(app: &App, runtimes: Vec<String>) -> anyhow::Result<i32> {
 }
 
 async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32> {
-    use mcp_code_sandbox::packages::{Installer, split_requirements, wheelhouse};
+    use mcp_code_sandbox::packages::{BuiltInPackages, Installer, split_requirements, wheelhouse};
     let WheelhouseCommand::Add { requirements, dir } = action;
     let wasm = &app.config.wasm;
     let manifest =
@@ -93,12 +93,29 @@ async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32>
         .iter()
         .flat_map(|r| split_requirements(r))
         .collect();
+    // A runtime's built-in packages are not fetched: what depends on them
+    // resolves against them.
+    let built_in = match manifest.artifacts.iter().find(|a| a.distributions) {
+        Some(artifact) => {
+            let path = wasm.runtime_dir.join(&artifact.file);
+            BuiltInPackages::from_zip(&path).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read the packages built into the runtime '{}' from {} ({e}); run ./fetch-python.sh --runtime {} first",
+                    manifest.name,
+                    path.display(),
+                    manifest.name
+                )
+            })?
+        }
+        None => BuiltInPackages::default(),
+    };
     let progress = |m: String| eprintln!("{m}");
     let added = wheelhouse::add(
         &installer,
         &requirements,
         &dir,
         &manifest.python_version,
+        &built_in,
         &progress,
     )
     .await?;

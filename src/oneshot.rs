@@ -33,6 +33,25 @@ pub async fn run(app: &App, code: String) -> Result<i32, SandboxError> {
             let _ = stderr.write_all(error.traceback.as_bytes());
         }
     }
+    for (i, image) in execution.images.iter().enumerate() {
+        // An MCP client gets the picture itself; here it is only named.
+        let bytes = image.data_base64.len() / 4 * 3;
+        let _ = write!(
+            stderr,
+            "[image {}: {}, about {} returned as image content",
+            i + 1,
+            image.mime_type,
+            crate::sandbox::human_bytes(bytes as u64)
+        );
+        match &image.path {
+            Some(path) => {
+                let _ = writeln!(stderr, "; full size in {path}]");
+            }
+            None => {
+                let _ = writeln!(stderr, "]");
+            }
+        }
+    }
     if let Some(limit) = &execution.limit {
         let _ = writeln!(stderr, "limit reached ({}): {}", limit.limit, limit.message);
     }

@@ -32,6 +32,7 @@
 //! - [`settings`]: where packages come from and the caps on an install.
 //! - [`error`]: [`PackageError`], every message saying what to do next.
 
+pub mod built_in;
 pub(crate) mod cache;
 pub(crate) mod environment;
 pub mod error;
@@ -53,6 +54,7 @@ pub mod wheelhouse;
 #[cfg(test)]
 pub(crate) mod test_wheel;
 
+pub use built_in::BuiltInPackages;
 pub use error::PackageError;
 pub use installer::{InstallTarget, Installer};
 pub use requirement::split_requirements;

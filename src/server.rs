@@ -6,6 +6,7 @@
 
 pub mod framing;
 pub mod params;
+mod progress;
 pub mod results;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
 use self::params::*;
+use self::progress::ProgressForwarder;
 use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
@@ -34,7 +36,8 @@ const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Cal
 calls in a sandbox, and a final expression's value is returned. Local sandboxes have no network \
 and see only their own directory, which is '/'; move files with write_file, upload_file, \
 read_file and list_files. Every execution has a time, memory and output limit; results say \
-when one was hit.";
+when one was hit. For data work, create the sandbox with runtime \"scientific\": numpy, pandas, \
+scipy, scikit-learn and matplotlib are built in, and plots come back as images.";
 
 /// The MCP tool server.
 #[derive(Clone)]
@@ -125,15 +128,20 @@ impl SandboxServer {
 
     #[tool(
         description = "Create a Python sandbox and return its session_id. A local sandbox is CPython \
-3.12 compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and \
-output limits on every execution. Optional: session_id (your own id; an existing one is \
-reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_mb, runtime.",
+compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and output \
+limits on every execution. runtime picks the Python: \"python-3.12\" (standard library only, \
+starts in milliseconds) or \"scientific\" (CPython 3.15 with numpy, pandas, scipy, scikit-learn, \
+statsmodels and matplotlib built in; matplotlib plots come back as PNG images). Optional: \
+session_id (your own id; an existing one is reported, not replaced), backend (\"wasm\" or \
+\"e2b\"), timeout_seconds, memory_mb, runtime.",
         output_schema = schema_for_output::<CreateResult>()
     )]
     async fn create_sandbox(
         &self,
         Parameters(p): Parameters<CreateSandboxParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let forwarder = ProgressForwarder::new(&ctx);
         let request = (|| {
             Ok::<_, SandboxError>(CreateRequest {
                 id: p.session_id,
@@ -141,13 +149,16 @@ reported, not replaced), backend (\"wasm\" or \"e2b\"), timeout_seconds, memory_
                 timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
                 memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
                 runtime: p.runtime,
+                progress: forwarder.sink(),
             })
         })();
         let request = match request {
             Ok(r) => r,
             Err(e) => return error(&e),
         };
-        match self.manager.create(request).await {
+        let created = self.manager.create(request).await;
+        forwarder.finish().await;
+        match created {
             Ok((sandbox, created)) => {
                 let status = sandbox
                     .status(self.manager.settings().idle_timeout, false)
@@ -251,8 +262,10 @@ when it expires if left idle, executions, memory and disk used, and its limits."
 
     #[tool(
         description = "Run Python code in a sandbox. State persists between calls (like a notebook); \
-the value of a final expression is returned (e.g. `y + 2` shows 42). Returns stdout, stderr, the \
-value, and on failure the exception with its traceback (isError). Limits: a wall-clock timeout \
+the value of a final expression is returned (e.g. `y + 2` shows 42; a pandas DataFrame as a text \
+table). Returns stdout, stderr, the value, and on failure the exception with its traceback \
+(isError). matplotlib figures (plt.show(), or any left open at the end) come back as PNG image \
+content; no need to save them to files. Limits: a wall-clock timeout \
 (timeout_seconds, default 30), memory, fuel and output (1 MiB per stream inline; the rest is saved \
 to a file whose path is returned). If a limit stops the interpreter, variables are lost but files \
 are kept. No network access in local sandboxes.",
@@ -293,6 +306,7 @@ For one-off computations that need no state afterwards.",
         if let Err(e) = self.check_code(&p.code) {
             return error(&e);
         }
+        let forwarder = ProgressForwarder::new(&ctx);
         let request = (|| {
             Ok::<_, SandboxError>(CreateRequest {
                 id: None,
@@ -300,13 +314,16 @@ For one-off computations that need no state afterwards.",
                 timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
                 memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
                 runtime: p.runtime,
+                progress: forwarder.sink(),
             })
         })();
         let request = match request {
             Ok(r) => r,
             Err(e) => return error(&e),
         };
-        let (sandbox, _) = match self.manager.create(request).await {
+        let created = self.manager.create(request).await;
+        forwarder.finish().await;
+        let (sandbox, _) = match created {
             Ok(s) => s,
             Err(e) => return error(&e),
         };
@@ -326,9 +343,10 @@ For one-off computations that need no state afterwards.",
         description = "Install Python packages into a sandbox, as pip would: \"six\", \"attrs==23.2.0\", \
 \"python-dateutil>=2.8\", \"requests[socks]\", several separated by spaces or commas. Dependencies \
 are installed too, from the server's configured package index or wheelhouse. Local sandboxes take \
-pure-Python wheels only (no numpy, pandas or other packages with compiled code; the error says \
-so). Import the packages right after, in the same session: no restart, variables are kept. \
-Returns what was installed (name, version, source) and what was already present.",
+pure-Python wheels only (no packages with compiled code; the error says so); the \"scientific\" \
+runtime has numpy, pandas, scipy, scikit-learn, matplotlib and about forty more built in, which \
+are reported as present. Import the packages right after, in the same session: no restart, \
+variables are kept. Returns what was installed (name, version, source) and what was already present.",
         output_schema = schema_for_output::<InstallResult>()
     )]
     async fn install_package(
@@ -345,32 +363,17 @@ Returns what was installed (name, version, source) and what was already present.
             Err(e) => return error(&e),
         };
         // Progress messages become MCP progress notifications when the
-        // request carried a progress token (the installer's callback is
-        // synchronous, so they go through a channel).
-        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let forwarder = ctx.meta.get_progress_token().map(|token| {
-            let peer = ctx.peer.clone();
-            tokio::spawn(async move {
-                let mut step = 0u32;
-                while let Some(message) = progress_rx.recv().await {
-                    step += 1;
-                    let note =
-                        rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
-                            .with_message(message);
-                    if peer.notify_progress(note).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        });
+        // request carried a progress token.
+        let forwarder = ProgressForwarder::new(&ctx);
+        let sink = forwarder.sink();
         let progress = move |message: String| {
-            let _ = progress_tx.send(message);
+            if let Some(sink) = &sink {
+                sink.report(message);
+            }
         };
         let result = sandbox.install(requirements, &progress).await;
         drop(progress);
-        if let Some(forwarder) = forwarder {
-            let _ = forwarder.await;
-        }
+        forwarder.finish().await;
         match result {
             Ok(report) => {
                 let mut message = String::new();
@@ -398,7 +401,12 @@ Returns what was installed (name, version, source) and what was already present.
                         &report
                             .already_present
                             .iter()
-                            .map(|p| format!("{} {}", p.name, p.version))
+                            .map(|p| match p.source {
+                                Some(crate::sandbox::PackageSource::Runtime) => {
+                                    format!("{} {} (built into the runtime)", p.name, p.version)
+                                }
+                                _ => format!("{} {}", p.name, p.version),
+                            })
                             .collect::<Vec<_>>()
                             .join(", "),
                     );
@@ -602,6 +610,7 @@ fn source_name(source: crate::sandbox::PackageSource) -> &'static str {
         crate::sandbox::PackageSource::Index => "from the index",
         crate::sandbox::PackageSource::Wheelhouse => "from the wheelhouse",
         crate::sandbox::PackageSource::Remote => "in the remote sandbox",
+        crate::sandbox::PackageSource::Runtime => "built into the runtime",
     }
 }
 

@@ -9,8 +9,11 @@
 mod capture;
 pub mod engine;
 mod guest_io;
+pub mod host_memory;
 mod interpreter;
+mod loading;
 pub mod module_cache;
+mod mounts;
 mod pool;
 mod protocol;
 pub mod quota_gate;
@@ -24,16 +27,17 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
-use wasmtime::{Engine, Linker, Module};
+use wasmtime::Engine;
 
 use self::engine::{EngineSettings, build_engine};
-use self::interpreter::{GuestImage, GuestState};
+use self::interpreter::GuestImage;
+use self::loading::ImageSlot;
 use self::pool::WarmPool;
-use self::runtime::load_runtime;
+use self::runtime::{RuntimeError, find_manifest};
 use self::sandbox::WasmSandbox;
 use crate::packages::Installer;
 use crate::sandbox::root::SandboxRoot;
-use crate::sandbox::{Backend, BackendKind, CodeInterpreter, SandboxError, SandboxSpec};
+use crate::sandbox::{Backend, BackendKind, CodeInterpreter, Progress, SandboxError, SandboxSpec};
 
 /// Settings of the local backend.
 #[derive(Clone, Debug)]
@@ -65,7 +69,7 @@ pub struct WasmBackend {
     /// needs it (and retried by the next), not by a server that fails to start.
     root: OnceCell<Arc<SandboxRoot>>,
     executor: Option<tokio::runtime::Runtime>,
-    images: Mutex<HashMap<String, Arc<OnceCell<Arc<GuestImage>>>>>,
+    images: Mutex<HashMap<String, Arc<ImageSlot>>>,
     pool: OnceCell<Arc<WarmPool>>,
     /// Installs packages into this backend's sandboxes (none: install_package
     /// says how to configure a package source).
@@ -116,7 +120,7 @@ impl WasmBackend {
     pub async fn preload(&self, name: Option<&str>) -> Result<(), SandboxError> {
         let name = name.unwrap_or(&self.settings.default_runtime);
         self.root().await?;
-        self.image(name).await?;
+        self.image(name, None).await?;
         if name == self.settings.default_runtime {
             self.pool().await?;
         }
@@ -127,7 +131,7 @@ impl WasmBackend {
     async fn pool(&self) -> Result<&Arc<WarmPool>, SandboxError> {
         self.pool
             .get_or_try_init(|| async {
-                let image = self.image(&self.settings.default_runtime).await?;
+                let image = self.image(&self.settings.default_runtime, None).await?;
                 let pool = WarmPool::new(
                     image,
                     self.root().await?.clone(),
@@ -155,18 +159,43 @@ impl WasmBackend {
             .await
     }
 
-    /// The loaded runtime `name`, loading it on first use.
-    async fn image(&self, name: &str) -> Result<Arc<GuestImage>, SandboxError> {
-        let cell = {
+    /// The loaded runtime `name`, loading it on first use. While a slow load
+    /// (a first compile) runs, `progress` hears what it is doing.
+    async fn image(
+        &self,
+        name: &str,
+        progress: Option<&Progress>,
+    ) -> Result<Arc<GuestImage>, SandboxError> {
+        let slot = {
             let mut images = self.images.lock().unwrap_or_else(|p| p.into_inner());
-            images.entry(name.to_owned()).or_default().clone()
+            match images.get(name) {
+                Some(slot) => slot.clone(),
+                None => {
+                    // Only names that exist get a slot (a name from a client
+                    // must not grow the map).
+                    find_manifest(&self.settings.runtime_dir, name).map_err(|e| match e {
+                        RuntimeError::Unknown { .. } => SandboxError::InvalidArgument(format!(
+                            "{e}; pick one of those with create_sandbox's runtime argument, or leave it out for the default ({})",
+                            self.settings.default_runtime
+                        )),
+                        other => SandboxError::Runtime(other.to_string()),
+                    })?;
+                    images.entry(name.to_owned()).or_default().clone()
+                }
+            }
         };
-        cell.get_or_try_init(|| self.load_image(name.to_owned()))
+        let load = slot
+            .cell
+            .get_or_try_init(|| self.load_image(name, slot.clone()));
+        slot.wait_reporting(async { load.await.cloned() }, progress)
             .await
-            .cloned()
     }
 
-    async fn load_image(&self, name: String) -> Result<Arc<GuestImage>, SandboxError> {
+    async fn load_image(
+        &self,
+        name: &str,
+        slot: Arc<ImageSlot>,
+    ) -> Result<Arc<GuestImage>, SandboxError> {
         let settings = self.settings.clone();
         let engine = self.engine.clone();
         let executor = self
@@ -174,65 +203,13 @@ impl WasmBackend {
             .as_ref()
             .map(|e| e.handle().clone())
             .ok_or_else(|| SandboxError::Runtime("the backend is shutting down".into()))?;
+        let name = name.to_owned();
         tokio::task::spawn_blocking(move || {
-            let runtime = load_runtime(&settings.runtime_dir, &name, &settings.default_runtime)
-                .map_err(|e| SandboxError::Runtime(e.to_string()))?;
-            let compile_error = |e: wasmtime::Error| {
-                SandboxError::Runtime(format!(
-                    "cannot compile the Python runtime {}: {e}",
-                    runtime.module_path.display()
-                ))
-            };
-            let sha = &runtime.manifest.sha256;
-            let gated_key = format!("{}-gate{}", &sha[..24], quota_gate::GATE_VERSION);
-            let (module, quota_gated) = match module_cache::load(&engine, &settings.cache_dir, &gated_key) {
-                Some(module) => (module, true),
-                None => match quota_gate::weave(&runtime.module_bytes) {
-                    Ok(woven) => {
-                        tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, "added disk-quota gates");
-                        let module = module_cache::compile_and_store(&engine, &settings.cache_dir, &gated_key, &woven.module)
-                            .map_err(compile_error)?;
-                        (module, true)
-                    }
-                    Err(why) => {
-                        tracing::warn!("runtime {name}: disk quotas are checked only between executions: {why}");
-                        let module = module_cache::load_or_compile(&engine, &settings.cache_dir, &sha[..24], &runtime.module_bytes)
-                            .map_err(compile_error)?;
-                        (module, false)
-                    }
-                },
-            };
-            let pre = link(&engine, &module).map_err(|e| {
-                SandboxError::Runtime(format!("cannot link the Python runtime: {e}"))
-            })?;
-            Ok(Arc::new(GuestImage {
-                engine,
-                pre,
-                manifest: runtime.manifest,
-                executor,
-                fuel_metered: settings.engine.fuel,
-                quota_gated,
-            }))
+            loading::load(&settings, engine, executor, &name, &slot)
         })
         .await
         .map_err(|e| SandboxError::Runtime(format!("loading the runtime failed: {e}")))?
     }
-}
-
-/// Links a module with WASI preview 1 and nothing else; `fd_allocate`
-/// (unsupported by wasmtime-wasi) answers the quota gates instead.
-fn link(engine: &Engine, module: &Module) -> wasmtime::Result<wasmtime::InstancePre<GuestState>> {
-    let mut linker: Linker<GuestState> = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi)?;
-    linker.allow_shadowing(true);
-    linker.func_wrap(
-        "wasi_snapshot_preview1",
-        "fd_allocate",
-        |mut caller: wasmtime::Caller<'_, GuestState>, fd: i32, offset: i64, len: i64| {
-            caller.data_mut().answer_gate(fd, offset, len)
-        },
-    )?;
-    linker.instantiate_pre(module)
 }
 
 #[async_trait]
@@ -247,7 +224,7 @@ impl Backend for WasmBackend {
             .clone()
             .unwrap_or_else(|| self.settings.default_runtime.clone());
         let root = self.root().await?.clone();
-        let image = self.image(&name).await?;
+        let image = self.image(&name, spec.progress.as_ref()).await?;
         if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take()
             && let Some((dir, ledger, interpreter)) = warm.into_parts()

@@ -159,6 +159,21 @@ pub enum PackageError {
         second: String,
     },
 
+    /// A requirement rules out the version of a package the runtime carries.
+    #[error(
+        "{name} {version} is built into this sandbox's runtime and cannot be replaced, but {origin} asks for {name}{wanted}. Use the built-in {name} {version}: drop or relax that requirement, or pick a version of the package asking for it that accepts {name} {version}"
+    )]
+    BuiltIn {
+        /// The project.
+        name: String,
+        /// The version built in.
+        version: String,
+        /// The specifiers that rule it out, e.g. `<2`.
+        wanted: String,
+        /// Who asked for it.
+        origin: String,
+    },
+
     /// The dependency tree is too big.
     #[error(
         "installing this needs more than {limit} packages (requested ones and their dependencies); install fewer at a time"

@@ -26,6 +26,7 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 use rand::Rng;
 
+use super::built_in::BuiltInPackages;
 use super::cache::WheelCache;
 use super::environment::wasi_environment;
 use super::error::PackageError;
@@ -57,6 +58,8 @@ pub struct InstallTarget {
     pub python_version: String,
     /// The sandbox's disk quota.
     pub quota: DiskQuota,
+    /// Packages the runtime carries itself.
+    pub built_in: Arc<BuiltInPackages>,
 }
 
 /// Installs packages; one per server, shared by its sandboxes.
@@ -206,9 +209,12 @@ impl Installer {
             )
         })
         .await??;
+        // Built-in packages come first on sys.path, so they are what the
+        // interpreter imports whatever site-packages holds.
         let installed: HashMap<PackageName, Installed> = dists
             .iter()
             .map(|(n, d)| (n.clone(), d.installed.clone()))
+            .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
             .collect();
 
         let session = Session::new(self, wheelhouse);
@@ -227,9 +233,12 @@ impl Installer {
         for package in resolution.packages {
             match package.choice {
                 Choice::Installed => report.already_present.push(InstalledPackage {
+                    source: installed
+                        .get(&package.name)
+                        .filter(|i| i.built_in)
+                        .map(|_| PackageSource::Runtime),
                     name: package.name.to_string(),
                     version: package.version.to_string(),
-                    source: None,
                 }),
                 Choice::New { file, wheel } => {
                     let (path, source) = session.fetch(&file).await?;

@@ -61,6 +61,8 @@ pub struct Installed {
     pub version: Version,
     /// Its dependencies.
     pub requires_dist: Vec<Requirement>,
+    /// Whether the runtime itself carries it (it can be used, not replaced).
+    pub built_in: bool,
 }
 
 /// How a resolved package is satisfied.
@@ -376,17 +378,29 @@ impl Resolver<'_> {
         name: &PackageName,
         constraints: &[Constraint],
     ) -> Result<(Version, Choice, Vec<Requirement>, Option<Vec<ExtraName>>), PackageError> {
-        if let Some(installed) = self.installed.get(name)
-            && constraints
+        if let Some(installed) = self.installed.get(name) {
+            let refusing = constraints
                 .iter()
-                .all(|c| c.specifiers.contains(&installed.version))
-        {
-            return Ok((
-                installed.version.clone(),
-                Choice::Installed,
-                installed.requires_dist.clone(),
-                None,
-            ));
+                .find(|c| !c.specifiers.contains(&installed.version));
+            match refusing {
+                None => {
+                    return Ok((
+                        installed.version.clone(),
+                        Choice::Installed,
+                        installed.requires_dist.clone(),
+                        None,
+                    ));
+                }
+                Some(c) if installed.built_in => {
+                    return Err(PackageError::BuiltIn {
+                        name: name.to_string(),
+                        version: installed.version.to_string(),
+                        wanted: c.specifiers.to_string(),
+                        origin: c.origin.clone(),
+                    });
+                }
+                Some(_) => {}
+            }
         }
         let local = self.source.local_files(name);
         let mut skipped = Vec::new();
@@ -997,6 +1011,7 @@ mod tests {
             Installed {
                 version: Version::from_str("1.0").unwrap(),
                 requires_dist: reqs(&["dep"]),
+                built_in: false,
             },
         );
         let r = resolve_with(&s, &installed, &["lib"]).await.unwrap();
@@ -1005,6 +1020,35 @@ mod tests {
         let r = resolve_with(&s, &installed, &["lib>=2"]).await.unwrap();
         assert!(matches!(r.packages[0].choice, Choice::New { .. }));
         assert_eq!(picked(&r), ["lib 2.0"]);
+    }
+
+    #[tokio::test]
+    async fn a_built_in_package_satisfies_dependencies_and_is_never_replaced() {
+        let mut s = FakeSource::default();
+        s.add("plotter-1.0-py3-none-any.whl", &["numpy>=2"]);
+        s.add("oldplotter-1.0-py3-none-any.whl", &["numpy<2"]);
+        s.add("numpy-1.26.0-py3-none-any.whl", &[]);
+        let mut installed = HashMap::new();
+        installed.insert(
+            PackageName::from_str("numpy").unwrap(),
+            Installed {
+                version: Version::from_str("2.5.2").unwrap(),
+                requires_dist: Vec::new(),
+                built_in: true,
+            },
+        );
+        let r = resolve_with(&s, &installed, &["plotter"]).await.unwrap();
+        assert_eq!(picked(&r), ["plotter 1.0", "numpy 2.5.2"]);
+        assert!(matches!(r.packages[1].choice, Choice::Installed));
+        let err = resolve_with(&s, &installed, &["oldplotter"])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PackageError::BuiltIn { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("numpy 2.5.2 is built into") && text.contains("<2"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

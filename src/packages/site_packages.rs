@@ -102,6 +102,7 @@ pub fn installed(site: &Dir, max_metadata_bytes: u64) -> HashMap<PackageName, In
                 installed: Installed {
                     version,
                     requires_dist,
+                    built_in: false,
                 },
             },
         );

@@ -12,6 +12,7 @@ use std::str::FromStr;
 
 use pep508_rs::PackageName;
 
+use super::built_in::BuiltInPackages;
 use super::error::PackageError;
 use super::installer::{Installer, Session};
 use super::project_file::{FileLocation, ProjectFile, is_plain_filename};
@@ -92,14 +93,15 @@ pub struct AddedWheel {
     pub already_there: bool,
 }
 
-/// Resolves `requirements` for a WASI CPython of `python_version` against
-/// the index (and what `dir` already holds) and copies every wheel needed
-/// into `dir`, creating it.
+/// Resolves `requirements` for a WASI CPython of `python_version` that
+/// carries `built_in` against the index (and what `dir` already holds) and
+/// copies every wheel needed into `dir`, creating it.
 pub async fn add(
     installer: &Installer,
     requirements: &[String],
     dir: &Path,
     python_version: &str,
+    built_in: &BuiltInPackages,
     progress: &(dyn Fn(String) + Send + Sync),
 ) -> Result<Vec<AddedWheel>, PackageError> {
     if !installer.has_index() {
@@ -114,7 +116,10 @@ pub async fn add(
             &session,
             requirements,
             python_version,
-            &HashMap::new(),
+            &built_in
+                .iter()
+                .map(|(n, i)| (n.clone(), i.clone()))
+                .collect::<HashMap<_, _>>(),
             progress,
         )
         .await?;

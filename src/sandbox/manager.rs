@@ -51,6 +51,8 @@ pub struct CreateRequest {
     pub memory_bytes: Option<u64>,
     /// Runtime name; the backend's default when absent.
     pub runtime: Option<String>,
+    /// Where to say what a slow creation is doing.
+    pub progress: Option<super::types::Progress>,
 }
 
 /// The live sandboxes of this server.
@@ -262,6 +264,7 @@ impl SandboxManager {
             id: id.clone(),
             limits: limits.clone(),
             runtime: request.runtime,
+            progress: request.progress,
         };
         let created = backend.create(spec).await;
         let mut slots = lock(&self.slots);

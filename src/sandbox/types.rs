@@ -19,6 +19,10 @@ pub struct ExecLimits {
     /// Bytes of each output stream kept in a file in the sandbox when the
     /// inline part overflows.
     pub output_file_bytes: u64,
+    /// Most bytes of one returned image (a larger plot is downscaled).
+    pub image_bytes: usize,
+    /// Most images returned by one execution.
+    pub max_images: usize,
 }
 
 /// The resource limits of one sandbox, fixed when it is created.
@@ -40,6 +44,10 @@ pub struct SandboxLimits {
     pub disk_bytes: u64,
     /// Files and directories the sandbox directory may hold.
     pub disk_files: u64,
+    /// Most bytes of one returned image.
+    pub image_bytes: usize,
+    /// Most images returned by one execution.
+    pub max_images: usize,
 }
 
 impl SandboxLimits {
@@ -50,6 +58,8 @@ impl SandboxLimits {
             fuel: self.fuel,
             output_bytes: self.output_bytes,
             output_file_bytes: self.output_file_bytes,
+            image_bytes: self.image_bytes,
+            max_images: self.max_images,
         }
     }
 }
@@ -63,6 +73,31 @@ pub struct SandboxSpec {
     pub limits: SandboxLimits,
     /// The runtime to run, by name (`None`: the backend's default).
     pub runtime: Option<String>,
+    /// Where to say what a slow creation is doing (e.g. a runtime compiling
+    /// on its first use).
+    pub progress: Option<Progress>,
+}
+
+/// Receives progress messages of a slow operation, as they happen.
+#[derive(Clone)]
+pub struct Progress(std::sync::Arc<dyn Fn(String) + Send + Sync>);
+
+impl Progress {
+    /// Progress messages go to `report`.
+    pub fn new(report: impl Fn(String) + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(report))
+    }
+
+    /// Reports one message.
+    pub fn report(&self, message: String) {
+        (self.0)(message);
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 /// One request to run code.
@@ -277,6 +312,8 @@ pub enum PackageSource {
     Wheelhouse,
     /// The package manager inside a remote sandbox.
     Remote,
+    /// The runtime itself: built in, not installed.
+    Runtime,
 }
 
 /// One package an install put in place.
@@ -366,6 +403,8 @@ mod tests {
             output_file_bytes: 1 << 24,
             disk_bytes: 1 << 28,
             disk_files: 10_000,
+            image_bytes: 1 << 19,
+            max_images: 8,
         };
         assert_eq!(limits.for_execution(None).timeout, Duration::from_secs(30));
         assert_eq!(

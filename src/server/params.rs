@@ -29,8 +29,10 @@ pub struct CreateSandboxParams {
     /// server's maximum).
     #[serde(default)]
     pub memory_mb: Option<u64>,
-    /// Python runtime to run (see get_sandbox_status for the one in use);
-    /// the server's default when absent.
+    /// Python runtime of a local sandbox: "python-3.12" (small, starts in
+    /// milliseconds, standard library only) or "scientific" (CPython 3.15
+    /// with numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib
+    /// built in; plots come back as images). The server's default when absent.
     #[serde(default)]
     pub runtime: Option<String>,
 }
@@ -79,7 +81,9 @@ pub struct CreateRunCloseParams {
     /// Backend ("wasm" or "e2b"); the server's default when absent.
     #[serde(default)]
     pub backend: Option<String>,
-    /// Python runtime; the server's default when absent.
+    /// Python runtime of a local sandbox: "python-3.12" or "scientific"
+    /// (numpy, pandas, scipy, scikit-learn, matplotlib built in); the
+    /// server's default when absent.
     #[serde(default)]
     pub runtime: Option<String>,
 }

@@ -168,6 +168,17 @@ pub fn render_execution(e: &Execution) -> String {
             out.push('\n');
         }
     }
+    for (i, image) in e.images.iter().enumerate() {
+        let _ = write!(out, "Image {}: {}", i + 1, image.mime_type);
+        if let Some((width, height)) = png_size(&image.data_base64) {
+            let _ = write!(out, ", {width}x{height}");
+        }
+        out.push_str(", returned as image content");
+        if let Some(path) = &image.path {
+            let _ = write!(out, " (downscaled; full size in {path})");
+        }
+        out.push('\n');
+    }
     if let Some(limit) = &e.limit {
         let _ = writeln!(out, "Limit reached ({}): {}", limit.limit, limit.message);
     } else if let Some(lost) = &e.state_lost {
@@ -186,6 +197,19 @@ pub fn render_execution(e: &Execution) -> String {
     usage.push(']');
     out.push_str(&usage);
     out
+}
+
+/// Width and height of a base64 PNG, from its IHDR chunk.
+fn png_size(data_base64: &str) -> Option<(u32, u32)> {
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(data_base64.get(..32)?)
+        .ok()?;
+    if head.get(..8)? != b"\x89PNG\r\n\x1a\n" || head.get(12..16)? != b"IHDR" {
+        return None;
+    }
+    let width = u32::from_be_bytes(head.get(16..20)?.try_into().ok()?);
+    let height = u32::from_be_bytes(head.get(20..24)?.try_into().ok()?);
+    Some((width, height))
 }
 
 fn stream(out: &mut String, name: &str, text: &CapturedText) {
@@ -257,6 +281,26 @@ mod tests {
         assert_eq!(decode_content(text, Some(Encoding::Base64)).unwrap(), bytes);
         assert_eq!(encode_content(b"plain".to_vec()).1, Encoding::Utf8);
         assert!(decode_content("not base64!".into(), Some(Encoding::Base64)).is_err());
+    }
+
+    #[test]
+    fn images_are_named_in_the_text_with_their_size() {
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        png.extend_from_slice(&619u32.to_be_bytes());
+        png.extend_from_slice(&431u32.to_be_bytes());
+        png.extend_from_slice(b"\x08\x06\0\0\0");
+        let mut e = Execution::default();
+        e.images.push(crate::sandbox::ExecImage {
+            mime_type: "image/png".into(),
+            data_base64: base64::engine::general_purpose::STANDARD.encode(&png),
+            path: Some("/.outputs/exec-1-figure-1.png".into()),
+        });
+        let text = render_execution(&e);
+        assert!(
+            text.starts_with("Image 1: image/png, 619x431, returned as image content (downscaled; full size in /.outputs/exec-1-figure-1.png)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("(no output)"), "{text}");
     }
 
     #[test]

@@ -4,14 +4,21 @@
 # - a request is a 4-byte big-endian length, then that many bytes: one op byte and its fields;
 # - a field is a 4-byte big-endian length and that many bytes;
 # - the first request is hello: b"H", the reply token, the site-packages directory;
-# - exec is b"E", the cell's file name, the code; refresh is b"R";
+# - exec is b"E", the cell's file name, the code, the byte budget of one image, the most
+#   images to return, and the path prefix of saved figures; refresh is b"R";
 # - a reply is one stdout write: the token, a 4-byte length, then fields, each a kind byte
-#   and a length-prefixed value (v: repr of the value; n, m, t: an exception's name,
-#   message and traceback; r: ready).
+#   and a length-prefixed value (v: the value, as a notebook shows it; n, m, t: an
+#   exception's name, message and traceback; i: an image, the guest path of its full-size
+#   file (empty when none was saved), a newline, then PNG bytes; r: ready).
 # Everything else written to stdout or stderr is the program's own output.
 #
+# Plots: MPLBACKEND names `_sandbox_plots`, a matplotlib backend this driver provides
+# (the non-interactive Agg renderer, whose show() hands the open figures back). After
+# every cell, the figures still open are handed back too and closed, as in a notebook.
+#
 # Start-up time matters (it is part of creating a sandbox), so the driver imports only
-# built-in modules up front; anything else is imported when first needed.
+# built-in modules up front; anything else (matplotlib, pandas) only once the program
+# has imported it.
 
 
 def _sandbox_driver():
@@ -58,10 +65,10 @@ def _sandbox_driver():
             except BaseException:
                 pass
 
-    def reply(**fields):
+    def reply(fields):
         flush()
         parts = []
-        for kind, value in fields.items():
+        for kind, value in fields:
             if value is None:
                 continue
             data = value.encode("utf-8", "backslashreplace") if isinstance(value, str) else value
@@ -129,6 +136,149 @@ def _sandbox_driver():
 
     sources = {}
 
+    # ---- plots -------------------------------------------------------------------------
+    # One execution's settings (from the exec request) and the images it produced.
+    plots = {"budget": 1 << 20, "max": 8, "prefix": "/.outputs/exec", "images": [], "count": 0}
+
+    def note(text):
+        try:
+            sys.stderr.write(f"[{text}]\n")
+        except BaseException:
+            pass
+
+    def save_file(path, data):
+        """Saves a full-size figure; returns whether it worked (a full disk quota, say,
+        costs the file, not the cell)."""
+        directory = path.rsplit("/", 1)[0]
+        try:
+            posix.mkdir(directory)
+        except OSError:
+            pass
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+            return True
+        except OSError as exc:
+            note(f"could not save {path}: {exc}")
+            return False
+
+    def png_of(figure, dpi):
+        import io
+
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        return buffer.getvalue()
+
+    def take_figure(figure):
+        """Renders a figure as PNG within the byte budget: downscaled when needed, with
+        the full-size file saved in the sandbox."""
+        plots["count"] += 1
+        number = plots["count"]
+        path = f"{plots['prefix']}-figure-{number}.png"
+        dpi = figure.get_dpi()
+        data = png_of(figure, dpi)
+        if len(plots["images"]) >= plots["max"]:
+            if save_file(path, data):
+                note(f"figure {number} not returned: at most {plots['max']} images per execution; saved as {path}")
+            return
+        saved = ""
+        if len(data) > plots["budget"]:
+            if save_file(path, data):
+                saved = path
+            full = len(data)
+            for _ in range(6):
+                dpi *= max(0.2, min(0.9, (plots["budget"] / len(data)) ** 0.5 * 0.9))
+                data = png_of(figure, dpi)
+                if len(data) <= plots["budget"]:
+                    break
+            if len(data) > plots["budget"]:
+                note(f"figure {number} is over the image budget of {plots['budget']} bytes even downscaled")
+                return
+            note(f"figure {number} was downscaled from {full} bytes to fit the image budget" + (f"; the full-size PNG is {saved}" if saved else ""))
+        plots["images"].append((saved, data))
+
+    def take_and_close(figure):
+        """Hands a figure back once: a pyplot figure is closed, so the end of the cell
+        does not hand it back again. A figure that cannot be drawn is a note."""
+        try:
+            take_figure(figure)
+        except Exception as exc:  # noqa: BLE001 - e.g. MemoryError for a huge figure
+            note(f"a figure could not be drawn: {type(exc).__name__}: {exc}")
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            pyplot.close(figure)
+
+    def show_figures(*args, **kwargs):
+        """Hands every open pyplot figure back and closes it."""
+        helpers = sys.modules.get("matplotlib._pylab_helpers")
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if helpers is None or pyplot is None:
+            return
+        for manager in helpers.Gcf.get_all_fig_managers():
+            try:
+                take_figure(manager.canvas.figure)
+            except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn
+                note(f"a figure could not be drawn: {type(exc).__name__}: {exc}")
+        pyplot.close("all")
+
+    class PlotsBackend:
+        """Finds and loads `_sandbox_plots`, the matplotlib backend MPLBACKEND names."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "_sandbox_plots":
+                return None
+            return type(sys.__spec__)(name, PlotsBackend)
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            from matplotlib.backend_bases import FigureManagerBase
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            module.FigureCanvas = FigureCanvasAgg
+            module.FigureManager = FigureManagerBase
+            module.show = show_figures
+
+    sys.meta_path.append(PlotsBackend)
+
+    # ---- values --------------------------------------------------------------------------
+    def is_figure(value):
+        figure = sys.modules.get("matplotlib.figure")
+        return figure is not None and isinstance(value, figure.Figure)
+
+    def format_value(value):
+        """The value as a notebook shows it: pandas objects as whole text tables (wide
+        enough not to wrap, long ones summarised by pandas), anything else by repr()."""
+        pandas = sys.modules.get("pandas")
+        tables = tuple(
+            t for t in (getattr(pandas, "DataFrame", None), getattr(pandas, "Series", None)) if t
+        )
+        if tables and isinstance(value, tables):
+            with pandas.option_context(
+                "display.width", 200,
+                "display.max_columns", 40,
+                "display.max_colwidth", 60,
+                "display.max_rows", 60,
+                "display.min_rows", 20,
+            ):
+                return repr(value)
+        return repr(value)
+
+    def display(*values):
+        """Shows values as a notebook's display() does: figures as images, the rest as text."""
+        for value in values:
+            if is_figure(value):
+                take_and_close(value)
+            else:
+                print(format_value(value))
+
+    if not hasattr(builtins, "display"):
+        builtins.display = display
+
     def describe(exc, skip_frames):
         import linecache
         import traceback
@@ -159,7 +309,9 @@ def _sandbox_driver():
                 result = eval(compile(last, filename, "eval"), namespace)
                 if result is not None:
                     namespace["_"] = result
-                    return {"v": repr(result)}
+                    if is_figure(result):
+                        take_and_close(result)
+                    return {"v": format_value(result)}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
             return describe(exc, 1)
@@ -170,15 +322,26 @@ def _sandbox_driver():
     sources.clear()
     namespace.pop("_", None)
 
-    reply(r="ready")
+    reply([("r", "ready")])
     while True:
         request = read_request()
         if request is None:
             return
         op, fields = request
+        plots["images"] = []
+        plots["count"] = 0
         try:
             if op == b"E":
+                if len(fields) >= 5:
+                    plots["budget"] = int(fields[2])
+                    plots["max"] = int(fields[3])
+                    plots["prefix"] = fields[4].decode()
                 answer = run_cell(fields[1].decode("utf-8", "surrogateescape"), fields[0].decode())
+                if "matplotlib.pyplot" in sys.modules:
+                    try:
+                        show_figures()
+                    except BaseException as exc:  # noqa: BLE001 - never lose the cell's answer
+                        note(f"the figures could not be drawn: {type(exc).__name__}: {exc}")
             elif op == b"R":
                 refresh_packages()
                 answer = {}
@@ -189,10 +352,13 @@ def _sandbox_driver():
                 answer = describe(exc, 0)
             except BaseException:
                 answer = {"n": "DriverError", "m": "could not describe the error"}
+        fields = list(answer.items())
+        fields += [("i", saved.encode() + b"\n" + data) for saved, data in plots["images"]]
+        plots["images"] = []
         try:
-            reply(**answer)
+            reply(fields)
         except BaseException as exc:  # noqa: BLE001 - e.g. a value that cannot be encoded
-            reply(n=type(exc).__name__, m=str(exc))
+            reply([("n", type(exc).__name__), ("m", str(exc))])
 
 
 _sandbox_driver()

@@ -2,7 +2,9 @@
 //! busy guest yield.
 //!
 //! Deny by default: the engine enables no WebAssembly proposal beyond what
-//! wasmtime turns on for stable features, compiles with Cranelift, and keeps
+//! wasmtime turns on for stable features (the Wasm 3.0 set, which includes
+//! exception handling: the scientific runtime's C++ and `setjmp` code needs
+//! it, so it is named explicitly and listed in [`SUPPORTED`]), compiles with Cranelift, and keeps
 //! wasmtime's default guard regions and Spectre mitigations. Every store checks
 //! the engine's epoch; a ticker thread advances it every [`EPOCH_TICK`], so a
 //! running guest yields to the async executor at least that often and can be
@@ -11,6 +13,11 @@
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, OptLevel};
+
+use super::runtime::WasmFeature;
+
+/// The proposals a runtime's manifest may ask for: every engine enables them.
+pub const SUPPORTED: &[WasmFeature] = &[WasmFeature::Exceptions];
 
 /// How often the epoch advances (and a running guest yields).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -38,6 +45,9 @@ pub fn build_engine(settings: EngineSettings) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config
         .consume_fuel(settings.fuel)
+        // On by default in wasmtime 48 (so this does not change the module
+        // cache's key); said here because a runtime relies on it.
+        .wasm_exceptions(true)
         .epoch_interruption(true)
         .max_wasm_stack(settings.max_wasm_stack)
         // Host calls run on the same fiber stack: leave them room beyond the

@@ -2,13 +2,17 @@
 //! driver loop on a task of the guest runtime.
 //!
 //! What the guest gets, and nothing more: its sandbox directory preopened
-//! read-write as `/`; stdin, stdout and stderr connected to the host (see
-//! [`super::guest_io`]); a fixed environment (`HOME=/`, `TMPDIR=/tmp` and the runtime's own
-//! variables, never the host's); the argument list `python -c <driver>`; WASI
-//! clocks and random numbers. No network: WASI preview 1 has no way to open a
-//! socket, and nothing else is linked. Each instance has its own memory limit
-//! and disk quota (enforced by the gates of [`super::quota_gate`]), and each
-//! call its own fuel budget and wall-clock timeout.
+//! read-write as `/`; the read-only directories its runtime's manifest names
+//! (e.g. the standard-library zip at `/usr/local/lib`), the same for every
+//! sandbox of that runtime; stdin, stdout and stderr connected to the host (see
+//! [`super::guest_io`]); a fixed environment (`HOME=/`, `TMPDIR=/tmp`,
+//! `MPLBACKEND` and the runtime's own variables, never the host's); the
+//! argument list `python [-S] -c <driver>`; WASI clocks and random numbers; and
+//! the runtime's declared extra imports, each answering a constant. No network:
+//! WASI preview 1 has no way to open a socket, and nothing else is linked. Each
+//! instance has its own memory limit and disk quota (enforced by the gates of
+//! [`super::quota_gate`]), and each call its own fuel budget and wall-clock
+//! timeout.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,15 +28,19 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
+use super::mounts::ReadOnlyMount;
 use super::protocol::Request;
 use super::quota_gate::{ASK_CREATE, ASK_RESIZE, ASK_WRITE, NOTE_CLOSE};
-use super::runtime::RuntimeManifest;
+use super::runtime::{Entry, RuntimeManifest};
 use super::trap::{GuestExit, classify};
+use crate::packages::BuiltInPackages;
 use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
 /// only once packages are installed, which saves start-up time).
 const DRIVER: &str = include_str!("driver.py");
+/// The matplotlib backend the driver provides (see `driver.py`).
+const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up and for the driver between requests.
 const IDLE_FUEL: u64 = 50_000_000_000;
 
@@ -50,6 +58,10 @@ pub(crate) struct GuestImage {
     pub fuel_metered: bool,
     /// Whether the module carries the disk-quota gates.
     pub quota_gated: bool,
+    /// Read-only directories every guest of this runtime sees.
+    pub mounts: Vec<ReadOnlyMount>,
+    /// Packages the runtime carries in its own import path.
+    pub built_in: Arc<BuiltInPackages>,
 }
 
 /// Everything a guest's store holds.
@@ -181,15 +193,20 @@ impl Interpreter {
         let meter = Arc::new(MemoryMeter::default());
         meter.limit.store(memory_limit, Ordering::Relaxed);
 
+        let manifest = &image.manifest;
+        let mut args = vec!["python"];
+        args.extend(manifest.python_flags.iter().map(String::as_str));
+        args.extend(["-c", DRIVER]);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(GuestStdin(link.clone()))
             .stdout(GuestOutput(link.clone(), Stream::Stdout))
             .stderr(GuestOutput(link.clone(), Stream::Stderr))
-            .args(&["python", "-S", "-c", DRIVER])
+            .args(&args)
             .env("HOME", "/")
             .env("TMPDIR", "/tmp")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUTF8", "1")
+            .env("MPLBACKEND", PLOTS_BACKEND)
             .allow_blocking_current_thread(true)
             .allow_tcp(false)
             .allow_udp(false)
@@ -199,6 +216,16 @@ impl Interpreter {
         }
         wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
             .map_err(|e| format!("cannot open the sandbox directory: {e}"))?;
+        for mount in &image.mounts {
+            wasi.preopened_dir(&mount.host, &mount.guest, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    format!(
+                        "cannot open {} (the runtime's {}): {e}",
+                        mount.host.display(),
+                        mount.guest
+                    )
+                })?;
+        }
         let state = GuestState {
             wasi: wasi.build_p1(),
             limiter: MemoryLimiter {
@@ -346,7 +373,8 @@ fn stderr_note(stderr: OutputCapture) -> String {
     }
 }
 
-/// Instantiates the module and runs `_start` until the interpreter ends.
+/// Instantiates the module and runs it until the interpreter ends: `_start`
+/// for a command; `_initialize`, then `run`, for a reactor.
 async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestState) -> GuestExit {
     let mut store = Store::new(&image.engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -384,9 +412,28 @@ async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestSta
         micros = started.elapsed().as_micros(),
         "instantiated a guest"
     );
-    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
-        Ok(f) => f,
-        Err(e) => return GuestExit::Failed(format!("the runtime has no _start: {e}")),
-    };
-    classify(start.call_async(&mut store, ()).await)
+    match image.manifest.entry {
+        Entry::Command => {
+            let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
+                Ok(f) => f,
+                Err(e) => return GuestExit::Failed(format!("the runtime has no _start: {e}")),
+            };
+            classify(start.call_async(&mut store, ()).await)
+        }
+        Entry::Reactor => {
+            if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut store, "_initialize")
+                && let Err(e) = initialize.call_async(&mut store, ()).await
+            {
+                return classify(Err(e));
+            }
+            let run = match instance.get_typed_func::<(), i32>(&mut store, "run") {
+                Ok(f) => f,
+                Err(e) => return GuestExit::Failed(format!("the runtime has no run(): {e}")),
+            };
+            match run.call_async(&mut store, ()).await {
+                Ok(code) => GuestExit::Exited(code),
+                Err(e) => classify(Err(e)),
+            }
+        }
+    }
 }

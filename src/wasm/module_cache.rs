@@ -51,10 +51,7 @@ pub fn compile_and_store(
     wasm: &[u8],
 ) -> wasmtime::Result<Module> {
     let started = Instant::now();
-    tracing::info!(
-        bytes = wasm.len(),
-        "compiling the Python runtime (only the first start does this)"
-    );
+    tracing::debug!(bytes = wasm.len(), key, "compiling a module");
     let module = Module::new(engine, wasm)?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
@@ -65,19 +62,6 @@ pub fn compile_and_store(
         tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled module; the next start compiles again");
     }
     Ok(module)
-}
-
-/// Loads the compiled module from the cache, or compiles `wasm` and stores it.
-pub fn load_or_compile(
-    engine: &Engine,
-    cache_dir: &Path,
-    key: &str,
-    wasm: &[u8],
-) -> wasmtime::Result<Module> {
-    match load(engine, cache_dir, key) {
-        Some(module) => Ok(module),
-        None => compile_and_store(engine, cache_dir, key, wasm),
-    }
 }
 
 fn store(module: &Module, path: &Path) -> anyhow::Result<()> {

@@ -20,6 +20,12 @@ pub(crate) enum Request<'a> {
         filename: &'a str,
         /// The code.
         code: &'a str,
+        /// Most bytes of one image returned (larger ones are downscaled).
+        image_bytes: usize,
+        /// Most images returned.
+        max_images: usize,
+        /// Guest path prefix of the figures saved full size, e.g. `/.outputs/exec-3`.
+        figure_prefix: &'a str,
     },
     /// Make newly installed packages importable.
     RefreshPackages,
@@ -28,12 +34,31 @@ pub(crate) enum Request<'a> {
 impl Request<'_> {
     /// The request's bytes (without the outer length, which the link adds).
     pub(crate) fn encode(&self) -> Vec<u8> {
+        let numbers;
         let (op, fields): (u8, Vec<&[u8]>) = match self {
             Self::Hello {
                 token,
                 site_packages,
             } => (b'H', vec![token.as_bytes(), site_packages.as_bytes()]),
-            Self::Exec { filename, code } => (b'E', vec![filename.as_bytes(), code.as_bytes()]),
+            Self::Exec {
+                filename,
+                code,
+                image_bytes,
+                max_images,
+                figure_prefix,
+            } => {
+                numbers = [image_bytes.to_string(), max_images.to_string()];
+                (
+                    b'E',
+                    vec![
+                        filename.as_bytes(),
+                        code.as_bytes(),
+                        numbers[0].as_bytes(),
+                        numbers[1].as_bytes(),
+                        figure_prefix.as_bytes(),
+                    ],
+                )
+            }
             Self::RefreshPackages => (b'R', vec![]),
         };
         let mut out = Vec::with_capacity(1 + fields.iter().map(|f| f.len() + 4).sum::<usize>());
@@ -49,10 +74,21 @@ impl Request<'_> {
 /// What the driver answered.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Reply {
-    /// `repr()` of the cell's trailing expression.
+    /// The cell's trailing expression, as a notebook shows it.
     pub value: Option<String>,
     /// The exception the cell raised.
     pub error: Option<ExecError>,
+    /// The images the cell produced, in order.
+    pub images: Vec<ReplyImage>,
+}
+
+/// One image of a reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ReplyImage {
+    /// PNG bytes.
+    pub png: Vec<u8>,
+    /// Guest path of the full-size file, when the image was downscaled.
+    pub full_size_path: Option<String>,
 }
 
 /// Decodes a reply body.
@@ -72,6 +108,20 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, String> {
             .checked_add(len)
             .filter(|&e| e <= body.len())
             .ok_or_else(|| format!("field '{}' runs past the end of the reply", kind as char))?;
+        if kind == b'i' {
+            let value = &body[start..end];
+            let newline = value
+                .iter()
+                .position(|&b| b == b'\n')
+                .ok_or("an image field has no path line")?;
+            let path = String::from_utf8_lossy(&value[..newline]).into_owned();
+            reply.images.push(ReplyImage {
+                png: value[newline + 1..].to_vec(),
+                full_size_path: (!path.is_empty()).then_some(path),
+            });
+            at = end;
+            continue;
+        }
         let text = String::from_utf8_lossy(&body[start..end]).into_owned();
         match kind {
             b'v' => reply.value = Some(text),
@@ -108,9 +158,15 @@ mod tests {
         let bytes = Request::Exec {
             filename: "<cell-1>",
             code: "1+1",
+            image_bytes: 4096,
+            max_images: 8,
+            figure_prefix: "/o/e1",
         }
         .encode();
-        assert_eq!(bytes, b"E\0\0\0\x08<cell-1>\0\0\0\x031+1");
+        assert_eq!(
+            bytes,
+            b"E\0\0\0\x08<cell-1>\0\0\0\x031+1\0\0\0\x044096\0\0\0\x018\0\0\0\x05/o/e1"
+        );
         assert_eq!(Request::RefreshPackages.encode(), b"R");
     }
 
@@ -129,6 +185,30 @@ mod tests {
         assert_eq!(error.name, "ZeroDivisionError");
         assert_eq!(error.value, "division by zero");
         assert_eq!(decode_reply(b"").unwrap(), Reply::default());
+    }
+
+    #[test]
+    fn images_carry_png_bytes_and_the_path_of_their_full_size_file() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        let mut body = vec![b'i'];
+        body.extend_from_slice(&((1 + png.len()) as u32).to_be_bytes());
+        body.push(b'\n');
+        body.extend_from_slice(png);
+        let saved = [b"/.outputs/exec-1-figure-2.png\n".as_slice(), png].concat();
+        body.push(b'i');
+        body.extend_from_slice(&(saved.len() as u32).to_be_bytes());
+        body.extend_from_slice(&saved);
+        body.extend_from_slice(&field(b'v', "<Figure>"));
+        let reply = decode_reply(&body).unwrap();
+        assert_eq!(reply.value.as_deref(), Some("<Figure>"));
+        assert_eq!(reply.images.len(), 2);
+        assert_eq!(reply.images[0].png, png);
+        assert_eq!(reply.images[0].full_size_path, None);
+        assert_eq!(
+            reply.images[1].full_size_path.as_deref(),
+            Some("/.outputs/exec-1-figure-2.png")
+        );
+        assert!(decode_reply(&[b'i', 0, 0, 0, 3, b'a', b'b', b'c']).is_err());
     }
 
     #[test]

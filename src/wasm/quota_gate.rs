@@ -8,9 +8,11 @@
 //! each WASI import that writes bytes or creates entries, a small function is
 //! appended that first asks the host, then calls the real import; every call
 //! to the import is redirected to it. The question goes through an import the
-//! module already has and CPython never relies on, `fd_allocate` (wasmtime-wasi
-//! answers it with "not supported" anyway), which the host shadows; negative
-//! offsets, impossible in a real call, mark the questions:
+//! module already has and CPython never relies on (the [`Door`]):
+//! `fd_allocate` (wasmtime-wasi answers it with "not supported" anyway), or,
+//! in a module that does not import it, `fd_advise` (advice the host may
+//! ignore). The host shadows the door; negative offsets, impossible in a real
+//! call, mark the questions:
 //!
 //! | offset | question | fd | len |
 //! |---|---|---|---|
@@ -31,6 +33,40 @@ use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
 pub const GATE_VERSION: u32 = 1;
+
+/// The import the gates ask their questions through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Door {
+    /// `fd_allocate(fd, offset, len) -> errno`.
+    FdAllocate,
+    /// `fd_advise(fd, offset, len, advice) -> errno`, for modules that do not
+    /// import `fd_allocate`.
+    FdAdvise,
+}
+
+impl Door {
+    /// The WASI function's name.
+    pub fn import_name(self) -> &'static str {
+        match self {
+            Self::FdAllocate => "fd_allocate",
+            Self::FdAdvise => "fd_advise",
+        }
+    }
+
+    /// The door a module with these WASI imports uses: `fd_allocate` when it
+    /// has it, else `fd_advise`.
+    pub fn among<'a>(wasi_imports: impl IntoIterator<Item = &'a str>) -> Option<Self> {
+        let mut door = None;
+        for name in wasi_imports {
+            match name {
+                "fd_allocate" => return Some(Self::FdAllocate),
+                "fd_advise" => door = Some(Self::FdAdvise),
+                _ => {}
+            }
+        }
+        door
+    }
+}
 
 /// Offset marking "may these bytes be written".
 pub const ASK_WRITE: i64 = -1;
@@ -85,15 +121,20 @@ pub struct Woven {
     pub gated: Vec<String>,
     /// Call sites redirected.
     pub call_sites: usize,
+    /// The import the gates ask through.
+    pub door: Door,
 }
 
 /// Adds the gates to a module. Fails (leaving the caller to run the module
-/// without gates) when the module does not import `fd_allocate` or refers to
-/// a gated import other than by a direct call.
+/// without gates) when the module imports neither `fd_allocate` nor
+/// `fd_advise` (with their WASI types), or refers to a gated import other than
+/// by a direct call.
 pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
     let mut types: Vec<(Vec<ValType>, Vec<ValType>)> = Vec::new();
     let mut imported_funcs: u32 = 0;
-    let mut allocate: Option<u32> = None;
+    // The door: its function index and which one it is.
+    let mut allocate: Option<(u32, Door)> = None;
+    let mut advise: Option<u32> = None;
     // import index -> (name, type index, gate)
     let mut targets: Vec<(u32, String, u32, Gate)> = Vec::new();
     let mut defined_types: Vec<u32> = Vec::new();
@@ -115,13 +156,28 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
                 for rec in reader.clone().into_iter() {
                     let rec = rec.map_err(|e| e.to_string())?;
                     for sub in rec.types() {
-                        match &sub.composite_type.inner {
-                            wasmparser::CompositeInnerType::Func(f) => types.push((
-                                f.params().iter().map(val_type).collect::<Result<_, _>>()?,
-                                f.results().iter().map(val_type).collect::<Result<_, _>>()?,
-                            )),
-                            _ => types.push((Vec::new(), Vec::new())),
-                        }
+                        // A type with references (or not a function type)
+                        // never fits a WASI import: it is kept as an empty
+                        // signature, which no gate or door accepts.
+                        let numeric = match &sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => f
+                                .params()
+                                .iter()
+                                .map(val_type)
+                                .collect::<Result<Vec<_>, _>>()
+                                .and_then(|params| {
+                                    Ok((
+                                        params,
+                                        f.results()
+                                            .iter()
+                                            .map(val_type)
+                                            .collect::<Result<Vec<_>, _>>()?,
+                                    ))
+                                })
+                                .ok(),
+                            _ => None,
+                        };
+                        types.push(numeric.unwrap_or_default());
                     }
                 }
                 copy(&mut module, 1, wasm, reader.range());
@@ -132,13 +188,20 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
                     if let TypeRef::Func(ty) = import.ty {
                         if import.module == WASI {
                             if import.name == "fd_allocate" {
-                                allocate = Some(imported_funcs);
+                                check_door(&types, ty, Door::FdAllocate)?;
+                                allocate = Some((imported_funcs, Door::FdAllocate));
+                            } else if import.name == "fd_advise" {
+                                check_door(&types, ty, Door::FdAdvise)?;
+                                advise = Some(imported_funcs);
                             } else if let Some(gate) = gate_for(import.name) {
                                 targets.push((imported_funcs, import.name.to_owned(), ty, gate));
                             }
                         }
                         imported_funcs += 1;
                     }
+                }
+                if allocate.is_none() {
+                    allocate = advise.map(|index| (index, Door::FdAdvise));
                 }
                 copy(&mut module, 2, wasm, reader.range());
             }
@@ -147,7 +210,7 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
                     defined_types.push(ty.map_err(|e| e.to_string())?);
                 }
                 if allocate.is_none() {
-                    return Err("the module does not import fd_allocate".into());
+                    return Err(NO_DOOR.into());
                 }
                 let first_gate = imported_funcs + defined_types.len() as u32;
                 let mut section = FunctionSection::new();
@@ -214,14 +277,32 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
         append_gates(&mut section, &targets, &types, allocate)?;
         module.section(&section);
     }
-    if allocate.is_none() {
-        return Err("the module does not import fd_allocate".into());
-    }
+    let Some((_, door)) = allocate else {
+        return Err(NO_DOOR.into());
+    };
     Ok(Woven {
         module: module.finish(),
         gated: targets.into_iter().map(|(_, name, _, _)| name).collect(),
         call_sites,
+        door,
     })
+}
+
+const NO_DOOR: &str = "the module imports neither fd_allocate nor fd_advise";
+
+/// Checks that the door's import has its WASI type.
+fn check_door(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32, door: Door) -> Result<(), String> {
+    let want: &[ValType] = match door {
+        Door::FdAllocate => &[ValType::I32, ValType::I64, ValType::I64],
+        Door::FdAdvise => &[ValType::I32, ValType::I64, ValType::I64, ValType::I32],
+    };
+    match types.get(ty as usize) {
+        Some((params, results)) if params == want && results == &[ValType::I32] => Ok(()),
+        _ => Err(format!(
+            "the module imports {} with an unexpected type",
+            door.import_name()
+        )),
+    }
 }
 
 fn copy(module: &mut wasm_encoder::Module, id: u8, wasm: &[u8], range: std::ops::Range<usize>) {
@@ -238,7 +319,7 @@ fn val_type(t: &wasmparser::ValType) -> Result<ValType, String> {
         wasmparser::ValType::F32 => ValType::F32,
         wasmparser::ValType::F64 => ValType::F64,
         wasmparser::ValType::V128 => ValType::V128,
-        wasmparser::ValType::Ref(_) => return Err("reference types in a gated signature".into()),
+        wasmparser::ValType::Ref(_) => return Err("a reference type".into()),
     })
 }
 
@@ -289,10 +370,10 @@ fn append_gates(
     code: &mut CodeSection,
     targets: &[(u32, String, u32, Gate)],
     types: &[(Vec<ValType>, Vec<ValType>)],
-    allocate: Option<u32>,
+    allocate: Option<(u32, Door)>,
 ) -> Result<(), String> {
-    let Some(allocate) = allocate else {
-        return Err("the module does not import fd_allocate".into());
+    let Some(door) = allocate else {
+        return Err(NO_DOOR.into());
     };
     for (import, name, ty, gate) in targets {
         let (params, results) = types
@@ -301,7 +382,7 @@ fn append_gates(
         if results.as_slice() != [ValType::I32] {
             return Err(format!("{name} does not return an errno"));
         }
-        code.function(&gate_function(*import, allocate, params, *gate)?);
+        code.function(&gate_function(*import, door, params, *gate)?);
     }
     Ok(())
 }
@@ -309,7 +390,7 @@ fn append_gates(
 /// `fn gate(params...) -> errno { let e = ask(...); if e != 0 { return e } import(params...) }`
 fn gate_function(
     import: u32,
-    allocate: u32,
+    (allocate, door): (u32, Door),
     params: &[ValType],
     gate: Gate,
 ) -> Result<Function, String> {
@@ -327,6 +408,9 @@ fn gate_function(
         f.instruction(&Instruction::LocalGet(fd));
         f.instruction(&Instruction::I64Const(offset));
         f.instruction(&len);
+        if door == Door::FdAdvise {
+            f.instruction(&Instruction::I32Const(0));
+        }
         f.instruction(&Instruction::Call(allocate));
     };
     match gate {
@@ -451,6 +535,60 @@ mod tests {
             r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))"#,
         );
         assert!(weave(&wasm).unwrap_err().contains("fd_allocate"));
+    }
+
+    #[test]
+    fn without_fd_allocate_the_gates_ask_through_fd_advise() {
+        let wasm = wat_module(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_advise" (func $advise (param i32 i64 i64 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (func (export "run") (result i32)
+                (call $write (i32.const 3) (i32.const 0) (i32.const 1) (i32.const 8))))"#,
+        );
+        let woven = weave(&wasm).unwrap();
+        assert_eq!(woven.door, Door::FdAdvise);
+        assert_eq!(woven.gated, ["fd_write"]);
+
+        use wasmtime::{Engine, Linker, Module, Store};
+        let engine = Engine::default();
+        let module = Module::new(&engine, woven.module).unwrap();
+        type Asked = Vec<(i32, i64, i64, i32)>;
+        let mut linker: Linker<Asked> = Linker::new(&engine);
+        linker
+            .func_wrap(
+                WASI,
+                "fd_advise",
+                |mut c: wasmtime::Caller<'_, Asked>, fd: i32, off: i64, len: i64, advice: i32| {
+                    c.data_mut().push((fd, off, len, advice));
+                    19
+                },
+            )
+            .unwrap()
+            .func_wrap(WASI, "fd_write", |_: i32, _: i32, _: i32, _: i32| 0)
+            .unwrap();
+        let mut store = Store::new(&engine, Vec::new());
+        let instance = linker.instantiate(&mut store, &module).unwrap();
+        let memory = instance.get_memory(&mut store, "memory").unwrap();
+        memory
+            .write(&mut store, 0, &[16, 0, 0, 0, 7, 0, 0, 0])
+            .unwrap();
+        let run = instance
+            .get_typed_func::<(), i32>(&mut store, "run")
+            .unwrap();
+        assert_eq!(run.call(&mut store, ()).unwrap(), 19);
+        assert_eq!(store.data().as_slice(), [(3, ASK_WRITE, 7, 0)]);
+    }
+
+    #[test]
+    fn the_door_is_fd_allocate_when_a_module_has_both() {
+        assert_eq!(
+            Door::among(["fd_advise", "fd_allocate"]),
+            Some(Door::FdAllocate)
+        );
+        assert_eq!(Door::among(["fd_write", "fd_advise"]), Some(Door::FdAdvise));
+        assert_eq!(Door::among(["fd_write"]), None);
     }
 
     #[test]

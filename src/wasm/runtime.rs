@@ -12,10 +12,13 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// Manifests shipped with the binary: (name, TOML text).
-const BUILT_IN: &[(&str, &str)] = &[(
-    "python-3.12",
-    include_str!("../../runtime/python-3.12.toml"),
-)];
+const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "python-3.12",
+        include_str!("../../runtime/python-3.12.toml"),
+    ),
+    ("scientific", include_str!("../../runtime/scientific.toml")),
+];
 
 /// How the module is started.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -24,6 +27,59 @@ pub enum Entry {
     /// A WASI command: `_start` runs `python` with its arguments.
     #[default]
     Command,
+    /// A WASI reactor: `_initialize` (when exported) sets it up, then `run()`
+    /// runs `python` with its arguments and returns the exit status.
+    Reactor,
+}
+
+/// A WebAssembly proposal a runtime needs beyond what wasmtime enables by
+/// default. Each one is enabled only in the engine of the runtimes that ask.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum WasmFeature {
+    /// Exception handling (`try_table`, `throw`): C++ exceptions and
+    /// `setjmp`/`longjmp` compiled to WebAssembly.
+    Exceptions,
+}
+
+/// A file a runtime needs besides its module, pinned like the module.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Artifact {
+    /// Its path, relative to the runtime directory.
+    pub file: String,
+    /// Pinned sha256, in hex.
+    pub sha256: String,
+    /// Whether the file is a zip on the guest's import path whose
+    /// `*.dist-info` directories are packages built into the runtime:
+    /// `install_package` reports them as present and never replaces them.
+    #[serde(default)]
+    pub distributions: bool,
+}
+
+/// A read-only directory the guest sees besides its sandbox directory.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Mount {
+    /// Where the guest sees it (an absolute guest path other than `/`).
+    pub guest: String,
+    /// The artifact it comes from: the directory that holds it is mounted
+    /// (so the guest sees the artifact under its file name) ...
+    pub artifact: String,
+    /// ... or, when set, this member of the artifact (itself a zip archive)
+    /// is extracted once into the module cache and that directory is mounted.
+    #[serde(default)]
+    pub zip_member: Option<String>,
+}
+
+/// A function the module imports beyond WASI, answered by a constant.
+#[derive(Clone, Debug, Deserialize)]
+pub struct HostStub {
+    /// Import module, e.g. `host`.
+    pub module: String,
+    /// Import name, e.g. `call`.
+    pub name: String,
+    /// What every call returns (for a function with one `i32` result).
+    #[serde(default)]
+    pub returns: i32,
 }
 
 /// Description of one WASI CPython build.
@@ -33,18 +89,45 @@ pub struct RuntimeManifest {
     pub name: String,
     /// Full Python version, e.g. `3.12.0`.
     pub python_version: String,
-    /// File name of the module in the runtime directory.
+    /// Path of the module, relative to the runtime directory.
     pub module: String,
     /// Pinned sha256 of the module, in hex.
     pub sha256: String,
     /// How the module starts.
     #[serde(default)]
     pub entry: Entry,
+    /// Interpreter options given before `-c DRIVER` (default `-S`: `site`
+    /// is imported only once packages are installed).
+    #[serde(default = "default_python_flags")]
+    pub python_flags: Vec<String>,
     /// Guest directory where installed packages go.
     pub site_packages: String,
     /// Extra environment variables for the guest.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// WebAssembly proposals the module needs.
+    #[serde(default)]
+    pub wasm_features: Vec<WasmFeature>,
+    /// Files the runtime needs besides the module.
+    #[serde(default, rename = "artifact")]
+    pub artifacts: Vec<Artifact>,
+    /// Read-only directories the guest sees.
+    #[serde(default, rename = "mount")]
+    pub mounts: Vec<Mount>,
+    /// Imports beyond WASI, each answered by a constant.
+    #[serde(default, rename = "host_stub")]
+    pub host_stubs: Vec<HostStub>,
+    /// Memory compiling the module takes, in MiB: a machine with less
+    /// available is refused before it tries.
+    #[serde(default)]
+    pub compile_memory_mb: Option<u64>,
+    /// About how long compiling takes on two cores, in seconds (for messages).
+    #[serde(default)]
+    pub compile_seconds: Option<u64>,
+}
+
+fn default_python_flags() -> Vec<String> {
+    vec!["-S".to_owned()]
 }
 
 impl RuntimeManifest {
@@ -55,6 +138,65 @@ impl RuntimeManifest {
             .take(2)
             .collect::<Vec<_>>()
             .join(".")
+    }
+
+    /// Checks what serde cannot: pins, paths, and that mounts name artifacts.
+    fn check(&self) -> Result<(), String> {
+        let is_pin = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_pin(&self.sha256) {
+            return Err("sha256 must be 64 hex digits".into());
+        }
+        relative_path(&self.module).map_err(|e| format!("module: {e}"))?;
+        for artifact in &self.artifacts {
+            relative_path(&artifact.file)
+                .map_err(|e| format!("artifact {}: {e}", artifact.file))?;
+            if !is_pin(&artifact.sha256) {
+                return Err(format!(
+                    "artifact {}: sha256 must be 64 hex digits",
+                    artifact.file
+                ));
+            }
+        }
+        for mount in &self.mounts {
+            let normal = mount.guest.starts_with('/')
+                && mount.guest.len() > 1
+                && !mount.guest.ends_with('/')
+                && mount
+                    .guest
+                    .split('/')
+                    .skip(1)
+                    .all(|c| !c.is_empty() && c != "." && c != "..");
+            if !normal {
+                return Err(format!(
+                    "mount '{}': guest must be an absolute, normalized path other than /",
+                    mount.guest
+                ));
+            }
+            if !self.artifacts.iter().any(|a| a.file == mount.artifact) {
+                return Err(format!(
+                    "mount '{}' names the artifact '{}', which the manifest does not list",
+                    mount.guest, mount.artifact
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that a manifest path stays inside the runtime directory.
+fn relative_path(path: &str) -> Result<(), String> {
+    let inside = !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if inside {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{path}' must be a relative path inside the runtime directory"
+        ))
     }
 }
 
@@ -111,7 +253,7 @@ pub enum RuntimeError {
     },
 }
 
-/// A runtime whose module was found and verified.
+/// A runtime whose module and artifacts were found and verified.
 #[derive(Clone, Debug)]
 pub struct VerifiedRuntime {
     /// Its manifest.
@@ -120,6 +262,31 @@ pub struct VerifiedRuntime {
     pub module_path: PathBuf,
     /// The module's bytes.
     pub module_bytes: Vec<u8>,
+    /// Where each of the manifest's artifacts is, in the manifest's order.
+    pub artifact_paths: Vec<PathBuf>,
+}
+
+impl VerifiedRuntime {
+    /// The verified path of the artifact whose `*.dist-info` are packages
+    /// built into the runtime, if it has one.
+    pub fn distributions(&self) -> Option<&Path> {
+        self.manifest
+            .artifacts
+            .iter()
+            .zip(&self.artifact_paths)
+            .find(|(a, _)| a.distributions)
+            .map(|(_, p)| p.as_path())
+    }
+
+    /// The verified path of the artifact whose manifest path is `file`.
+    pub fn artifact_path(&self, file: &str) -> Option<&Path> {
+        self.manifest
+            .artifacts
+            .iter()
+            .position(|a| a.file == file)
+            .and_then(|i| self.artifact_paths.get(i))
+            .map(PathBuf::as_path)
+    }
 }
 
 /// Finds the manifest named `name` (runtime directory first, then built in).
@@ -142,12 +309,12 @@ pub fn find_manifest(dir: &Path, name: &str) -> Result<RuntimeManifest, RuntimeE
             path: origin.clone(),
             reason: e.to_string(),
         })?;
-    if manifest.sha256.len() != 64 || !manifest.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(RuntimeError::BadManifest {
+    manifest
+        .check()
+        .map_err(|reason| RuntimeError::BadManifest {
             path: origin,
-            reason: "sha256 must be 64 hex digits".into(),
-        });
-    }
+            reason,
+        })?;
     Ok(manifest)
 }
 
@@ -168,7 +335,8 @@ pub fn known_names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Loads the runtime `name` from `dir` and checks its sha256.
+/// Loads the runtime `name` from `dir` and checks the sha256 of its module
+/// and of every artifact.
 pub fn load_runtime(
     dir: &Path,
     name: &str,
@@ -180,15 +348,20 @@ pub fn load_runtime(
     } else {
         format!(" --runtime {name}")
     };
+    let missing = |path: PathBuf| RuntimeError::Missing {
+        path,
+        runtime_flag: runtime_flag.clone(),
+    };
+    let corrupt = |path: PathBuf, actual: String, expected: &str| RuntimeError::Corrupt {
+        path,
+        actual,
+        expected: expected.to_owned(),
+        runtime_flag: runtime_flag.clone(),
+    };
     let module_path = dir.join(&manifest.module);
     let module_bytes = match std::fs::read(&module_path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RuntimeError::Missing {
-                path: module_path,
-                runtime_flag,
-            });
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(module_path)),
         Err(source) => {
             return Err(RuntimeError::Unreadable {
                 path: module_path,
@@ -198,18 +371,35 @@ pub fn load_runtime(
     };
     let actual = hex(&Sha256::digest(&module_bytes));
     if !actual.eq_ignore_ascii_case(&manifest.sha256) {
-        return Err(RuntimeError::Corrupt {
-            path: module_path,
-            actual,
-            expected: manifest.sha256.clone(),
-            runtime_flag,
-        });
+        return Err(corrupt(module_path, actual, &manifest.sha256));
+    }
+    let mut artifact_paths = Vec::with_capacity(manifest.artifacts.len());
+    for artifact in &manifest.artifacts {
+        let path = dir.join(&artifact.file);
+        let actual = match sha256_of_file(&path) {
+            Ok(actual) => actual,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(path)),
+            Err(source) => return Err(RuntimeError::Unreadable { path, source }),
+        };
+        if !actual.eq_ignore_ascii_case(&artifact.sha256) {
+            return Err(corrupt(path, actual, &artifact.sha256));
+        }
+        artifact_paths.push(path);
     }
     Ok(VerifiedRuntime {
         manifest,
         module_path,
         module_bytes,
+        artifact_paths,
     })
+}
+
+/// The sha256 of a file, read in pieces.
+fn sha256_of_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex(&hasher.finalize()))
 }
 
 /// Lowercase hex of bytes.

@@ -18,10 +18,12 @@ use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::root::SandboxRoot;
+use base64::Engine as _;
+
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, GuestPath, InstallReport,
-    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage, human_bytes,
-    human_duration,
+    CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath,
+    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage,
+    human_bytes, human_duration,
 };
 
 /// How long an interpreter may take to start.
@@ -229,9 +231,13 @@ impl CodeInterpreter for WasmSandbox {
         let cell = format!("<cell-{}>", self.executions);
         let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")));
         let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")));
+        let figure_prefix = format!("/{OUTPUT_DIR}/exec-{}", self.executions);
         let message = Request::Exec {
             filename: &cell,
             code: &request.code,
+            image_bytes: limits.image_bytes,
+            max_images: limits.max_images,
+            figure_prefix: &figure_prefix,
         };
         let interpreter = self.interpreter().await?;
         let started = Instant::now();
@@ -266,6 +272,16 @@ impl CodeInterpreter for WasmSandbox {
                     Ok(reply) => {
                         execution.value = reply.value.map(|v| cap_text(v, limits.output_bytes));
                         execution.error = reply.error;
+                        execution.images = reply
+                            .images
+                            .into_iter()
+                            .map(|image| ExecImage {
+                                mime_type: "image/png".into(),
+                                data_base64: base64::engine::general_purpose::STANDARD
+                                    .encode(image.png),
+                                path: image.full_size_path,
+                            })
+                            .collect();
                     }
                     Err(e) => {
                         execution.error = Some(ExecError {
@@ -279,7 +295,7 @@ impl CodeInterpreter for WasmSandbox {
                     && execution
                         .error
                         .as_ref()
-                        .is_some_and(|e| e.name == "MemoryError")
+                        .is_some_and(|e| e.name.ends_with("MemoryError"))
                 {
                     execution.limit = Some(LimitHit {
                         kind: LimitKind::Memory,
@@ -423,6 +439,7 @@ impl CodeInterpreter for WasmSandbox {
             site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
             python_version: self.image.manifest.python_version.clone(),
             quota: self.ledger.quota().clone(),
+            built_in: self.image.built_in.clone(),
         };
         let installed = installer.install(requirements, &target, progress).await;
         // The installer wrote behind the ledger's back (or cleaned up after itself).
@@ -504,7 +521,9 @@ pub(crate) fn open_ledger(
     ))
 }
 
-/// Cuts text to at most `limit` bytes on a character boundary, marking the cut.
+/// Cuts text to at most `limit` bytes, at the end of a line when the kept
+/// part has one (so a table loses whole rows), else on a character boundary,
+/// marking the cut.
 fn cap_text(text: String, limit: usize) -> String {
     if text.len() <= limit {
         return text;
@@ -513,10 +532,30 @@ fn cap_text(text: String, limit: usize) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
+    if let Some(newline) = text[..end].rfind('\n') {
+        end = newline + 1;
+    }
+    let lines = text[end..].lines().count();
     format!(
-        "{}… [value cut: {} of {} bytes shown]",
+        "{}… [value cut: {} of {} bytes shown; {lines} more line(s)]",
         &text[..end],
         end,
         text.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_value_is_cut_after_a_whole_line() {
+        let table = "   a   b\n0  1   2\n1  3   4\n2  5   6\n".to_owned();
+        let cut = cap_text(table.clone(), 20);
+        assert!(cut.starts_with("   a   b\n0  1   2\n…"), "{cut}");
+        assert!(cut.contains("2 more line(s)"), "{cut}");
+        assert_eq!(cap_text(table.clone(), 100), table);
+        let one_line = "x".repeat(50);
+        assert!(cap_text(one_line, 10).starts_with("xxxxxxxxxx…"));
+    }
 }

@@ -260,7 +260,7 @@ async fn the_guest_sees_no_host_environment_and_sane_clocks_and_randomness() {
     let env = server.run(&a, "import os\nsorted(os.environ)").await;
     assert_eq!(
         env["value"],
-        "['HOME', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUTF8', 'TMPDIR']"
+        "['HOME', 'MPLBACKEND', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUTF8', 'TMPDIR']"
     );
     let r = server
         .run(&a, "import time\nt0 = time.monotonic(); w = time.time()\nsum(range(10000))\n(time.monotonic() >= t0, w)")

@@ -1,6 +1,7 @@
 //! Integration tests: the real binary, driven over MCP stdio by rmcp's client.
-//! They need the runtime (`./fetch-python.sh`) and no network; the E2B tests
-//! run against a fake of E2B on loopback (and need `python3`).
+//! They need the runtimes (`./fetch-python.sh` and `./fetch-python.sh --runtime
+//! scientific`) and no network; the E2B tests run against a fake of E2B on
+//! loopback (and need `python3`).
 
 mod behaviour;
 mod cli;
@@ -14,6 +15,7 @@ mod limits;
 mod packages;
 mod requests;
 mod sandboxes;
+mod scientific;
 mod soak;
 mod support;
 mod tools;

@@ -38,6 +38,27 @@ pub fn shared_cache() -> PathBuf {
     dir
 }
 
+/// The shared module cache with the scientific runtime compiled into it too
+/// (once per test run: about a minute and 2.5 GiB of memory the first time).
+pub fn scientific_cache() -> PathBuf {
+    let dir = shared_cache();
+    static PREPARE: Once = Once::new();
+    PREPARE.call_once(|| {
+        let status = std::process::Command::new(binary())
+            .args(["prepare", "scientific"])
+            .env("SANDBOX_CACHE_DIR", &dir)
+            .env("SANDBOX_ROOT", dir.join("prepare-root"))
+            .env("SANDBOX_LOG", "warn")
+            .status()
+            .expect("run mcp-code-sandbox prepare scientific");
+        assert!(
+            status.success(),
+            "the scientific runtime is not ready: run ./fetch-python.sh --runtime scientific first"
+        );
+    });
+    dir
+}
+
 /// A running server process with an MCP client connected to it.
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,

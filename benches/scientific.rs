@@ -1,0 +1,124 @@
+//! The scientific runtime's own costs: the first imports of its libraries in
+//! a fresh sandbox, and a small data analysis (group, fit, plot to PNG) in a
+//! sandbox that has them imported. Skipped, with a note, when the runtime is
+//! not fetched (`./fetch-python.sh --runtime scientific`).
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use criterion::{Criterion, criterion_group, criterion_main};
+use mcp_code_sandbox::app::App;
+use mcp_code_sandbox::cli::Cli;
+use mcp_code_sandbox::config::Config;
+use mcp_code_sandbox::sandbox::Execution;
+use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
+use tokio_util::sync::CancellationToken;
+
+/// Set-up of the analysis: 100,000 rows in 10 groups.
+const DATA: &str = "import numpy as np, pandas as pd\n\
+from sklearn.linear_model import LinearRegression\n\
+import matplotlib.pyplot as plt\n\
+rng = np.random.default_rng(0)\n\
+df = pd.DataFrame({'g': rng.integers(0, 10, 100_000), 'x': rng.random(100_000)})\n\
+df['y'] = 3 * df.x + rng.normal(0, 0.1, len(df))";
+
+/// The analysis: aggregate, fit, and a plot returned as a PNG.
+const ANALYSIS: &str = "summary = df.groupby('g').agg(x=('x', 'mean'), y=('y', 'sum'))\n\
+model = LinearRegression().fit(df[['x']], df['y'])\n\
+fig, ax = plt.subplots()\n\
+ax.bar(summary.index, summary.y)\n\
+plt.show()\n\
+round(model.coef_[0], 1)";
+
+fn app(rt: &tokio::runtime::Runtime) -> Option<App> {
+    let root = std::env::temp_dir().join(format!("mcp-bench-sci-{}", std::process::id()));
+    let cli = Cli::try_parse_from([
+        "mcp-code-sandbox",
+        "--log",
+        "warn",
+        "--pool-size",
+        "0",
+        "--runtime",
+        "scientific",
+        "--root",
+        root.to_str().unwrap(),
+    ])
+    .unwrap();
+    let app = rt
+        .block_on(async { App::build(Config::from_settings(&cli.settings).unwrap()) })
+        .unwrap();
+    match rt.block_on(app.wasm.preload(None)) {
+        Ok(()) => Some(app),
+        Err(e) => {
+            eprintln!("note: skipping the scientific benches: {e}");
+            None
+        }
+    }
+}
+
+async fn run(sandbox: &Sandbox, code: &str) -> Execution {
+    let e = sandbox
+        .execute(
+            code.to_owned(),
+            Some(Duration::from_secs(300)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
+    e
+}
+
+/// Times `code` in a fresh sandbox each iteration (creation not timed).
+fn fresh(rt: &tokio::runtime::Runtime, app: &App, code: &str, iters: u64) -> Duration {
+    rt.block_on(async {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let (sandbox, _) = app.manager.create(CreateRequest::default()).await.unwrap();
+            let started = Instant::now();
+            run(&sandbox, code).await;
+            total += started.elapsed();
+            let id = sandbox.id().to_owned();
+            drop(sandbox);
+            app.manager.close(&id).await.unwrap();
+        }
+        total
+    })
+}
+
+fn scientific(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(app) = app(&rt) else { return };
+    let mut group = c.benchmark_group("scientific");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("first_import_pandas", |b| {
+        b.iter_custom(|iters| fresh(&rt, &app, "import pandas", iters))
+    });
+    group.bench_function("first_import_stack", |b| {
+        b.iter_custom(|iters| {
+            fresh(
+                &rt,
+                &app,
+                "import numpy, pandas, sklearn.linear_model, matplotlib.pyplot",
+                iters,
+            )
+        })
+    });
+    let (sandbox, _) = rt
+        .block_on(app.manager.create(CreateRequest::default()))
+        .unwrap();
+    rt.block_on(run(&sandbox, DATA));
+    group.bench_function("analysis_group_fit_plot", |b| {
+        b.to_async(&rt).iter(|| async {
+            let e = run(&sandbox, ANALYSIS).await;
+            assert_eq!(e.images.len(), 1);
+        })
+    });
+    group.finish();
+    rt.block_on(app.manager.close_all());
+}
+
+criterion_group!(benches, scientific);
+criterion_main!(benches);

@@ -1,0 +1,130 @@
+//! [`BuiltInPackages`]: the distributions a runtime carries in its own import
+//! path (the scientific runtime's zip holds numpy, pandas and fifty more).
+//!
+//! They come before site-packages on `sys.path`, so an installed copy could
+//! never be imported: `install_package` counts them as present, resolves
+//! dependencies against them, and refuses to replace them.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use pep508_rs::PackageName;
+
+use super::metadata::CoreMetadata;
+use super::resolver::Installed;
+
+/// Largest `METADATA` read from a runtime's zip.
+const MAX_METADATA_BYTES: u64 = 1 << 20;
+
+/// The packages built into a runtime, by normalized name.
+#[derive(Clone, Debug, Default)]
+pub struct BuiltInPackages {
+    by_name: HashMap<PackageName, Installed>,
+}
+
+impl BuiltInPackages {
+    /// Reads the `NAME-VERSION.dist-info/METADATA` members at the top of the
+    /// zip `path`. A member that cannot be read or parsed is skipped.
+    pub fn from_zip(path: &Path) -> Result<Self, String> {
+        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let mut archive = zip::ZipArchive::new(file).map_err(|e| e.to_string())?;
+        let members: Vec<String> = archive
+            .file_names()
+            .filter(|name| {
+                name.strip_suffix("/METADATA")
+                    .is_some_and(|dir| dir.ends_with(".dist-info") && !dir.contains('/'))
+            })
+            .map(str::to_owned)
+            .collect();
+        let mut by_name = HashMap::new();
+        for member in members {
+            let mut text = String::new();
+            let read = archive
+                .by_name(&member)
+                .map_err(|e| e.to_string())
+                .and_then(|entry| {
+                    entry
+                        .take(MAX_METADATA_BYTES)
+                        .read_to_string(&mut text)
+                        .map_err(|e| e.to_string())
+                });
+            match read.and_then(|_| CoreMetadata::parse(&text)) {
+                Ok(metadata) => {
+                    by_name.insert(
+                        metadata.name,
+                        Installed {
+                            version: metadata.version,
+                            requires_dist: metadata.requires_dist,
+                            built_in: true,
+                        },
+                    );
+                }
+                Err(e) => tracing::debug!(%member, error = %e, "skipping a built-in distribution"),
+            }
+        }
+        Ok(Self { by_name })
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Each one's name and what the resolver sees of it.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&PackageName, &Installed)> {
+        self.by_name.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Write};
+    use std::str::FromStr;
+
+    use super::*;
+
+    #[test]
+    fn dist_info_metadata_at_the_top_of_the_zip_is_read() {
+        let mut out = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default();
+        for (name, body) in [
+            (
+                "numpy-2.5.2.dist-info/METADATA",
+                "Metadata-Version: 2.1\nName: numpy\nVersion: 2.5.2\n",
+            ),
+            (
+                "pandas-3.0.6.dist-info/METADATA",
+                "Metadata-Version: 2.1\nName: pandas\nVersion: 3.0.6\nRequires-Dist: numpy>=1.26\n",
+            ),
+            (
+                "vendored/inner-1.0.dist-info/METADATA",
+                "Name: inner\nVersion: 1.0\n",
+            ),
+            ("broken-1.0.dist-info/METADATA", "not metadata"),
+            ("json/__init__.pyc", "x"),
+        ] {
+            out.start_file(name, options).unwrap();
+            out.write_all(body.as_bytes()).unwrap();
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("lib.zip");
+        std::fs::write(&path, out.finish().unwrap().into_inner()).unwrap();
+
+        let built_in = BuiltInPackages::from_zip(&path).unwrap();
+        assert_eq!(built_in.len(), 2);
+        let pandas = built_in
+            .iter()
+            .find(|(n, _)| **n == PackageName::from_str("pandas").unwrap())
+            .unwrap()
+            .1;
+        assert_eq!(pandas.version.to_string(), "3.0.6");
+        assert_eq!(pandas.requires_dist.len(), 1);
+        assert!(pandas.built_in);
+    }
+}

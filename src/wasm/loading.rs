@@ -1,0 +1,344 @@
+//! Loading a runtime into a [`GuestImage`], once per server: verify its files,
+//! weave the disk-quota gates, compile (or read the module cache), prepare its
+//! read-only mounts, and link it. A first compile of a large runtime takes
+//! long, so [`ImageSlot`] tells whoever waits what the load is doing.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+use wasmtime::{Engine, Linker, Module, Val};
+
+use super::host_memory::check_compile_memory;
+use super::interpreter::{GuestImage, GuestState};
+use super::quota_gate::{self, Door};
+use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
+use super::{WasmSettings, engine, module_cache, mounts};
+use crate::packages::BuiltInPackages;
+use crate::sandbox::{Progress, SandboxError};
+
+/// How often a waiting creation repeats what a long load is doing.
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+
+/// Held while a module compiles: one compile at a time per process. Two at
+/// once share wasmtime's compile threads, so a small runtime would wait as
+/// long as a large one, and their memory peaks would add up.
+static COMPILING: Mutex<()> = Mutex::new(());
+
+/// One runtime's image, loaded on first use, and what its load is doing.
+#[derive(Default)]
+pub(crate) struct ImageSlot {
+    /// The loaded image.
+    pub cell: OnceCell<Arc<GuestImage>>,
+    /// What a slow step of the load is doing now, and since when.
+    phase: Mutex<Option<(String, Instant)>>,
+}
+
+impl ImageSlot {
+    fn set_phase(&self, phase: Option<String>) {
+        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) =
+            phase.map(|text| (text, Instant::now()));
+    }
+
+    fn phase(&self) -> Option<(String, Duration)> {
+        self.phase
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(text, since)| (text.clone(), since.elapsed()))
+    }
+
+    /// Waits for `load` (this slot's load, or another caller's), telling
+    /// `progress` what a slow step is doing when it starts and every few
+    /// seconds after.
+    pub(crate) async fn wait_reporting<F>(
+        &self,
+        load: F,
+        progress: Option<&Progress>,
+    ) -> Result<Arc<GuestImage>, SandboxError>
+    where
+        F: Future<Output = Result<Arc<GuestImage>, SandboxError>>,
+    {
+        let Some(progress) = progress else {
+            return load.await;
+        };
+        tokio::pin!(load);
+        let mut last: Option<(String, Instant)> = None;
+        loop {
+            tokio::select! {
+                done = &mut load => return done,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                    let Some((text, elapsed)) = self.phase() else { continue };
+                    let due = match &last {
+                        Some((said, at)) => *said != text || at.elapsed() >= PROGRESS_EVERY,
+                        None => true,
+                    };
+                    if due {
+                        progress.report(format!("{text}: {} s so far", elapsed.as_secs()));
+                        last = Some((text, Instant::now()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Loads the runtime `name` (blocking: run it on a blocking thread).
+pub(crate) fn load(
+    settings: &WasmSettings,
+    engine: Engine,
+    executor: tokio::runtime::Handle,
+    name: &str,
+    slot: &ImageSlot,
+) -> Result<Arc<GuestImage>, SandboxError> {
+    let runtime = load_runtime(&settings.runtime_dir, name, &settings.default_runtime)
+        .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    if let Some(missing) = runtime
+        .manifest
+        .wasm_features
+        .iter()
+        .find(|f| !engine::SUPPORTED.contains(f))
+    {
+        return Err(SandboxError::Runtime(format!(
+            "the runtime '{name}' needs the WebAssembly feature {missing:?}, which this server's engine does not enable"
+        )));
+    }
+    let compiled = compiled(settings, &engine, &runtime, slot);
+    slot.set_phase(None);
+    let (module, quota_gated) = compiled?;
+    let mounts = mounts::prepare(&runtime, &settings.cache_dir)
+        .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
+    let built_in = match runtime.distributions() {
+        Some(path) => BuiltInPackages::from_zip(path)
+            .map_err(|e| SandboxError::Runtime(format!("cannot read {}: {e}", path.display())))?,
+        None => BuiltInPackages::default(),
+    };
+    let pre = link(&engine, &module, &runtime.manifest, quota_gated).map_err(|e| {
+        SandboxError::Runtime(format!("cannot link the Python runtime '{name}': {e}"))
+    })?;
+    Ok(Arc::new(GuestImage {
+        engine,
+        pre,
+        manifest: runtime.manifest,
+        executor,
+        fuel_metered: settings.engine.fuel,
+        quota_gated,
+        mounts,
+        built_in: Arc::new(built_in),
+    }))
+}
+
+/// The compiled module, from the cache or compiled now (with the quota gates
+/// woven in when the module allows), and whether it carries the gates.
+fn compiled(
+    settings: &WasmSettings,
+    engine: &Engine,
+    runtime: &VerifiedRuntime,
+    slot: &ImageSlot,
+) -> Result<(Module, bool), SandboxError> {
+    let manifest = &runtime.manifest;
+    let cache = &settings.cache_dir;
+    let sha = &manifest.sha256;
+    let gated_key = format!("{}-gate{}", &sha[..24], quota_gate::GATE_VERSION);
+    if let Some(module) = module_cache::load(engine, cache, &gated_key) {
+        return Ok((module, true));
+    }
+    // Weaving is quick next to compiling; a module it cannot gate runs
+    // without the gates (from the cache when it was compiled before).
+    let (key, wasm, gated) = match quota_gate::weave(&runtime.module_bytes) {
+        Ok(woven) => {
+            tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, door = ?woven.door, "added disk-quota gates");
+            (gated_key, std::borrow::Cow::Owned(woven.module), true)
+        }
+        Err(why) => {
+            tracing::warn!(
+                "runtime {}: disk quotas are checked only between executions: {why}",
+                manifest.name
+            );
+            let key = sha[..24].to_owned();
+            if let Some(module) = module_cache::load(engine, cache, &key) {
+                return Ok((module, false));
+            }
+            (
+                key,
+                std::borrow::Cow::Borrowed(&runtime.module_bytes[..]),
+                false,
+            )
+        }
+    };
+    // Nothing cached: this is the expensive first start.
+    let _compiling = match COMPILING.try_lock() {
+        Ok(guard) => guard,
+        Err(_) => {
+            slot.set_phase(Some(format!(
+                "the runtime '{}' waits for another runtime's first compile to finish before its own",
+                manifest.name
+            )));
+            COMPILING.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    };
+    if let Some(needed_mb) = manifest.compile_memory_mb {
+        check_compile_memory(&manifest.name, needed_mb, cache)
+            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    }
+    let phase = compiling_phase(manifest);
+    tracing::info!(
+        runtime = %manifest.name,
+        "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
+        manifest.name
+    );
+    slot.set_phase(Some(phase));
+    let module = module_cache::compile_and_store(engine, cache, &key, &wasm).map_err(|e| {
+        SandboxError::Runtime(format!(
+            "cannot compile the Python runtime {}: {e}",
+            runtime.module_path.display()
+        ))
+    })?;
+    Ok((module, gated))
+}
+
+/// What a first compile says it is doing, with the manifest's figures.
+fn compiling_phase(manifest: &RuntimeManifest) -> String {
+    let mut text = format!(
+        "compiling the runtime '{}' to native code (first use only; later starts load it from the cache",
+        manifest.name
+    );
+    match (manifest.compile_seconds, manifest.compile_memory_mb) {
+        (Some(seconds), Some(mb)) => {
+            text.push_str(&format!(
+                "; it takes about {seconds} s and {mb} MiB of memory on 2 cores)"
+            ));
+        }
+        (Some(seconds), None) => text.push_str(&format!("; it takes about {seconds} s)")),
+        _ => text.push(')'),
+    }
+    text
+}
+
+/// Links a module with WASI preview 1, the stubs its manifest declares, and
+/// nothing else. The quota gates' door (see [`quota_gate`]) is answered by
+/// the host instead of wasmtime-wasi.
+fn link(
+    engine: &Engine,
+    module: &Module,
+    manifest: &RuntimeManifest,
+    quota_gated: bool,
+) -> wasmtime::Result<wasmtime::InstancePre<GuestState>> {
+    const WASI: &str = "wasi_snapshot_preview1";
+    let mut linker: Linker<GuestState> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi)?;
+    linker.allow_shadowing(true);
+    let wasi_imports: Vec<&str> = module
+        .imports()
+        .filter(|i| i.module() == WASI)
+        .map(|i| i.name())
+        .collect();
+    match Door::among(wasi_imports) {
+        // fd_allocate is unsupported by wasmtime-wasi anyway: it answers only
+        // the gates (and "not supported" to anything else).
+        Some(Door::FdAllocate) => {
+            linker.func_wrap(
+                WASI,
+                "fd_allocate",
+                |mut caller: wasmtime::Caller<'_, GuestState>, fd: i32, offset: i64, len: i64| {
+                    caller.data_mut().answer_gate(fd, offset, len)
+                },
+            )?;
+        }
+        // Advice is only advice: real calls are accepted and not acted on.
+        Some(Door::FdAdvise) if quota_gated => {
+            linker.func_wrap(
+                WASI,
+                "fd_advise",
+                |mut caller: wasmtime::Caller<'_, GuestState>,
+                 fd: i32,
+                 offset: i64,
+                 len: i64,
+                 _advice: i32| {
+                    if offset < 0 {
+                        caller.data_mut().answer_gate(fd, offset, len)
+                    } else {
+                        0
+                    }
+                },
+            )?;
+        }
+        _ => {}
+    }
+    for import in module.imports() {
+        if import.module() == WASI {
+            continue;
+        }
+        let Some(stub) = manifest
+            .host_stubs
+            .iter()
+            .find(|s| s.module == import.module() && s.name == import.name())
+        else {
+            return Err(wasmtime::Error::msg(format!(
+                "the module imports {}.{}, which its manifest does not declare as a [[host_stub]]",
+                import.module(),
+                import.name()
+            )));
+        };
+        let Some(ty) = import.ty().func().cloned() else {
+            return Err(wasmtime::Error::msg(format!(
+                "the import {}.{} is not a function",
+                import.module(),
+                import.name()
+            )));
+        };
+        let answer = stub.returns;
+        let results: Vec<_> = ty.results().collect();
+        if !(results.is_empty()
+            || (results.len() == 1 && results[0].matches(&wasmtime::ValType::I32)))
+        {
+            return Err(wasmtime::Error::msg(format!(
+                "the import {}.{} does not return one i32, so no stub can answer it",
+                import.module(),
+                import.name()
+            )));
+        }
+        linker.func_new(import.module(), import.name(), ty, move |_, _, out| {
+            if let Some(slot) = out.first_mut() {
+                *slot = Val::I32(answer);
+            }
+            Ok(())
+        })?;
+    }
+    linker.instantiate_pre(module)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compiling_phase_quotes_the_manifest_figures() {
+        let tmp = tempfile::tempdir().unwrap();
+        let manifest = super::super::runtime::find_manifest(tmp.path(), "scientific").unwrap();
+        let text = compiling_phase(&manifest);
+        assert!(text.contains("'scientific'"), "{text}");
+        let seconds = format!("about {} s", manifest.compile_seconds.unwrap());
+        let memory = format!("{} MiB", manifest.compile_memory_mb.unwrap());
+        assert!(text.contains(&seconds) && text.contains(&memory), "{text}");
+    }
+
+    #[test]
+    fn an_undeclared_import_is_refused_by_name() {
+        let engine = super::super::engine::build_engine(Default::default()).unwrap();
+        let wasm =
+            wat::parse_str(r#"(module (import "host" "call" (func (param i32) (result i32))))"#)
+                .unwrap();
+        let module = Module::new(&engine, wasm).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut manifest = super::super::runtime::find_manifest(tmp.path(), "python-3.12").unwrap();
+        let Err(err) = link(&engine, &module, &manifest, false) else {
+            panic!("an undeclared import must not link")
+        };
+        assert!(err.to_string().contains("host.call"), "{err}");
+        manifest.host_stubs = super::super::runtime::find_manifest(tmp.path(), "scientific")
+            .unwrap()
+            .host_stubs;
+        assert!(link(&engine, &module, &manifest, false).is_ok());
+    }
+}
