@@ -116,10 +116,12 @@ pub struct Settings {
 
     /// Fuel (about one unit per WebAssembly instruction) one execution may
     /// burn; 0 turns fuel metering off (the wall-clock limit still applies).
+    /// The default is about ten minutes of pure-Python CPU, so the largest
+    /// timeout binds first; lower it for a budget that does not depend on load.
     #[arg(
         long,
         env = "SANDBOX_FUEL",
-        default_value_t = 200_000_000_000,
+        default_value_t = 5_000_000_000_000,
         global = true
     )]
     pub fuel: u64,
