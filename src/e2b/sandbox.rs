@@ -23,8 +23,8 @@ use super::route::Route;
 use super::transport::Clients;
 use crate::sandbox::{
     CapturedText, CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface,
-    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, Usage, human_bytes,
-    human_duration,
+    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, Usage,
+    cap_value_text, human_bytes, human_duration,
 };
 
 /// How long `pip install` may take.
@@ -248,7 +248,9 @@ impl CodeInterpreter for E2bSandbox {
         let mut execution = Execution {
             stdout: self.finish_stream("stdout", collected.stdout).await,
             stderr: self.finish_stream("stderr", collected.stderr).await,
-            value: collected.value.map(|v| cap_text(v, limits.output_bytes)),
+            value: collected
+                .value
+                .map(|v| cap_value_text(v, limits.output_bytes)),
             error: collected.error,
             images: collected.images,
             ..Execution::default()
@@ -494,21 +496,4 @@ fn spawn_keepalive(
         })
     };
     (stop, task)
-}
-
-/// Cuts text to at most `limit` bytes on a character boundary, marking the cut.
-fn cap_text(text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}… [value cut: {} of {} bytes shown]",
-        &text[..end],
-        end,
-        text.len()
-    )
 }

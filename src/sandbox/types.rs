@@ -224,6 +224,30 @@ impl Execution {
     }
 }
 
+/// Cuts text to at most `limit` bytes, at the end of a line when the kept
+/// part has one (so a table loses whole rows), else on a character boundary,
+/// marking the cut. Both backends cut the `repr()` of a trailing expression
+/// with it, so a value reads the same whichever ran it.
+pub fn cap_value_text(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some(newline) = text[..end].rfind('\n') {
+        end = newline + 1;
+    }
+    let lines = text[end..].lines().count();
+    format!(
+        "{}… [value cut: {} of {} bytes shown; {lines} more line(s)]",
+        &text[..end],
+        end,
+        text.len()
+    )
+}
+
 /// Kind of a directory entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -376,6 +400,17 @@ pub fn human_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_value_is_cut_after_a_whole_line() {
+        let table = "   a   b\n0  1   2\n1  3   4\n2  5   6\n".to_owned();
+        let cut = cap_value_text(table.clone(), 20);
+        assert!(cut.starts_with("   a   b\n0  1   2\n…"), "{cut}");
+        assert!(cut.contains("2 more line(s)"), "{cut}");
+        assert_eq!(cap_value_text(table.clone(), 100), table);
+        let one_line = "x".repeat(50);
+        assert!(cap_value_text(one_line, 10).starts_with("xxxxxxxxxx…"));
+    }
 
     #[test]
     fn byte_counts_read_naturally() {

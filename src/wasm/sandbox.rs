@@ -23,7 +23,7 @@ use base64::Engine as _;
 use crate::sandbox::{
     CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath,
     InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage,
-    human_bytes, human_duration,
+    cap_value_text, human_bytes, human_duration,
 };
 
 /// How long an interpreter may take to start.
@@ -270,7 +270,8 @@ impl CodeInterpreter for WasmSandbox {
                 fuel_used = used;
                 match decode_reply(&body) {
                     Ok(reply) => {
-                        execution.value = reply.value.map(|v| cap_text(v, limits.output_bytes));
+                        execution.value =
+                            reply.value.map(|v| cap_value_text(v, limits.output_bytes));
                         execution.error = reply.error;
                         execution.images = reply
                             .images
@@ -519,43 +520,4 @@ pub(crate) fn open_ledger(
         Arc::new(dir),
         DiskQuota::new(limits.disk_bytes, limits.disk_files),
     ))
-}
-
-/// Cuts text to at most `limit` bytes, at the end of a line when the kept
-/// part has one (so a table loses whole rows), else on a character boundary,
-/// marking the cut.
-fn cap_text(text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if let Some(newline) = text[..end].rfind('\n') {
-        end = newline + 1;
-    }
-    let lines = text[end..].lines().count();
-    format!(
-        "{}… [value cut: {} of {} bytes shown; {lines} more line(s)]",
-        &text[..end],
-        end,
-        text.len()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_value_is_cut_after_a_whole_line() {
-        let table = "   a   b\n0  1   2\n1  3   4\n2  5   6\n".to_owned();
-        let cut = cap_text(table.clone(), 20);
-        assert!(cut.starts_with("   a   b\n0  1   2\n…"), "{cut}");
-        assert!(cut.contains("2 more line(s)"), "{cut}");
-        assert_eq!(cap_text(table.clone(), 100), table);
-        let one_line = "x".repeat(50);
-        assert!(cap_text(one_line, 10).starts_with("xxxxxxxxxx…"));
-    }
 }
