@@ -29,7 +29,9 @@ use self::progress::ProgressForwarder;
 use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
-use crate::sandbox::{BackendKind, GuestPath, SandboxError, human_bytes};
+use crate::sandbox::{
+    BackendKind, EntryKind, GuestPath, InstallReport, PackageSource, SandboxError, human_bytes,
+};
 
 const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
 (or create_run_close for a one-off), then execute_code; variables and imports persist between \
@@ -126,6 +128,22 @@ impl SandboxServer {
         Ok(())
     }
 
+    /// The request `create_sandbox` and `create_run_close` hand the manager.
+    fn create_request(
+        id: Option<String>,
+        options: SandboxOptions,
+        progress: &ProgressForwarder,
+    ) -> Result<CreateRequest, SandboxError> {
+        Ok(CreateRequest {
+            id,
+            backend: backend(options.backend.as_deref())?,
+            timeout: seconds(options.timeout_seconds, "timeout_seconds")?,
+            memory_bytes: options.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+            runtime: options.runtime,
+            progress: progress.sink(),
+        })
+    }
+
     #[tool(
         description = "Create a Python sandbox and return its session_id. A local sandbox is CPython \
 compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and output \
@@ -141,52 +159,49 @@ session_id (your own id; an existing one is reported, not replaced), backend (\"
         Parameters(p): Parameters<CreateSandboxParams>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        answer(self.create_sandbox_inner(p, ctx).await)
+    }
+
+    async fn create_sandbox_inner(
+        &self,
+        p: CreateSandboxParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
         let forwarder = ProgressForwarder::new(&ctx);
-        let request = (|| {
-            Ok::<_, SandboxError>(CreateRequest {
-                id: p.session_id,
-                backend: backend(p.backend.as_deref())?,
-                timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
-                memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
-                runtime: p.runtime,
-                progress: forwarder.sink(),
-            })
-        })();
-        let request = match request {
-            Ok(r) => r,
-            Err(e) => return error(&e),
+        let options = SandboxOptions {
+            backend: p.backend,
+            timeout_seconds: p.timeout_seconds,
+            memory_mb: p.memory_mb,
+            runtime: p.runtime,
         };
+        let request = Self::create_request(p.session_id, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
-        match created {
-            Ok((sandbox, created)) => {
-                let status = sandbox
-                    .status(self.manager.settings().idle_timeout, false)
-                    .await;
-                let message = if created {
-                    format!(
-                        "Created sandbox '{}' ({} backend, {}). Run code with execute_code.",
-                        status.session_id, status.backend, status.runtime
-                    )
-                } else {
-                    format!(
-                        "Sandbox '{}' already exists; it was left as it is.",
-                        status.session_id
-                    )
-                };
-                let text = message.clone();
-                structured(
-                    &CreateResult {
-                        created,
-                        message,
-                        status,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
-        }
+        let (sandbox, created) = created?;
+        let status = sandbox
+            .status(self.manager.settings().idle_timeout, false)
+            .await;
+        let message = if created {
+            format!(
+                "Created sandbox '{}' ({} backend, {}). Run code with execute_code.",
+                status.session_id, status.backend, status.runtime
+            )
+        } else {
+            format!(
+                "Sandbox '{}' already exists; it was left as it is.",
+                status.session_id
+            )
+        };
+        let text = message.clone();
+        Ok(structured(
+            &CreateResult {
+                created,
+                message,
+                status,
+            },
+            text,
+            false,
+        ))
     }
 
     #[tool(
@@ -194,26 +209,26 @@ session_id (your own id; an existing one is reported, not replaced), backend (\"
         output_schema = schema_for_output::<CloseResult>()
     )]
     async fn close_sandbox(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
-        match self.manager.close(&p.session_id).await {
-            Ok(closed) => {
-                let message = if closed {
-                    format!("Closed sandbox '{}'.", p.session_id)
-                } else {
-                    format!("No sandbox '{}' was open; nothing to close.", p.session_id)
-                };
-                let text = message.clone();
-                structured(
-                    &CloseResult {
-                        session_id: p.session_id,
-                        closed,
-                        message,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
-        }
+        answer(self.close_sandbox_inner(p).await)
+    }
+
+    async fn close_sandbox_inner(&self, p: SessionParams) -> Result<CallToolResult, SandboxError> {
+        let closed = self.manager.close(&p.session_id).await?;
+        let message = if closed {
+            format!("Closed sandbox '{}'.", p.session_id)
+        } else {
+            format!("No sandbox '{}' was open; nothing to close.", p.session_id)
+        };
+        let text = message.clone();
+        Ok(structured(
+            &CloseResult {
+                session_id: p.session_id,
+                closed,
+                message,
+            },
+            text,
+            false,
+        ))
     }
 
     #[tool(
@@ -223,12 +238,16 @@ when it expires if left idle, executions, memory and disk used, and its limits."
         output_schema = schema_for_output::<StatusResult>()
     )]
     async fn get_sandbox_status(&self, Parameters(p): Parameters<StatusParams>) -> CallToolResult {
+        answer(self.get_sandbox_status_inner(p).await)
+    }
+
+    async fn get_sandbox_status_inner(
+        &self,
+        p: StatusParams,
+    ) -> Result<CallToolResult, SandboxError> {
         let idle = self.manager.settings().idle_timeout;
         let sandboxes = match &p.session_id {
-            Some(id) => match self.manager.get(id) {
-                Ok(s) => vec![s],
-                Err(e) => return error(&e),
-            },
+            Some(id) => vec![self.manager.get(id)?],
             None => self.manager.all(),
         };
         let mut statuses = Vec::with_capacity(sandboxes.len());
@@ -249,7 +268,7 @@ when it expires if left idle, executions, memory and disk used, and its limits."
                 if s.busy { ", busy" } else { "" }
             ));
         }
-        structured(
+        Ok(structured(
             &StatusResult {
                 count: ids.len(),
                 sandbox_ids: ids,
@@ -257,7 +276,7 @@ when it expires if left idle, executions, memory and disk used, and its limits."
             },
             text,
             false,
-        )
+        ))
     }
 
     #[tool(
@@ -276,21 +295,19 @@ are kept. No network access in local sandboxes.",
         Parameters(p): Parameters<ExecuteCodeParams>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        if let Err(e) = self.check_code(&p.code) {
-            return error(&e);
-        }
-        let timeout = match seconds(p.timeout_seconds, "timeout_seconds") {
-            Ok(t) => t,
-            Err(e) => return error(&e),
-        };
-        let sandbox = match self.manager.get(&p.session_id) {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
-        match sandbox.execute(p.code, timeout, ctx.ct.clone()).await {
-            Ok(e) => execution(&p.session_id, e),
-            Err(e) => error(&e),
-        }
+        answer(self.execute_code_inner(p, ctx).await)
+    }
+
+    async fn execute_code_inner(
+        &self,
+        p: ExecuteCodeParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        self.check_code(&p.code)?;
+        let timeout = seconds(p.timeout_seconds, "timeout_seconds")?;
+        let sandbox = self.manager.get(&p.session_id)?;
+        let result = sandbox.execute(p.code, timeout, ctx.ct.clone()).await?;
+        Ok(execution(&p.session_id, result))
     }
 
     #[tool(
@@ -303,40 +320,33 @@ For one-off computations that need no state afterwards.",
         Parameters(p): Parameters<CreateRunCloseParams>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        if let Err(e) = self.check_code(&p.code) {
-            return error(&e);
-        }
+        answer(self.create_run_close_inner(p, ctx).await)
+    }
+
+    async fn create_run_close_inner(
+        &self,
+        p: CreateRunCloseParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        self.check_code(&p.code)?;
         let forwarder = ProgressForwarder::new(&ctx);
-        let request = (|| {
-            Ok::<_, SandboxError>(CreateRequest {
-                id: None,
-                backend: backend(p.backend.as_deref())?,
-                timeout: seconds(p.timeout_seconds, "timeout_seconds")?,
-                memory_bytes: p.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
-                runtime: p.runtime,
-                progress: forwarder.sink(),
-            })
-        })();
-        let request = match request {
-            Ok(r) => r,
-            Err(e) => return error(&e),
+        let options = SandboxOptions {
+            backend: p.backend,
+            timeout_seconds: p.timeout_seconds,
+            memory_mb: p.memory_mb,
+            runtime: p.runtime,
         };
+        let request = Self::create_request(None, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
-        let (sandbox, _) = match created {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
+        let (sandbox, _) = created?;
         let id = sandbox.id().to_owned();
         let result = sandbox.execute(p.code, None, ctx.ct.clone()).await;
         drop(sandbox);
         if let Err(e) = self.manager.close(&id).await {
             tracing::warn!(%id, error = %e, "could not close a create_run_close sandbox");
         }
-        match result {
-            Ok(e) => execution(&id, e),
-            Err(e) => error(&e),
-        }
+        Ok(execution(&id, result?))
     }
 
     #[tool(
@@ -354,14 +364,21 @@ variables are kept. Returns what was installed (name, version, source) and what 
         Parameters(p): Parameters<InstallPackageParams>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        answer(self.install_package_inner(p, ctx).await)
+    }
+
+    async fn install_package_inner(
+        &self,
+        p: InstallPackageParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
         let requirements = crate::packages::split_requirements(&p.package_name);
         if requirements.is_empty() {
-            return error_text("package_name is empty: give a package name such as \"attrs\"");
+            return Err(SandboxError::InvalidArgument(
+                "package_name is empty: give a package name such as \"attrs\"".into(),
+            ));
         }
-        let sandbox = match self.manager.get(&p.session_id) {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
+        let sandbox = self.manager.get(&p.session_id)?;
         // Progress messages become MCP progress notifications when the
         // request carried a progress token.
         let forwarder = ProgressForwarder::new(&ctx);
@@ -374,65 +391,19 @@ variables are kept. Returns what was installed (name, version, source) and what 
         let result = sandbox.install(requirements, &progress).await;
         drop(progress);
         forwarder.finish().await;
-        match result {
-            Ok(report) => {
-                let mut message = String::new();
-                if report.installed.is_empty() {
-                    message.push_str("Nothing new to install");
-                } else {
-                    message.push_str("Installed ");
-                    message.push_str(
-                        &report
-                            .installed
-                            .iter()
-                            .map(|p| match p.source {
-                                Some(source) => {
-                                    format!("{} {} ({})", p.name, p.version, source_name(source))
-                                }
-                                None => format!("{} {}", p.name, p.version),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    );
-                }
-                if !report.already_present.is_empty() {
-                    message.push_str("; already present: ");
-                    message.push_str(
-                        &report
-                            .already_present
-                            .iter()
-                            .map(|p| match p.source {
-                                Some(crate::sandbox::PackageSource::Runtime) => {
-                                    format!("{} {} (built into the runtime)", p.name, p.version)
-                                }
-                                _ => format!("{} {}", p.name, p.version),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    );
-                }
-                message.push('.');
-                if !report.installed.is_empty() {
-                    message.push_str(" Import them now; no restart is needed.");
-                }
-                if let Some(notes) = &report.output {
-                    message.push('\n');
-                    message.push_str(notes);
-                }
-                let text = message.clone();
-                structured(
-                    &InstallResult {
-                        session_id: p.session_id,
-                        package: p.package_name,
-                        report,
-                        message,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
-        }
+        let report = result?;
+        let message = install_message(&report);
+        let text = message.clone();
+        Ok(structured(
+            &InstallResult {
+                session_id: p.session_id,
+                package: p.package_name,
+                report,
+                message,
+            },
+            text,
+            false,
+        ))
     }
 
     #[tool(
@@ -442,45 +413,38 @@ kind (file, directory, symlink), size and modification time of each entry.",
         output_schema = schema_for_output::<ListResult>()
     )]
     async fn list_files(&self, Parameters(p): Parameters<ListFilesParams>) -> CallToolResult {
-        let path = match GuestPath::parse(&p.path) {
-            Ok(path) => path,
-            Err(e) => return error(&e),
-        };
-        let sandbox = match self.manager.get(&p.session_id) {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
-        match sandbox
+        answer(self.list_files_inner(p).await)
+    }
+
+    async fn list_files_inner(&self, p: ListFilesParams) -> Result<CallToolResult, SandboxError> {
+        let path = GuestPath::parse(&p.path)?;
+        let sandbox = self.manager.get(&p.session_id)?;
+        let listing = sandbox
             .list(path.clone(), self.limits.max_list_entries)
-            .await
-        {
-            Ok(listing) => {
-                let mut text = format!("{} ({} entries", path, listing.entries.len());
-                if listing.truncated {
-                    text.push_str(", more not shown");
-                }
-                text.push(')');
-                for e in &listing.entries {
-                    let kind = match e.kind {
-                        crate::sandbox::EntryKind::Directory => "dir ",
-                        crate::sandbox::EntryKind::Symlink => "link",
-                        crate::sandbox::EntryKind::File => "file",
-                        crate::sandbox::EntryKind::Other => "othr",
-                    };
-                    text.push_str(&format!("\n{kind} {:>10}  {}", e.size, e.name));
-                }
-                structured(
-                    &ListResult {
-                        path: path.to_string(),
-                        files: listing.entries,
-                        truncated: listing.truncated,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
+            .await?;
+        let mut text = format!("{} ({} entries", path, listing.entries.len());
+        if listing.truncated {
+            text.push_str(", more not shown");
         }
+        text.push(')');
+        for e in &listing.entries {
+            let kind = match e.kind {
+                EntryKind::Directory => "dir ",
+                EntryKind::Symlink => "link",
+                EntryKind::File => "file",
+                EntryKind::Other => "othr",
+            };
+            text.push_str(&format!("\n{kind} {:>10}  {}", e.size, e.name));
+        }
+        Ok(structured(
+            &ListResult {
+                path: path.to_string(),
+                files: listing.entries,
+                truncated: listing.truncated,
+            },
+            text,
+            false,
+        ))
     }
 
     #[tool(
@@ -490,39 +454,35 @@ back as base64 with encoding \"base64\". Large files are cut at the server's lim
         output_schema = schema_for_output::<ReadResult>()
     )]
     async fn read_file(&self, Parameters(p): Parameters<ReadFileParams>) -> CallToolResult {
-        let path = match GuestPath::parse(&p.file_path) {
-            Ok(path) => path,
-            Err(e) => return error(&e),
+        answer(self.read_file_inner(p).await)
+    }
+
+    async fn read_file_inner(&self, p: ReadFileParams) -> Result<CallToolResult, SandboxError> {
+        let path = GuestPath::parse(&p.file_path)?;
+        let sandbox = self.manager.get(&p.session_id)?;
+        let file = sandbox
+            .read(path.clone(), self.limits.max_file_bytes)
+            .await?;
+        let (content, encoding) = encode_content(file.bytes);
+        let text = if file.truncated {
+            format!(
+                "{content}\n[cut: the file has {} bytes; only the first {} are shown]",
+                file.size, self.limits.max_file_bytes
+            )
+        } else {
+            content.clone()
         };
-        let sandbox = match self.manager.get(&p.session_id) {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
-        match sandbox.read(path.clone(), self.limits.max_file_bytes).await {
-            Ok(file) => {
-                let (content, encoding) = encode_content(file.bytes);
-                let text = if file.truncated {
-                    format!(
-                        "{content}\n[cut: the file has {} bytes; only the first {} are shown]",
-                        file.size, self.limits.max_file_bytes
-                    )
-                } else {
-                    content.clone()
-                };
-                structured(
-                    &ReadResult {
-                        path: path.to_string(),
-                        content,
-                        encoding,
-                        size: file.size,
-                        truncated: file.truncated,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
-        }
+        Ok(structured(
+            &ReadResult {
+                path: path.to_string(),
+                content,
+                encoding,
+                size: file.size,
+                truncated: file.truncated,
+            },
+            text,
+            false,
+        ))
     }
 
     #[tool(
@@ -531,8 +491,10 @@ atomically). content is text, or base64 with encoding \"base64\" for binary data
         output_schema = schema_for_output::<WriteResult>()
     )]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
-        self.write(&p.session_id, &p.file_path, p.content, p.encoding)
-            .await
+        answer(
+            self.write(&p.session_id, &p.file_path, p.content, p.encoding)
+                .await,
+        )
     }
 
     #[tool(
@@ -541,21 +503,18 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         output_schema = schema_for_output::<WriteResult>()
     )]
     async fn upload_file(&self, Parameters(p): Parameters<UploadFileParams>) -> CallToolResult {
+        answer(self.upload_file_inner(p).await)
+    }
+
+    async fn upload_file_inner(&self, p: UploadFileParams) -> Result<CallToolResult, SandboxError> {
         if p.file_name.contains('/') || p.file_name == "." || p.file_name == ".." {
-            return error_text(format!(
+            return Err(SandboxError::InvalidArgument(format!(
                 "file_name '{}' must be a plain file name; put directories in destination_path",
                 p.file_name.escape_debug()
-            ));
+            )));
         }
-        let dir = match GuestPath::parse(&p.destination_path) {
-            Ok(d) => d,
-            Err(e) => return error(&e),
-        };
-        let path = match dir.join(&p.file_name) {
-            Ok(path) => path.to_string(),
-            Err(e) => return error(&e),
-        };
-        self.write(&p.session_id, &path, p.file_content, p.encoding)
+        let path = GuestPath::parse(&p.destination_path)?.join(&p.file_name)?;
+        self.write(&p.session_id, &path.to_string(), p.file_content, p.encoding)
             .await
     }
 
@@ -565,52 +524,94 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         file_path: &str,
         content: String,
         encoding: Option<crate::sandbox::Encoding>,
-    ) -> CallToolResult {
-        let path = match GuestPath::parse(file_path) {
-            Ok(path) => path,
-            Err(e) => return error(&e),
-        };
-        if let Err(e) = self.check_file_size(content.len() as u64 * 3 / 4) {
-            return error(&e);
-        }
-        let bytes = match decode_content(content, encoding) {
-            Ok(b) => b,
-            Err(e) => return error(&e),
-        };
-        if let Err(e) = self.check_file_size(bytes.len() as u64) {
-            return error(&e);
-        }
-        let sandbox = match self.manager.get(session_id) {
-            Ok(s) => s,
-            Err(e) => return error(&e),
-        };
-        match sandbox.write(path.clone(), bytes).await {
-            Ok(size) => {
-                let message = format!("Wrote {size} bytes to {path}.");
-                let text = message.clone();
-                structured(
-                    &WriteResult {
-                        path: path.to_string(),
-                        message,
-                        size,
-                    },
-                    text,
-                    false,
-                )
-            }
-            Err(e) => error(&e),
-        }
+    ) -> Result<CallToolResult, SandboxError> {
+        let path = GuestPath::parse(file_path)?;
+        self.check_file_size(content.len() as u64 * 3 / 4)?;
+        let bytes = decode_content(content, encoding)?;
+        self.check_file_size(bytes.len() as u64)?;
+        let sandbox = self.manager.get(session_id)?;
+        let size = sandbox.write(path.clone(), bytes).await?;
+        let message = format!("Wrote {size} bytes to {path}.");
+        let text = message.clone();
+        Ok(structured(
+            &WriteResult {
+                path: path.to_string(),
+                message,
+                size,
+            },
+            text,
+            false,
+        ))
     }
 }
 
+/// A tool's answer: its result, or its error as an error result.
+fn answer(result: Result<CallToolResult, SandboxError>) -> CallToolResult {
+    result.unwrap_or_else(|e| error(&e))
+}
+
+/// The options `create_sandbox` and `create_run_close` share.
+struct SandboxOptions {
+    backend: Option<String>,
+    timeout_seconds: Option<f64>,
+    memory_mb: Option<u64>,
+    runtime: Option<String>,
+}
+
+/// What `install_package` did, in words.
+fn install_message(report: &InstallReport) -> String {
+    let mut message = String::new();
+    if report.installed.is_empty() {
+        message.push_str("Nothing new to install");
+    } else {
+        message.push_str("Installed ");
+        message.push_str(
+            &report
+                .installed
+                .iter()
+                .map(|p| match p.source {
+                    Some(source) => format!("{} {} ({})", p.name, p.version, source_name(source)),
+                    None => format!("{} {}", p.name, p.version),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    if !report.already_present.is_empty() {
+        message.push_str("; already present: ");
+        message.push_str(
+            &report
+                .already_present
+                .iter()
+                .map(|p| match p.source {
+                    Some(PackageSource::Runtime) => {
+                        format!("{} {} (built into the runtime)", p.name, p.version)
+                    }
+                    _ => format!("{} {}", p.name, p.version),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    message.push('.');
+    if !report.installed.is_empty() {
+        message.push_str(" Import them now; no restart is needed.");
+    }
+    if let Some(notes) = &report.output {
+        message.push('\n');
+        message.push_str(notes);
+    }
+    message
+}
+
 /// Where an installed package came from, in words.
-fn source_name(source: crate::sandbox::PackageSource) -> &'static str {
+fn source_name(source: PackageSource) -> &'static str {
     match source {
-        crate::sandbox::PackageSource::Cache => "from the download cache",
-        crate::sandbox::PackageSource::Index => "from the index",
-        crate::sandbox::PackageSource::Wheelhouse => "from the wheelhouse",
-        crate::sandbox::PackageSource::Remote => "in the remote sandbox",
-        crate::sandbox::PackageSource::Runtime => "built into the runtime",
+        PackageSource::Cache => "from the download cache",
+        PackageSource::Index => "from the index",
+        PackageSource::Wheelhouse => "from the wheelhouse",
+        PackageSource::Remote => "in the remote sandbox",
+        PackageSource::Runtime => "built into the runtime",
     }
 }
 

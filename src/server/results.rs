@@ -126,11 +126,6 @@ pub fn error(e: &SandboxError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(e.to_string())])
 }
 
-/// A tool error from a message.
-pub fn error_text(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.into())])
-}
-
 /// The result of an execution, with its images as image content.
 pub fn execution(session_id: &str, execution: Execution) -> CallToolResult {
     let text = render_execution(&execution);
