@@ -4,18 +4,16 @@
 //! report shows the cost of WebAssembly, of metering, and the difference
 //! between the two builds side by side.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::Cli;
-use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
-use tokio_util::sync::CancellationToken;
 
 /// (name, set-up code, timed statement)
 const SUITE: &[(&str, &str, &str)] = &[
@@ -46,26 +44,13 @@ const SUITE: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn app(rt: &tokio::runtime::Runtime, fuel: &str) -> App {
-    let root = std::env::temp_dir().join(format!("mcp-bench-cpu-{}", std::process::id()));
-    let cli = Cli::try_parse_from([
-        "mcp-code-sandbox",
-        "--log",
-        "warn",
-        "--pool-size",
-        "0",
-        "--fuel",
-        fuel,
-        "--root",
-        root.to_str().unwrap(),
-    ])
-    .unwrap();
-    let app = rt
-        .block_on(async { App::build(Config::from_settings(&cli.settings).unwrap()) })
-        .unwrap();
-    rt.block_on(app.wasm.preload(None))
-        .expect("run ./fetch-python.sh first");
-    app
+/// An app whose executions burn at most `fuel` (`None`: the default budget;
+/// `"0"`: metering off).
+fn app(rt: &tokio::runtime::Runtime, fuel: Option<&str>) -> App {
+    match fuel {
+        Some(fuel) => common::app(rt, "cpu", &["--pool-size", "0", "--fuel", fuel]),
+        None => common::app(rt, "cpu", &["--pool-size", "0"]),
+    }
 }
 
 /// The runtimes compared, and the prefix of their bench names (python-3.12
@@ -89,15 +74,7 @@ fn sandbox(rt: &tokio::runtime::Runtime, app: &App, runtime: &str) -> Option<Arc
 }
 
 async fn run(sandbox: &Sandbox, code: &str) {
-    let e = sandbox
-        .execute(
-            code.to_owned(),
-            Some(Duration::from_secs(300)),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
-    assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
+    common::run_ok(sandbox, code).await;
 }
 
 /// A native python3 that runs statements on request and reports their time.
@@ -145,8 +122,8 @@ impl Drop for Native {
 
 fn cpu(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let metered = app(&rt, "2000000000000");
-    let unmetered = app(&rt, "0");
+    let metered = app(&rt, None);
+    let unmetered = app(&rt, Some("0"));
     // (bench name prefix, sandbox with fuel, sandbox without)
     let mut sandboxes = Vec::new();
     for (runtime, prefix) in RUNTIMES {

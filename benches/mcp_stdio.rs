@@ -1,6 +1,6 @@
 //! End to end over MCP stdio against the real binary, as a client sees it:
-//! `execute_code` round trips, `create_sandbox` from the warm pool and cold,
-//! and `create_run_close`.
+//! `execute_code` round trips (back to back, and after a pause), and
+//! `create_sandbox` and `create_run_close` from the warm pool and cold.
 
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,31 @@ fn stdio(c: &mut Criterion) {
             assert_eq!(r["value"], "2");
         })
     });
-    // From the pool: pause between samples so the pool refills outside the timing.
+    // The same call after 120 ms of quiet, as between an assistant's calls:
+    // the difference is the operating system waking the server's threads.
+    group.bench_function("execute_code_1_plus_1_after_idle", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    tokio::time::sleep(Duration::from_millis(120)).await;
+                    let started = Instant::now();
+                    let r = call(
+                        &client,
+                        "execute_code",
+                        json!({"session_id": id, "code": "1+1"}),
+                    )
+                    .await;
+                    total += started.elapsed();
+                    assert_eq!(r["value"], "2");
+                }
+                total
+            })
+        })
+    });
+    // From the pool: pause between samples so the pool refills, then wake the
+    // server with an untimed request, so that only the creation is timed (the
+    // wake-up is what `execute_code_1_plus_1_after_idle` adds).
     for (name, tool, args) in [
         ("create_sandbox_warm", "create_sandbox", json!({})),
         (
@@ -72,6 +96,7 @@ fn stdio(c: &mut Criterion) {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         tokio::time::sleep(Duration::from_millis(120)).await;
+                        client.list_tools(None).await.unwrap();
                         let started = Instant::now();
                         let r = call(&client, tool, args.clone()).await;
                         total += started.elapsed();

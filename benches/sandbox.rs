@@ -2,44 +2,14 @@
 //! trivial executions, create-run-close, and the file tools; creation and
 //! trivial executions also for the scientific runtime, when it is fetched.
 
+mod common;
+
 use std::time::Duration;
 
-use clap::Parser;
 use criterion::{Criterion, criterion_group, criterion_main};
-use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::Cli;
-use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::sandbox::GuestPath;
 use mcp_code_sandbox::sandbox::manager::CreateRequest;
 use tokio_util::sync::CancellationToken;
-
-fn app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> App {
-    try_app(rt, extra).expect("run ./fetch-python.sh first")
-}
-
-/// An app whose default runtime is loaded, or `None` (with a note) when it
-/// cannot be, e.g. the scientific runtime was not fetched.
-fn try_app(rt: &tokio::runtime::Runtime, extra: &[&str]) -> Option<App> {
-    let root = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    let mut args = vec![
-        "mcp-code-sandbox",
-        "--log",
-        "warn",
-        "--root",
-        root.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(args).unwrap();
-    let config = Config::from_settings(&cli.settings).unwrap();
-    let app = rt.block_on(async { App::build(config) }).unwrap();
-    match rt.block_on(app.wasm.preload(None)) {
-        Ok(()) => Some(app),
-        Err(e) => {
-            eprintln!("note: skipping {extra:?}: {e}");
-            None
-        }
-    }
-}
 
 fn create(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -47,14 +17,20 @@ fn create(c: &mut Criterion) {
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(10));
-    // (name, runtime, pool size, pause between samples for the pool to refill)
-    for (name, runtime, pool, pause) in [
-        ("cold", "python-3.12", "0", 0),
-        ("warm_pool", "python-3.12", "4", 150),
-        ("cold_scientific", "scientific", "0", 0),
-        ("warm_pool_scientific", "scientific", "4", 500),
+    // (name, runtime, pool size, fuel off, pause between samples for the pool
+    // to refill); `cold_fuel_off` shows what metering adds to Python's start.
+    for (name, runtime, pool, fuel_off, pause) in [
+        ("cold", "python-3.12", "0", false, 0),
+        ("cold_fuel_off", "python-3.12", "0", true, 0),
+        ("warm_pool", "python-3.12", "4", false, 150),
+        ("cold_scientific", "scientific", "0", false, 0),
+        ("warm_pool_scientific", "scientific", "4", false, 500),
     ] {
-        let Some(app) = try_app(&rt, &["--pool-size", pool, "--runtime", runtime]) else {
+        let mut flags = vec!["--pool-size", pool, "--runtime", runtime];
+        if fuel_off {
+            flags.extend(["--fuel", "0"]);
+        }
+        let Some(app) = common::try_app(&rt, "sandbox", &flags) else {
             continue;
         };
         group.bench_function(name, |b| {
@@ -83,7 +59,7 @@ fn create(c: &mut Criterion) {
 
 fn execute(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let app = app(&rt, &[]);
+    let app = common::app(&rt, "sandbox", &[]);
     let (sandbox, _) = rt
         .block_on(app.manager.create(CreateRequest::default()))
         .unwrap();

@@ -2,37 +2,18 @@
 //! alive at once, and the aggregate throughput of CPU-bound executions in 1,
 //! 2 and 4 sandboxes running at the same time.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::Cli;
-use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 fn app(rt: &tokio::runtime::Runtime) -> App {
-    let root = std::env::temp_dir().join(format!("mcp-bench-scale-{}", std::process::id()));
-    let cli = Cli::try_parse_from([
-        "mcp-code-sandbox",
-        "--log",
-        "warn",
-        "--pool-size",
-        "0",
-        "--max-sandboxes",
-        "200",
-        "--root",
-        root.to_str().unwrap(),
-    ])
-    .unwrap();
-    let app = rt
-        .block_on(async { App::build(Config::from_settings(&cli.settings).unwrap()) })
-        .unwrap();
-    rt.block_on(app.wasm.preload(None))
-        .expect("run ./fetch-python.sh first");
-    app
+    common::app(rt, "scale", &["--pool-size", "0", "--max-sandboxes", "200"])
 }
 
 /// Resident memory of this process, in bytes.

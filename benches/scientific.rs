@@ -3,16 +3,14 @@
 //! sandbox that has them imported. Skipped, with a note, when the runtime is
 //! not fetched (`./fetch-python.sh --runtime scientific`).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::Cli;
-use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::sandbox::Execution;
 use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
-use tokio_util::sync::CancellationToken;
 
 /// Set-up of the analysis: 100,000 rows in 10 groups.
 const DATA: &str = "import numpy as np, pandas as pd\n\
@@ -31,42 +29,15 @@ plt.show()\n\
 round(model.coef_[0], 1)";
 
 fn app(rt: &tokio::runtime::Runtime) -> Option<App> {
-    let root = std::env::temp_dir().join(format!("mcp-bench-sci-{}", std::process::id()));
-    let cli = Cli::try_parse_from([
-        "mcp-code-sandbox",
-        "--log",
-        "warn",
-        "--pool-size",
-        "0",
-        "--runtime",
+    common::try_app(
+        rt,
         "scientific",
-        "--root",
-        root.to_str().unwrap(),
-    ])
-    .unwrap();
-    let app = rt
-        .block_on(async { App::build(Config::from_settings(&cli.settings).unwrap()) })
-        .unwrap();
-    match rt.block_on(app.wasm.preload(None)) {
-        Ok(()) => Some(app),
-        Err(e) => {
-            eprintln!("note: skipping the scientific benches: {e}");
-            None
-        }
-    }
+        &["--pool-size", "0", "--runtime", "scientific"],
+    )
 }
 
 async fn run(sandbox: &Sandbox, code: &str) -> Execution {
-    let e = sandbox
-        .execute(
-            code.to_owned(),
-            Some(Duration::from_secs(300)),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
-    assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
-    e
+    common::run_ok(sandbox, code).await
 }
 
 /// Times `code` in a fresh sandbox each iteration (creation not timed).

@@ -1,0 +1,61 @@
+//! What the benches share: an [`App`] built as the binary builds it, with its
+//! runtime loaded before anything is timed, and a checked execution.
+
+// Each bench uses only part of this module.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use clap::Parser;
+use mcp_code_sandbox::app::App;
+use mcp_code_sandbox::cli::Cli;
+use mcp_code_sandbox::config::Config;
+use mcp_code_sandbox::sandbox::Execution;
+use mcp_code_sandbox::sandbox::manager::Sandbox;
+use tokio_util::sync::CancellationToken;
+
+/// An app configured by `flags` (as on the command line), with sandboxes
+/// under a temporary directory named after `bench`, and its default runtime
+/// loaded; `None`, with a note, when that runtime cannot be loaded here (e.g.
+/// the scientific runtime was not fetched).
+pub fn try_app(rt: &tokio::runtime::Runtime, bench: &str, flags: &[&str]) -> Option<App> {
+    let root = std::env::temp_dir().join(format!("mcp-bench-{bench}-{}", std::process::id()));
+    let mut args = vec![
+        "mcp-code-sandbox",
+        "--log",
+        "warn",
+        "--root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let cli = Cli::try_parse_from(args).unwrap();
+    let config = Config::from_settings(&cli.settings).unwrap();
+    let app = rt.block_on(async { App::build(config) }).unwrap();
+    match rt.block_on(app.wasm.preload(None)) {
+        Ok(()) => Some(app),
+        Err(e) => {
+            eprintln!("note: skipping {bench} {flags:?}: {e}");
+            None
+        }
+    }
+}
+
+/// Like [`try_app`], for the default runtime, which every bench needs.
+pub fn app(rt: &tokio::runtime::Runtime, bench: &str, flags: &[&str]) -> App {
+    try_app(rt, bench, flags).expect("run ./fetch-python.sh first")
+}
+
+/// Runs `code` in `sandbox` (up to 300 s) and checks it neither raised nor
+/// hit a limit, so a broken bench cannot pass for a fast one.
+pub async fn run_ok(sandbox: &Sandbox, code: &str) -> Execution {
+    let e = sandbox
+        .execute(
+            code.to_owned(),
+            Some(Duration::from_secs(300)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
+    e
+}
