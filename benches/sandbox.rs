@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcp_code_sandbox::sandbox::GuestPath;
-use mcp_code_sandbox::sandbox::manager::CreateRequest;
+use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 fn create(c: &mut Criterion) {
@@ -64,15 +64,19 @@ fn execute(c: &mut Criterion) {
         .block_on(app.manager.create(CreateRequest::default()))
         .unwrap();
     let mut group = c.benchmark_group("execute_code");
-    group.bench_function("trivial_expression", |b| {
-        b.to_async(&rt).iter(|| async {
-            let e = sandbox
-                .execute("1 + 1".into(), None, CancellationToken::new())
-                .await
-                .unwrap();
-            assert_eq!(e.value.as_deref(), Some("2"));
-        })
-    });
+    // `1 + 1` in a live sandbox, checking the answer.
+    let trivial = |group: &mut criterion::BenchmarkGroup<_>, name: &str, sandbox: &Sandbox| {
+        group.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| async {
+                let e = sandbox
+                    .execute("1 + 1".into(), None, CancellationToken::new())
+                    .await
+                    .unwrap();
+                assert_eq!(e.value.as_deref(), Some("2"));
+            })
+        });
+    };
+    trivial(&mut group, "trivial_expression", &sandbox);
     group.bench_function("print", |b| {
         b.to_async(&rt).iter(|| async {
             sandbox
@@ -86,17 +90,7 @@ fn execute(c: &mut Criterion) {
         ..CreateRequest::default()
     };
     match rt.block_on(app.manager.create(scientific)) {
-        Ok((sandbox, _)) => {
-            group.bench_function("trivial_expression_scientific", |b| {
-                b.to_async(&rt).iter(|| async {
-                    let e = sandbox
-                        .execute("1 + 1".into(), None, CancellationToken::new())
-                        .await
-                        .unwrap();
-                    assert_eq!(e.value.as_deref(), Some("2"));
-                })
-            });
-        }
+        Ok((scientific, _)) => trivial(&mut group, "trivial_expression_scientific", &scientific),
         Err(e) => eprintln!("note: skipping the scientific runtime: {e}"),
     }
     group.finish();
