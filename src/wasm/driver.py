@@ -3,13 +3,15 @@
 # Protocol with the host (src/wasm/guest_io.rs and src/wasm/protocol.rs):
 # - a request is a 4-byte big-endian length, then that many bytes: one op byte and its fields;
 # - a field is a 4-byte big-endian length and that many bytes;
-# - the first request is hello: b"H", the reply token, the site-packages directory;
+# - the first request is hello: b"H", the reply token, the site-packages directory, and
+#   b"1" when the host wants this program's compiled code (marshal) back in the reply;
 # - exec is b"E", the cell's file name, the code, the byte budget of one image, the most
 #   images to return, and the path prefix of saved figures; refresh is b"R";
 # - a reply is one stdout write: the token, a 4-byte length, then fields, each a kind byte
 #   and a length-prefixed value (v: the value, as a notebook shows it; n, m, t: an
 #   exception's name, message and traceback; i: an image, the guest path of its full-size
-#   file (empty when none was saved), a newline, then PNG bytes; r: ready).
+#   file (empty when none was saved), a newline, then PNG bytes; r: ready; c: this
+#   program's code, marshalled).
 # Everything else written to stdout or stderr is the program's own output.
 #
 # Plots: MPLBACKEND names `_sandbox_plots`, a matplotlib backend this driver provides
@@ -57,6 +59,14 @@ def _sandbox_driver():
         return
     token = request[1][0]
     site_packages = request[1][1].decode() if len(request[1]) > 1 else ""
+    # The host keeps this program compiled, so that later interpreters of the
+    # runtime skip compiling it (a third of a cold start): the module-level code
+    # that called this function is the whole program.
+    program = None
+    if len(request[1]) > 2 and request[1][2] == b"1":
+        import marshal
+
+        program = marshal.dumps(sys._getframe(1).f_code)
 
     def flush():
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -322,7 +332,7 @@ def _sandbox_driver():
     sources.clear()
     namespace.pop("_", None)
 
-    reply([("r", "ready")])
+    reply([("r", "ready"), ("c", program)])
     while True:
         request = read_request()
         if request is None:

@@ -91,11 +91,15 @@ impl GuestLink {
 
     /// Sends one request to the driver and returns the receiver of its reply.
     ///
-    /// `fuel` is the budget installed when the guest picks the request up (0 when
-    /// fuel is not metered); the captures receive the program's output until the
-    /// reply arrives.
+    /// `preamble` is raw bytes put on stdin in front of the request, in the same
+    /// write, so that the guest never finds stdin empty between the two (an
+    /// empty stdin after a read is end-of-file to it). `fuel` is the budget
+    /// installed when the guest picks the request up (0 when fuel is not
+    /// metered); the captures receive the program's output until the reply
+    /// arrives.
     pub(crate) fn send(
         &self,
+        preamble: &[u8],
         request: &[u8],
         fuel: u64,
         stdout: OutputCapture,
@@ -112,6 +116,7 @@ impl GuestLink {
         self.pending_fuel.store(fuel, Ordering::SeqCst);
         {
             let mut inbox = lock(&self.inbox);
+            inbox.extend_from_slice(preamble);
             let len = u32::try_from(request.len()).unwrap_or(u32::MAX);
             inbox.extend_from_slice(&len.to_be_bytes());
             inbox.extend_from_slice(request);
@@ -318,6 +323,7 @@ mod tests {
     fn a_reply_split_across_writes_is_reassembled_and_output_is_kept_apart() {
         let link = link();
         let mut rx = link.send(
+            &[],
             b"{}",
             0,
             OutputCapture::memory(100),
@@ -337,6 +343,7 @@ mod tests {
     fn stdin_reads_see_eof_while_executing_and_requests_are_length_prefixed() {
         let link = link();
         let _rx = link.send(
+            &[],
             b"abc",
             7,
             OutputCapture::discard(),
@@ -359,6 +366,7 @@ mod tests {
     fn output_that_does_not_start_with_the_token_is_program_output() {
         let link = link();
         let _rx = link.send(
+            &[],
             b"x",
             0,
             OutputCapture::memory(100),

@@ -15,8 +15,8 @@
 //! timeout.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rand::Rng;
@@ -29,7 +29,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
 use super::mounts::ReadOnlyMount;
-use super::protocol::Request;
+use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_RESIZE, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
 use super::trap::{GuestExit, classify};
@@ -37,7 +37,9 @@ use crate::packages::BuiltInPackages;
 use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
-/// only once packages are installed, which saves start-up time).
+/// only once packages are installed, which saves start-up time) to the first
+/// interpreter of a runtime, which hands back its compiled code; later ones
+/// get that code on stdin behind [`bootstrap`] and skip the compile.
 const DRIVER: &str = include_str!("driver.py");
 /// The matplotlib backend the driver provides (see `driver.py`).
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
@@ -62,6 +64,24 @@ pub(crate) struct GuestImage {
     pub mounts: Vec<ReadOnlyMount>,
     /// Packages the runtime carries in its own import path.
     pub built_in: Arc<BuiltInPackages>,
+    /// The driver compiled by this runtime's Python (marshal), once the first
+    /// interpreter has handed it back.
+    pub driver_program: OnceLock<Vec<u8>>,
+}
+
+/// The `-c` program that reads `len` bytes of marshalled driver code from
+/// stdin and runs it.
+fn bootstrap(len: usize) -> String {
+    format!(
+        "import marshal, posix\n\
+         b = b''\n\
+         while len(b) < {len}:\n    \
+             c = posix.read(0, {len} - len(b))\n    \
+             if not c:\n        \
+                 raise SystemExit('the driver code was cut short')\n    \
+             b += c\n\
+         exec(marshal.loads(b))\n"
+    )
 }
 
 /// Everything a guest's store holds.
@@ -194,9 +214,11 @@ impl Interpreter {
         meter.limit.store(memory_limit, Ordering::Relaxed);
 
         let manifest = &image.manifest;
+        let program = image.driver_program.get();
+        let boot = program.map(|code| bootstrap(code.len()));
         let mut args = vec!["python"];
         args.extend(manifest.python_flags.iter().map(String::as_str));
-        args.extend(["-c", DRIVER]);
+        args.extend(["-c", boot.as_deref().unwrap_or(DRIVER)]);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(GuestStdin(link.clone()))
             .stdout(GuestOutput(link.clone(), Stream::Stdout))
@@ -250,10 +272,12 @@ impl Interpreter {
         let hello = Request::Hello {
             token: &token,
             site_packages: &image.manifest.site_packages,
+            want_program: program.is_none(),
         };
         let fuel = image.fuel_metered.then_some(IDLE_FUEL);
         let (outcome, _, stderr) = interpreter
-            .call(
+            .call_after(
+                program.map_or(&[][..], Vec::as_slice),
                 &hello,
                 fuel,
                 start_timeout,
@@ -263,7 +287,18 @@ impl Interpreter {
             )
             .await;
         match outcome {
-            Outcome::Reply { .. } => Ok(interpreter),
+            Outcome::Reply { body, .. } => {
+                if program.is_none()
+                    && let Ok(Reply {
+                        program: Some(code),
+                        ..
+                    }) = decode_reply(&body)
+                {
+                    // A concurrent first start may have set it already: same code.
+                    let _ = image.driver_program.set(code);
+                }
+                Ok(interpreter)
+            }
             Outcome::Exited(exit) => Err(format!(
                 "the Python runtime stopped while starting ({exit}){}",
                 stderr_note(stderr)
@@ -288,13 +323,29 @@ impl Interpreter {
         stdout: OutputCapture,
         stderr: OutputCapture,
     ) -> (Outcome, OutputCapture, OutputCapture) {
+        self.call_after(&[], request, fuel, timeout, cancel, stdout, stderr)
+            .await
+    }
+
+    /// Like [`Interpreter::call`], with raw bytes on stdin before the request.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_after(
+        &mut self,
+        preamble: &[u8],
+        request: &Request<'_>,
+        fuel: Option<u64>,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+    ) -> (Outcome, OutputCapture, OutputCapture) {
         let Some(task) = self.task.as_mut() else {
             return (Outcome::Exited(GuestExit::Gone), stdout, stderr);
         };
         self.meter.refused.store(false, Ordering::SeqCst);
         let body = request.encode();
         let budget = fuel.unwrap_or(0);
-        let reply = self.link.send(&body, budget, stdout, stderr);
+        let reply = self.link.send(preamble, &body, budget, stdout, stderr);
         let outcome = tokio::select! {
             biased;
             reply = reply => match reply {

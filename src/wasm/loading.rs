@@ -125,6 +125,7 @@ pub(crate) fn load(
         quota_gated,
         mounts,
         built_in: Arc::new(built_in),
+        driver_program: std::sync::OnceLock::new(),
     }))
 }
 

@@ -13,6 +13,8 @@ pub(crate) enum Request<'a> {
         token: &'a str,
         /// Guest path of site-packages.
         site_packages: &'a str,
+        /// Whether the reply should carry the driver's compiled code.
+        want_program: bool,
     },
     /// Run a cell.
     Exec {
@@ -39,7 +41,11 @@ impl Request<'_> {
             Self::Hello {
                 token,
                 site_packages,
-            } => (b'H', vec![token.as_bytes(), site_packages.as_bytes()]),
+                want_program,
+            } => {
+                let want: &[u8] = if *want_program { b"1" } else { b"" };
+                (b'H', vec![token.as_bytes(), site_packages.as_bytes(), want])
+            }
             Self::Exec {
                 filename,
                 code,
@@ -80,6 +86,8 @@ pub(crate) struct Reply {
     pub error: Option<ExecError>,
     /// The images the cell produced, in order.
     pub images: Vec<ReplyImage>,
+    /// The driver's compiled code (marshal), when the hello asked for it.
+    pub program: Option<Vec<u8>>,
 }
 
 /// One image of a reply.
@@ -119,6 +127,11 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, String> {
                 png: value[newline + 1..].to_vec(),
                 full_size_path: (!path.is_empty()).then_some(path),
             });
+            at = end;
+            continue;
+        }
+        if kind == b'c' {
+            reply.program = Some(body[start..end].to_vec());
             at = end;
             continue;
         }
@@ -168,6 +181,28 @@ mod tests {
             b"E\0\0\0\x08<cell-1>\0\0\0\x031+1\0\0\0\x044096\0\0\0\x018\0\0\0\x05/o/e1"
         );
         assert_eq!(Request::RefreshPackages.encode(), b"R");
+        let hello = |want_program| {
+            Request::Hello {
+                token: "t",
+                site_packages: "/sp",
+                want_program,
+            }
+            .encode()
+        };
+        assert_eq!(hello(true), b"H\0\0\0\x01t\0\0\0\x03/sp\0\0\0\x011");
+        assert_eq!(hello(false), b"H\0\0\0\x01t\0\0\0\x03/sp\0\0\0\0");
+    }
+
+    #[test]
+    fn a_ready_reply_may_carry_the_drivers_compiled_code_as_bytes() {
+        let code = [0xe3, 0x00, 0xff, b'\n'];
+        let mut body = field(b'r', "ready");
+        body.push(b'c');
+        body.extend_from_slice(&(code.len() as u32).to_be_bytes());
+        body.extend_from_slice(&code);
+        let reply = decode_reply(&body).unwrap();
+        assert_eq!(reply.program.as_deref(), Some(&code[..]));
+        assert_eq!(decode_reply(&field(b'r', "ready")).unwrap().program, None);
     }
 
     #[test]
