@@ -65,7 +65,8 @@ pub(crate) struct GuestImage {
     /// Packages the runtime carries in its own import path.
     pub built_in: Arc<BuiltInPackages>,
     /// The driver compiled by this runtime's Python (marshal), once the first
-    /// interpreter has handed it back.
+    /// interpreter has handed it back: taken from its hello reply only, before
+    /// any user code has run in it, so no sandbox can shape what others run.
     pub driver_program: OnceLock<Vec<u8>>,
 }
 
