@@ -914,17 +914,27 @@ fn execute(
             ))
             .await
             .is_err();
+        // Lines the kernel has written, and how many it had written at the
+        // last interrupt: an interrupt that lands before the kernel has read
+        // the code (it is busy starting on a loaded machine) is lost, so a
+        // kernel that stays silent after one gets another.
+        let mut lines = 0usize;
+        let mut lines_at_interrupt = None;
         loop {
             let line = tokio::time::timeout(KEEPALIVE, k.stdout.next_line()).await;
             let event = match line {
                 Err(_) => {
-                    if !client_gone
-                        && tx
-                            .send(ndjson(&json!({"type": "keepalive"})))
-                            .await
-                            .is_err()
+                    if client_gone {
+                        if lines_at_interrupt == Some(lines) {
+                            interrupt(&shared, &pid);
+                        }
+                    } else if tx
+                        .send(ndjson(&json!({"type": "keepalive"})))
+                        .await
+                        .is_err()
                     {
                         client_gone = true;
+                        lines_at_interrupt = Some(lines);
                         interrupt(&shared, &pid);
                     }
                     continue;
@@ -935,7 +945,10 @@ fn execute(
                     let _ = tx.send(Err(std::io::Error::other("kernel died"))).await;
                     return;
                 }
-                Ok(Ok(Some(line))) => line,
+                Ok(Ok(Some(line))) => {
+                    lines += 1;
+                    line
+                }
             };
             let event: Value = serde_json::from_str(&event).unwrap_or(Value::Null);
             if event["type"] == "done" {
@@ -965,6 +978,7 @@ fn execute(
             }
             if tx.send(ndjson(&event)).await.is_err() {
                 client_gone = true;
+                lines_at_interrupt = Some(lines);
                 interrupt(&shared, &pid);
             }
         }
