@@ -60,7 +60,7 @@ def _sandbox_driver():
     token = request[1][0]
     site_packages = request[1][1].decode() if len(request[1]) > 1 else ""
     # The host keeps this program compiled, so that later interpreters of the
-    # runtime skip compiling it (a third of a cold start): the module-level code
+    # runtime skip compiling it (a tenth of a cold start): the module-level code
     # that called this function is the whole program.
     program = None
     if len(request[1]) > 2 and request[1][2] == b"1":
