@@ -14,6 +14,7 @@ import datetime
 import io
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -64,6 +65,10 @@ def strip_quotes(text):
     return text
 
 
+# SIGINT interrupts the code even when the test runner was started with SIGINT
+# ignored (as a background job of a non-interactive shell is), a disposition
+# python3 would otherwise inherit and keep.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.stdout = Stream("stdout")
 sys.stderr = Stream("stderr")
 sys.stdin = io.StringIO("")
