@@ -915,8 +915,8 @@ fn execute(
             .await
             .is_err();
         // Lines the kernel has written, and how many it had written at the
-        // last interrupt: an interrupt that lands before the kernel has read
-        // the code (it is busy starting on a loaded machine) is lost, so a
+        // last interrupt: an interrupt can be lost (one that lands while the
+        // kernel is still reading the request is swallowed there), so a
         // kernel that stays silent after one gets another.
         let mut lines = 0usize;
         let mut lines_at_interrupt = None;
