@@ -364,6 +364,14 @@ async fn binary_files_round_trip_byte_exact(kind: Kind) {
             .unwrap();
         assert_eq!(decoded, want, "{path}");
     }
+    let bad = h
+        .server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "x", "content": "%%%", "encoding": "base64"}),
+        )
+        .await;
+    assert!(bad.contains("base64"), "{bad}");
     h.stop().await;
 }
 
@@ -480,6 +488,11 @@ async fn output_past_the_limit_is_cut_and_kept_in_a_file(kind: Kind) {
     assert!(inline.len() <= 1000);
     assert!(inline.starts_with("line 0\nline 1\n"));
     let path = s["stdout"]["full_output_path"].as_str().unwrap().to_owned();
+    assert!(
+        text(&result).contains(&path),
+        "the text block says where the whole output is: {}",
+        text(&result)
+    );
     let whole = h
         .server
         .ok("read_file", json!({"session_id": id, "file_path": path}))

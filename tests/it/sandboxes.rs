@@ -122,17 +122,21 @@ async fn a_runaway_sandbox_does_not_hold_up_another() {
     let server = Server::start().await;
     let slow = server.create().await;
     let fast = server.create().await;
-    let slow_call = server.call(
-        "execute_code",
-        json!({"session_id": slow, "code": "n = 0\nwhile n < 10**9: n += 1", "timeout_seconds": 8}),
-    );
+    let slow_call = async {
+        let r = server
+            .call(
+                "execute_code",
+                json!({"session_id": slow, "code": "n = 0\nwhile n < 10**9: n += 1", "timeout_seconds": 8}),
+            )
+            .await;
+        (r, std::time::Instant::now())
+    };
     let fast_call = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let r = server.run(&fast, "sum(range(10))").await;
         (r, std::time::Instant::now())
     };
-    let (slow_result, (fast_result, fast_done)) = tokio::join!(slow_call, fast_call);
-    let slow_done = std::time::Instant::now();
+    let ((slow_result, slow_done), (fast_result, fast_done)) = tokio::join!(slow_call, fast_call);
     assert_eq!(fast_result["value"], "45");
     assert!(
         fast_done < slow_done,
