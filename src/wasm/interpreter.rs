@@ -65,9 +65,20 @@ pub(crate) struct GuestImage {
     /// Packages the runtime carries in its own import path.
     pub built_in: Arc<BuiltInPackages>,
     /// The driver compiled by this runtime's Python (marshal), once the first
-    /// interpreter has handed it back: taken from its hello reply only, before
-    /// any user code has run in it, so no sandbox can shape what others run.
+    /// interpreter in a fresh directory has handed it back: taken from its hello
+    /// reply, before any user code could run in it, so no sandbox can shape
+    /// what others run.
     pub driver_program: OnceLock<Vec<u8>>,
+}
+
+/// Whether an interpreter starts in a directory just created or in one that
+/// a sandbox's code has used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DirState {
+    /// Just created: empty.
+    Fresh,
+    /// A restart in a sandbox's own directory.
+    Used,
 }
 
 /// The `-c` program that reads `len` bytes of marshalled driver code from
@@ -203,9 +214,14 @@ pub(crate) struct Interpreter {
 
 impl Interpreter {
     /// Starts CPython on `dir` and waits until the driver is ready.
+    ///
+    /// `dir_state` is `Fresh` when `dir` was just created: only such a start may hand
+    /// back the driver's compiled code for the runtime's later interpreters,
+    /// since nothing a user wrote can run in it before the hello reply.
     pub(crate) async fn start(
         image: &Arc<GuestImage>,
         dir: &Path,
+        dir_state: DirState,
         ledger: Arc<QuotaLedger>,
         memory_limit: u64,
         start_timeout: Duration,
@@ -273,7 +289,7 @@ impl Interpreter {
         let hello = Request::Hello {
             token: &token,
             site_packages: &image.manifest.site_packages,
-            want_program: program.is_none(),
+            want_program: program.is_none() && dir_state == DirState::Fresh,
         };
         let fuel = image.fuel_metered.then_some(IDLE_FUEL);
         let (outcome, _, stderr) = interpreter
@@ -290,6 +306,7 @@ impl Interpreter {
         match outcome {
             Outcome::Reply { body, .. } => {
                 if program.is_none()
+                    && dir_state == DirState::Fresh
                     && let Ok(Reply {
                         program: Some(code),
                         ..

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::interpreter::{GuestImage, Interpreter};
+use super::interpreter::{DirState, GuestImage, Interpreter};
 use super::sandbox::{START_TIMEOUT, open_ledger};
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::quota::QuotaLedger;
@@ -139,6 +139,7 @@ impl WarmPool {
             Ok(ledger) => Interpreter::start(
                 &self.image,
                 &dir,
+                DirState::Fresh,
                 ledger.clone(),
                 self.limits.memory_bytes,
                 START_TIMEOUT,

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
-use super::interpreter::{GuestImage, Interpreter, Outcome};
+use super::interpreter::{DirState, GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
 use super::trap::GuestExit;
 use crate::packages::{InstallTarget, Installer, PackageError};
@@ -71,6 +71,7 @@ impl WasmSandbox {
         let interpreter = Interpreter::start(
             &sandbox.image,
             &sandbox.host_dir,
+            DirState::Fresh,
             sandbox.ledger.clone(),
             sandbox.limits.memory_bytes,
             START_TIMEOUT,
@@ -164,7 +165,7 @@ impl WasmSandbox {
         let ledger = self.ledger.clone();
         let memory = self.limits.memory_bytes;
         self.restarting = Some(tokio::spawn(async move {
-            Interpreter::start(&image, &dir, ledger, memory, START_TIMEOUT).await
+            Interpreter::start(&image, &dir, DirState::Used, ledger, memory, START_TIMEOUT).await
         }));
     }
 
@@ -187,6 +188,7 @@ impl WasmSandbox {
             _ => Interpreter::start(
                 &self.image,
                 &self.host_dir,
+                DirState::Used,
                 self.ledger.clone(),
                 self.limits.memory_bytes,
                 START_TIMEOUT,
