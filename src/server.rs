@@ -250,10 +250,9 @@ when it expires if left idle, executions, memory and disk used, and its limits."
             Some(id) => vec![self.manager.get(id)?],
             None => self.manager.all(),
         };
-        let mut statuses = Vec::with_capacity(sandboxes.len());
-        for s in &sandboxes {
-            statuses.push(s.status(idle, true).await);
-        }
+        // Measured in parallel: a remote sandbox's figures take a request each.
+        let statuses =
+            futures::future::join_all(sandboxes.iter().map(|s| s.status(idle, true))).await;
         let ids = self.manager.ids();
         let mut text = format!("{} sandbox(es) open", ids.len());
         for s in &statuses {

@@ -133,6 +133,10 @@ async fn check_input<R: AsyncRead + Unpin>(
                 None => {}
             }
             line.clear();
+            // A giant request should not pin its buffer for the whole session.
+            if line.capacity() > 1 << 20 {
+                line.shrink_to(64 << 10);
+            }
         }
     }
     let _ = to_rmcp.shutdown().await;
@@ -143,8 +147,16 @@ fn check_line(line: &[u8]) -> Option<String> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    match serde_json::from_slice::<serde_json::Value>(line) {
-        Ok(serde_json::Value::Object(_)) => None,
+    // Checked without building the message (rmcp parses it next): valid UTF-8,
+    // valid JSON, and an object.
+    let parsed = std::str::from_utf8(line)
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            serde_json::from_slice::<serde::de::IgnoredAny>(line).map_err(|e| e.to_string())
+        });
+    let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    match parsed {
+        Ok(_) if is_object => None,
         Ok(_) => Some(error_reply(
             find_id(line),
             -32600,
