@@ -18,7 +18,7 @@ use serde::de::{self, Deserializer};
 
 use super::error::E2bError;
 use super::route::{ENVD_PORT, Route};
-use super::transport::{Failure, Retry, send};
+use super::transport::{Failure, Retry, read_capped, send};
 use crate::sandbox::{
     EntryKind, FileContent, FileEntry, FileInterface, GuestPath, Listing, SandboxError,
 };
@@ -153,7 +153,7 @@ impl Envd {
         }
         let vm = vm_path(path);
         let what = format!("reading '{shown}'");
-        let mut response = send(&what, Retry::Idempotent, self.bound, || {
+        let response = send(&what, Retry::Idempotent, self.bound, || {
             self.route
                 .request(&self.http, Method::GET, ENVD_PORT, "/files")
                 .query(&[("path", vm.as_str())])
@@ -162,24 +162,9 @@ impl Envd {
         if !response.status().is_success() {
             return Err(self.file_error(Failure::read(response).await, &shown, &what));
         }
-        let mut bytes = Vec::new();
         let cap = usize::try_from(max_bytes.saturating_add(1)).unwrap_or(usize::MAX);
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    let room = cap.saturating_sub(bytes.len());
-                    bytes.extend_from_slice(&chunk[..room.min(chunk.len())]);
-                    if bytes.len() >= cap {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(super::error::network_error(&what, e, self.bound).into());
-                }
-            }
-        }
-        drop(response);
+        let (mut bytes, ended) = read_capped(response, cap).await;
+        ended.map_err(|e| super::error::network_error(&what, e, self.bound))?;
         let truncated = bytes.len() as u64 > max_bytes;
         bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
         let size = if truncated {

@@ -159,7 +159,7 @@ impl Failure {
     pub(crate) async fn read(response: Response) -> Self {
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        let body = read_capped(response, MAX_ERROR_BODY).await;
+        let (body, _) = read_capped(response, MAX_ERROR_BODY).await;
         let text = String::from_utf8_lossy(&body).trim().to_owned();
         let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
         let field = |name: &str| json.as_ref().and_then(|j| j.get(name));
@@ -244,17 +244,27 @@ impl Failure {
     }
 }
 
-/// Reads at most `limit` bytes of a body; the rest is dropped.
-pub(crate) async fn read_capped(mut response: Response, limit: usize) -> Vec<u8> {
+/// Reads at most `limit` bytes of a body; the rest is dropped. Also says
+/// whether the body broke off before that: the bytes read so far come back
+/// either way.
+pub(crate) async fn read_capped(
+    mut response: Response,
+    limit: usize,
+) -> (Vec<u8>, Result<(), reqwest::Error>) {
     let mut body = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        let room = limit.saturating_sub(body.len());
-        body.extend_from_slice(&chunk[..room.min(chunk.len())]);
-        if body.len() >= limit {
-            break;
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = limit.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..room.min(chunk.len())]);
+                if body.len() >= limit {
+                    return (body, Ok(()));
+                }
+            }
+            Ok(None) => return (body, Ok(())),
+            Err(e) => return (body, Err(e)),
         }
     }
-    body
 }
 
 /// At most 500 characters of a text, marked when cut.
