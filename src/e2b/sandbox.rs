@@ -24,7 +24,7 @@ use super::transport::Clients;
 use crate::sandbox::{
     CapturedText, CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface,
     GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, Usage,
-    cap_value_text, human_bytes, human_duration,
+    cap_value_text, human_duration,
 };
 
 /// How long `pip install` may take.
@@ -295,28 +295,7 @@ impl CodeInterpreter for E2bSandbox {
             }
         }
         let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
-        if output_truncated && execution.limit.is_none() {
-            let limit = human_bytes(limits.output_bytes as u64);
-            let saved: Vec<String> = [&execution.stdout, &execution.stderr]
-                .iter()
-                .filter_map(|t| t.full_output_path.clone())
-                .collect();
-            let where_ = if saved.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; the whole output is in {} (read it with read_file)",
-                    saved.join(" and ")
-                )
-            };
-            execution.limit = Some(LimitHit {
-                kind: LimitKind::Output,
-                limit: format!("{limit} per stream"),
-                message: format!(
-                    "output limit of {limit} per stream reached: the rest was cut{where_}; the code itself ran to the end"
-                ),
-            });
-        }
+        execution.note_output_limit(limits.output_bytes);
         execution.usage = Usage {
             wall_ms: wall.as_secs_f64() * 1000.0,
             fuel: None,

@@ -222,6 +222,35 @@ impl Execution {
     pub fn is_error(&self) -> bool {
         self.error.is_some() || self.limit.is_some()
     }
+
+    /// Records the output limit (`output_bytes` per stream) as the limit hit
+    /// when a stream was cut and no other limit was, naming the files that
+    /// hold the whole output.
+    pub fn note_output_limit(&mut self, output_bytes: usize) {
+        if !(self.stdout.truncated || self.stderr.truncated) || self.limit.is_some() {
+            return;
+        }
+        let limit = human_bytes(output_bytes as u64);
+        let saved: Vec<String> = [&self.stdout, &self.stderr]
+            .iter()
+            .filter_map(|t| t.full_output_path.clone())
+            .collect();
+        let where_ = if saved.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the whole output is in {} (read it with read_file)",
+                saved.join(" and ")
+            )
+        };
+        self.limit = Some(LimitHit {
+            kind: LimitKind::Output,
+            limit: format!("{limit} per stream"),
+            message: format!(
+                "output limit of {limit} per stream reached: the rest was cut{where_}; the code itself ran to the end"
+            ),
+        });
+    }
 }
 
 /// Cuts text to at most `limit` bytes, at the end of a line when the kept
