@@ -178,6 +178,10 @@ fn compiled(
             COMPILING.lock().unwrap_or_else(|p| p.into_inner())
         }
     };
+    // Whoever held the lock may have compiled this very module meanwhile.
+    if let Some(module) = module_cache::load(engine, cache, &key) {
+        return Ok((module, gated));
+    }
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache)
             .map_err(|e| SandboxError::Runtime(e.to_string()))?;

@@ -376,7 +376,7 @@ pub fn load_runtime(
     let mut artifact_paths = Vec::with_capacity(manifest.artifacts.len());
     for artifact in &manifest.artifacts {
         let path = dir.join(&artifact.file);
-        let actual = match sha256_of_file(&path) {
+        let actual = match crate::packages::cache::hash_file(&path).map(|(sha, _)| sha) {
             Ok(actual) => actual,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(path)),
             Err(source) => return Err(RuntimeError::Unreadable { path, source }),
@@ -395,13 +395,6 @@ pub fn load_runtime(
 }
 
 /// The sha256 of a file, read in pieces.
-fn sha256_of_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
-    Ok(hex(&hasher.finalize()))
-}
-
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
