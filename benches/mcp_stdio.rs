@@ -124,14 +124,18 @@ fn stdio(c: &mut Criterion) {
     let cold = rt.block_on(start("0"));
     group.sample_size(20);
     group.bench_function("create_sandbox_cold", |b| {
-        b.to_async(&rt).iter(|| async {
-            let r = call(&cold, "create_sandbox", json!({})).await;
-            call(
-                &cold,
-                "close_sandbox",
-                json!({"session_id": r["session_id"]}),
-            )
-            .await;
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let started = Instant::now();
+                    let r = call(&cold, "create_sandbox", json!({})).await;
+                    total += started.elapsed();
+                    let id = json!({"session_id": r["session_id"]});
+                    call(&cold, "close_sandbox", id).await;
+                }
+                total
+            })
         })
     });
     rt.block_on(cold.cancel()).unwrap();

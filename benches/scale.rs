@@ -98,8 +98,7 @@ fn throughput(c: &mut Criterion) {
     let sandboxes = rt.block_on(create_many(&app, 4));
     let fib = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)";
     for s in &sandboxes {
-        rt.block_on(s.execute(fib.into(), None, CancellationToken::new()))
-            .unwrap();
+        rt.block_on(common::run_ok(s, fib));
     }
     let mut group = c.benchmark_group("scale/cpu_bound_fib25_concurrent");
     group
@@ -110,9 +109,7 @@ fn throughput(c: &mut Criterion) {
         group.bench_function(format!("{k}_sandboxes"), |b| {
             b.to_async(&rt).iter(|| {
                 futures::future::join_all(
-                    sandboxes[..k]
-                        .iter()
-                        .map(|s| s.execute("fib(25)".into(), None, CancellationToken::new())),
+                    sandboxes[..k].iter().map(|s| common::run_ok(s, "fib(25)")),
                 )
             })
         });
