@@ -396,25 +396,7 @@ impl CodeInterpreter for WasmSandbox {
                 ),
             });
         }
-        if output_truncated && execution.limit.is_none() {
-            let limit = human_bytes(limits.output_bytes as u64);
-            let saved = [&execution.stdout, &execution.stderr]
-                .iter()
-                .filter_map(|t| t.full_output_path.clone())
-                .collect::<Vec<_>>();
-            let where_ = if saved.is_empty() {
-                String::new()
-            } else {
-                format!("; the whole output is in {}", saved.join(" and "))
-            };
-            execution.limit = Some(LimitHit {
-                kind: LimitKind::Output,
-                limit: format!("{limit} per stream"),
-                message: format!(
-                    "output limit of {limit} per stream reached: the rest was cut{where_} (read it with read_file); the code itself ran to the end"
-                ),
-            });
-        }
+        execution.note_output_limit(limits.output_bytes);
         if execution.state_lost.is_none() {
             execution.state_lost = earlier_loss;
         }
