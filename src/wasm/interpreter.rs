@@ -286,10 +286,11 @@ impl Interpreter {
         };
 
         let token = interpreter.link.token_text().to_owned();
+        let want_program = program.is_none() && dir_state == DirState::Fresh;
         let hello = Request::Hello {
             token: &token,
             site_packages: &image.manifest.site_packages,
-            want_program: program.is_none() && dir_state == DirState::Fresh,
+            want_program,
         };
         let fuel = image.fuel_metered.then_some(IDLE_FUEL);
         let (outcome, _, stderr) = interpreter
@@ -305,8 +306,7 @@ impl Interpreter {
             .await;
         match outcome {
             Outcome::Reply { body, .. } => {
-                if program.is_none()
-                    && dir_state == DirState::Fresh
+                if want_program
                     && let Ok(Reply {
                         program: Some(code),
                         ..
