@@ -12,13 +12,14 @@ pub mod local_files;
 pub mod manager;
 pub mod quota;
 pub mod root;
+pub mod stop;
 pub mod types;
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 
 pub use error::SandboxError;
 pub use guest_path::GuestPath;
+pub use stop::{StopReason, StopSignal};
 pub use types::*;
 
 /// Which kind of backend runs a sandbox.
@@ -77,20 +78,23 @@ pub trait Backend: Send + Sync + 'static {
 pub trait CodeInterpreter: Send + Sync {
     /// Runs code; state persists into the next call. An exception in the code
     /// or a limit is part of the returned [`Execution`], not an `Err`; `Err`
-    /// means the sandbox could not run the code at all. `cancel` stops the
-    /// execution as a timeout would.
+    /// means the sandbox could not run the code at all. `stop` stops the
+    /// execution as a timeout would, and says why.
     async fn execute(
         &mut self,
         request: ExecRequest,
-        cancel: CancellationToken,
+        stop: StopSignal,
     ) -> Result<Execution, SandboxError>;
 
     /// Installs packages given as requirement strings (`attrs==23.2.0`, ...)
-    /// so that the running interpreter can import them right away.
+    /// so that the running interpreter can import them right away. `stop`
+    /// (the client's cancellation, or the sandbox closing) stops the install
+    /// and leaves the sandbox as it was.
     async fn install(
         &mut self,
         requirements: &[String],
         progress: &(dyn Fn(String) + Send + Sync),
+        stop: StopSignal,
     ) -> Result<InstallReport, SandboxError>;
 
     /// The sandbox's files.

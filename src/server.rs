@@ -253,8 +253,12 @@ when it expires if left idle, executions, memory and disk used, and its limits."
         // Measured in parallel: a remote sandbox's figures take a request each.
         let statuses =
             futures::future::join_all(sandboxes.iter().map(|s| s.status(idle, true))).await;
-        let ids = self.manager.ids();
-        let mut text = format!("{} sandbox(es) open", ids.len());
+        // Asked about one sandbox, the answer is about that one only.
+        let ids: Vec<String> = statuses.iter().map(|s| s.session_id.clone()).collect();
+        let mut text = match &p.session_id {
+            Some(_) => String::from("1 sandbox"),
+            None => format!("{} sandbox(es) open", ids.len()),
+        };
         for s in &statuses {
             text.push_str(&format!(
                 "\n- {}: {} ({}), {} executions, memory {}, disk {}{}",
@@ -387,7 +391,9 @@ variables are kept. Returns what was installed (name, version, source) and what 
                 sink.report(message);
             }
         };
-        let result = sandbox.install(requirements, &progress).await;
+        let result = sandbox
+            .install(requirements, &progress, ctx.ct.clone())
+            .await;
         drop(progress);
         forwarder.finish().await;
         let report = result?;

@@ -23,7 +23,7 @@ use super::route::Route;
 use super::transport::Clients;
 use crate::sandbox::{
     CapturedText, CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface,
-    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, Usage,
+    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, StopSignal, Usage,
     cap_value_text, human_duration,
 };
 
@@ -226,7 +226,7 @@ impl CodeInterpreter for E2bSandbox {
     async fn execute(
         &mut self,
         request: ExecRequest,
-        cancel: CancellationToken,
+        stop: StopSignal,
     ) -> Result<Execution, SandboxError> {
         self.check_alive()?;
         let limits = request.limits;
@@ -241,7 +241,7 @@ impl CodeInterpreter for E2bSandbox {
             images: Vec::new(),
         };
         let ended = self
-            .stream(&request.code, deadline, &cancel, &mut collected)
+            .stream(&request.code, deadline, stop.token(), &mut collected)
             .await?;
         let wall = started.elapsed();
 
@@ -270,7 +270,10 @@ impl CodeInterpreter for E2bSandbox {
             Ended::Cancelled => {
                 execution.error = Some(ExecError {
                     name: "Cancelled".into(),
-                    value: "the call was cancelled by the client; the connection to the E2B sandbox was dropped, which makes its interpreter interrupt the code; variables and files are normally kept".into(),
+                    value: format!(
+                        "{}; the connection to the E2B sandbox was dropped, which makes its interpreter interrupt the code; variables and files are normally kept",
+                        stop.reason().describe()
+                    ),
                     traceback: String::new(),
                 });
             }
@@ -309,6 +312,7 @@ impl CodeInterpreter for E2bSandbox {
         &mut self,
         requirements: &[String],
         progress: &(dyn Fn(String) + Send + Sync),
+        _stop: StopSignal,
     ) -> Result<InstallReport, SandboxError> {
         self.check_alive()?;
         let cell = pip::install_cell(requirements)?;

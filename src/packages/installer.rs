@@ -25,6 +25,7 @@ use cap_std::fs::Dir;
 use pep440_rs::Version;
 use pep508_rs::PackageName;
 use rand::Rng;
+use tokio_util::sync::CancellationToken;
 
 use super::built_in::BuiltInPackages;
 use super::cache::WheelCache;
@@ -189,6 +190,7 @@ impl Installer {
         requirements: &[String],
         target: &InstallTarget,
         progress: &(dyn Fn(String) + Send + Sync),
+        _cancel: &CancellationToken,
     ) -> Result<InstallReport, PackageError> {
         if !self.is_configured() {
             return Err(PackageError::NotConfigured);

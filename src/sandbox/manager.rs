@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::SandboxError;
 use super::guest_path::GuestPath;
+use super::stop::{StopReason, StopSignal};
 use super::types::{
     ExecRequest, Execution, FileContent, InstallReport, Listing, ResourceUsage, SandboxLimits,
     SandboxSpec,
@@ -259,6 +260,11 @@ impl SandboxManager {
             }
             slots.reserved.insert(id.clone());
         }
+        // Released however the creation ends: done, failed, panicked or dropped.
+        let reservation = Reservation {
+            slots: &self.slots,
+            id: &id,
+        };
 
         let spec = SandboxSpec {
             id: id.clone(),
@@ -266,10 +272,7 @@ impl SandboxManager {
             runtime: request.runtime,
             progress: request.progress,
         };
-        let created = backend.create(spec).await;
-        let mut slots = lock(&self.slots);
-        slots.reserved.remove(&id);
-        let interpreter = created?;
+        let interpreter = backend.create(spec).await?;
         let now = SystemTime::now();
         let sandbox = Arc::new(Sandbox {
             id: id.clone(),
@@ -282,7 +285,7 @@ impl SandboxManager {
             closing: CancellationToken::new(),
             interpreter: tokio::sync::Mutex::new(Some(interpreter)),
         });
-        slots.live.insert(id, sandbox.clone());
+        reservation.fulfil(sandbox.clone());
         Ok((sandbox, true))
     }
 
@@ -294,13 +297,6 @@ impl SandboxManager {
             .get(id)
             .cloned()
             .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))
-    }
-
-    /// Ids of all live sandboxes, sorted.
-    pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.slots).live.keys().cloned().collect();
-        ids.sort();
-        ids
     }
 
     /// All live sandboxes.
@@ -425,36 +421,44 @@ impl Sandbox {
     ) -> Result<Execution, SandboxError> {
         let limits = self.limits.for_execution(timeout);
         let mut turn = self.turn().await?;
-        let stop = CancellationToken::new();
-        let watcher = {
-            let stop = stop.clone();
-            let closing = self.closing.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = cancel.cancelled() => stop.cancel(),
-                    _ = closing.cancelled() => stop.cancel(),
-                    _ = stop.cancelled() => {}
-                }
-            })
-        };
+        let stop = self.stop_on_cancel_or_close(cancel);
         let result = turn
             .interpreter()
-            .execute(ExecRequest { code, limits }, stop.clone())
+            .execute(ExecRequest { code, limits }, stop.signal())
             .await;
-        stop.cancel();
-        let _ = watcher.await;
         self.executions.fetch_add(1, Ordering::Relaxed);
         result
     }
 
-    /// Installs packages into the running interpreter.
+    /// Installs packages into the running interpreter. `cancel` (a client's
+    /// cancellation) or closing the sandbox stops the install.
     pub async fn install(
         &self,
         requirements: Vec<String>,
         progress: &(dyn Fn(String) + Send + Sync),
+        cancel: CancellationToken,
     ) -> Result<InstallReport, SandboxError> {
         let mut turn = self.turn().await?;
-        turn.interpreter().install(&requirements, progress).await
+        let stop = self.stop_on_cancel_or_close(cancel);
+        turn.interpreter()
+            .install(&requirements, progress, stop.signal())
+            .await
+    }
+
+    /// A signal that fires when the client cancels or the sandbox closes.
+    fn stop_on_cancel_or_close(&self, cancel: CancellationToken) -> StopGuard {
+        let signal = StopSignal::new();
+        let watcher = {
+            let signal = signal.clone();
+            let closing = self.closing.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => signal.stop(StopReason::Cancelled),
+                    _ = closing.cancelled() => signal.stop(StopReason::Closing),
+                }
+            })
+        };
+        StopGuard { signal, watcher }
     }
 
     /// Lists a directory.
@@ -507,6 +511,48 @@ impl Sandbox {
         if let Some(mut interpreter) = guard.take() {
             interpreter.close().await;
         }
+    }
+}
+
+/// An id held against the sandbox cap while its sandbox is being created.
+struct Reservation<'a> {
+    slots: &'a Mutex<Slots>,
+    id: &'a str,
+}
+
+impl Reservation<'_> {
+    /// Puts the created sandbox in place of the reservation, in one step.
+    fn fulfil(self, sandbox: Arc<Sandbox>) {
+        let mut slots = lock(self.slots);
+        slots.reserved.remove(self.id);
+        slots.live.insert(self.id.to_owned(), sandbox);
+        drop(slots);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        lock(self.slots).reserved.remove(self.id);
+    }
+}
+
+/// A call's stop signal and the task that fires it on a client's
+/// cancellation or the sandbox closing; dropping it ends the task.
+struct StopGuard {
+    signal: StopSignal,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl StopGuard {
+    fn signal(&self) -> StopSignal {
+        self.signal.clone()
+    }
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.watcher.abort();
     }
 }
 

@@ -22,8 +22,8 @@ use base64::Engine as _;
 
 use crate::sandbox::{
     CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath,
-    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, Usage,
-    cap_value_text, human_bytes, human_duration,
+    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopReason,
+    StopSignal, Usage, cap_value_text, human_bytes, human_duration,
 };
 
 /// How long an interpreter may take to start.
@@ -225,10 +225,9 @@ impl CodeInterpreter for WasmSandbox {
     async fn execute(
         &mut self,
         request: ExecRequest,
-        cancel: CancellationToken,
+        stop: StopSignal,
     ) -> Result<Execution, SandboxError> {
         let limits = request.limits;
-        let earlier_loss = self.lost_state.take();
         self.executions += 1;
         let cell = format!("<cell-{}>", self.executions);
         let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")));
@@ -241,6 +240,10 @@ impl CodeInterpreter for WasmSandbox {
             max_images: limits.max_images,
             figure_prefix: &figure_prefix,
         };
+        self.interpreter().await?;
+        // Taken once the interpreter is known to be alive, so a loss found
+        // just now is reported by this call, not the next.
+        let earlier_loss = self.lost_state.take();
         let interpreter = self.interpreter().await?;
         let started = Instant::now();
         let (outcome, stdout, stderr) = interpreter
@@ -248,7 +251,7 @@ impl CodeInterpreter for WasmSandbox {
                 &message,
                 limits.fuel,
                 limits.timeout,
-                &cancel,
+                stop.token(),
                 stdout,
                 stderr,
             )
@@ -320,7 +323,14 @@ impl CodeInterpreter for WasmSandbox {
                 execution.state_lost = Some(note);
             }
             Outcome::Cancelled => {
-                let note = self.lose_state("the call was cancelled by the client");
+                let note = match stop.reason() {
+                    StopReason::Cancelled => self.lose_state(StopReason::Cancelled.describe()),
+                    // No replacement for a sandbox that is going away.
+                    StopReason::Closing => format!(
+                        "{}: the interpreter was stopped",
+                        StopReason::Closing.describe()
+                    ),
+                };
                 execution.error = Some(ExecError {
                     name: "Cancelled".into(),
                     value: note.clone(),
@@ -413,6 +423,7 @@ impl CodeInterpreter for WasmSandbox {
         &mut self,
         requirements: &[String],
         progress: &(dyn Fn(String) + Send + Sync),
+        stop: StopSignal,
     ) -> Result<InstallReport, SandboxError> {
         let Some(installer) = self.installer.clone() else {
             return Err(SandboxError::Install(
@@ -426,7 +437,9 @@ impl CodeInterpreter for WasmSandbox {
             quota: self.ledger.quota().clone(),
             built_in: self.image.built_in.clone(),
         };
-        let installed = installer.install(requirements, &target, progress).await;
+        let installed = installer
+            .install(requirements, &target, progress, stop.token())
+            .await;
         // The installer wrote behind the ledger's back (or cleaned up after itself).
         self.ledger.forget();
         let mut report = installed.map_err(|e| SandboxError::Install(e.to_string()))?;
