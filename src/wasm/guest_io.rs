@@ -7,6 +7,14 @@
 //! [`OutputCapture`] of the execution in progress. While an execution runs, reads
 //! of stdin by the program see end-of-file, so user code can never consume the
 //! next request.
+//!
+//! The token only tells the driver's reply apart from ordinary output: it
+//! lives in guest memory, so guest code can find it and write a reply of its
+//! own. A reply therefore does not end a call. The call ends when the guest
+//! waits on stdin with nothing left to read, which is the driver waiting for
+//! its next request (or code that blocks itself: either way nothing runs), and
+//! the call's limits stay armed until then. The last reply written before that
+//! is the answer.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,12 +59,13 @@ pub(crate) struct GuestLink {
     stdout: Mutex<StdoutState>,
     stderr: Mutex<OutputCapture>,
     reply: Mutex<Option<oneshot::Sender<RawReply>>>,
+    /// The last reply written in the call in progress, handed over once the
+    /// guest waits for its next request.
+    answer: Mutex<Option<Vec<u8>>>,
     /// Fuel to install when the guest next returns from a host call (0: none).
     pending_fuel: AtomicU64,
     /// Fuel left when the guest last called the host.
     fuel_left: AtomicU64,
-    /// Fuel the driver gets between requests.
-    idle_fuel: AtomicU64,
 }
 
 struct StdoutState {
@@ -78,9 +87,9 @@ impl GuestLink {
             }),
             stderr: Mutex::new(OutputCapture::discard()),
             reply: Mutex::new(None),
+            answer: Mutex::new(None),
             pending_fuel: AtomicU64::new(0),
             fuel_left: AtomicU64::new(0),
-            idle_fuel: AtomicU64::new(0),
         })
     }
 
@@ -112,6 +121,7 @@ impl GuestLink {
             out.reply = None;
         }
         *lock(&self.stderr) = stderr;
+        *lock(&self.answer) = None;
         *lock(&self.reply) = Some(tx);
         self.pending_fuel.store(fuel, Ordering::SeqCst);
         {
@@ -138,12 +148,6 @@ impl GuestLink {
             0 => None,
             fuel => Some(fuel),
         }
-    }
-
-    /// Sets the fuel installed after each reply, for the driver's own work
-    /// between requests.
-    pub(crate) fn set_idle_fuel(&self, fuel: u64) {
-        self.idle_fuel.store(fuel, Ordering::Relaxed);
     }
 
     /// Records the fuel left as the guest enters the host (called from the call hook).
@@ -186,13 +190,25 @@ impl GuestLink {
         }
     }
 
+    /// Keeps a complete reply until the guest waits for its next request
+    /// (a later one replaces it). From now on stdin reads wait for data
+    /// instead of seeing end-of-file, so the driver can read that request.
     fn finish_reply(&self, body: Vec<u8>) {
-        // The guest recorded its fuel as it entered this host call; it goes on
-        // (and records again) as soon as this call returns.
-        let fuel_left = self.fuel_left.load(Ordering::Relaxed);
         self.executing.store(false, Ordering::SeqCst);
-        self.pending_fuel
-            .store(self.idle_fuel.load(Ordering::Relaxed), Ordering::SeqCst);
+        *lock(&self.answer) = Some(body);
+    }
+
+    /// Called as the guest waits on stdin: with nothing to read and a reply
+    /// written, the call is over; the reply goes to the caller with the fuel
+    /// left as the guest entered this wait.
+    fn note_waiting(&self) {
+        if self.executing.load(Ordering::SeqCst) || !lock(&self.inbox).is_empty() {
+            return;
+        }
+        let Some(body) = lock(&self.answer).take() else {
+            return;
+        };
+        let fuel_left = self.fuel_left.load(Ordering::Relaxed);
         if let Some(tx) = lock(&self.reply).take() {
             let _ = tx.send(RawReply { body, fuel_left });
         }
@@ -213,6 +229,7 @@ impl GuestLink {
     }
 
     async fn wait_readable(&self) {
+        self.note_waiting();
         loop {
             let notified = self.inbox_ready.notified();
             if !lock(&self.inbox).is_empty() || self.executing.load(Ordering::SeqCst) {
@@ -329,11 +346,14 @@ mod tests {
             OutputCapture::memory(100),
             OutputCapture::memory(100),
         );
+        let _ = link.read(100);
         link.write(Stream::Stdout, b"hello\n");
         let frame = reply_frame(b"{\"value\": null}");
         link.write(Stream::Stdout, &frame[..TOKEN_LEN + 6]);
         assert!(rx.try_recv().is_err(), "reply is not complete yet");
         link.write(Stream::Stdout, &frame[TOKEN_LEN + 6..]);
+        assert!(rx.try_recv().is_err(), "the call ends when the guest waits");
+        link.note_waiting();
         assert_eq!(rx.try_recv().unwrap().body, b"{\"value\": null}");
         let (stdout, _) = link.take_output();
         assert_eq!(stdout.finish().text, "hello\n");
@@ -355,6 +375,7 @@ mod tests {
         assert_eq!(link.take_pending_fuel(), Some(7));
         assert_eq!(link.take_pending_fuel(), None);
         link.write(Stream::Stdout, &reply_frame(b"{}"));
+        assert_eq!(link.take_pending_fuel(), None, "the call's fuel stays");
         assert_eq!(
             link.read(10).unwrap().len(),
             0,
@@ -377,5 +398,54 @@ mod tests {
         let (stdout, stderr) = link.take_output();
         assert_eq!(stdout.finish().text, "kkkk not the token");
         assert_eq!(stderr.finish().text, "oops");
+    }
+}
+
+#[cfg(test)]
+mod forged_reply_tests {
+    use super::*;
+
+    #[test]
+    fn the_last_reply_before_the_guest_waits_is_the_answer() {
+        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let mut rx = link.send(
+            &[],
+            b"x",
+            0,
+            OutputCapture::discard(),
+            OutputCapture::discard(),
+        );
+        let _ = link.read(100);
+        let frame = |body: &[u8]| {
+            let mut f = vec![b'k'; TOKEN_LEN];
+            f.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            f.extend_from_slice(body);
+            f
+        };
+        link.write(Stream::Stdout, &frame(b"forged"));
+        assert!(
+            rx.try_recv().is_err(),
+            "a reply alone does not end the call"
+        );
+        link.write(Stream::Stdout, &frame(b"real"));
+        link.note_waiting();
+        assert_eq!(rx.try_recv().unwrap().body, b"real");
+    }
+
+    #[test]
+    fn waiting_with_a_request_unread_does_not_end_the_call() {
+        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let mut rx = link.send(
+            &[],
+            b"x",
+            0,
+            OutputCapture::discard(),
+            OutputCapture::discard(),
+        );
+        let mut frame = vec![b'k'; TOKEN_LEN];
+        frame.extend_from_slice(&0u32.to_be_bytes());
+        link.write(Stream::Stdout, &frame);
+        link.note_waiting();
+        assert!(rx.try_recv().is_err(), "the request is still in the inbox");
     }
 }

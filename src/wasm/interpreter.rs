@@ -43,7 +43,7 @@ use crate::sandbox::quota::QuotaLedger;
 const DRIVER: &str = include_str!("driver.py");
 /// The matplotlib backend the driver provides (see `driver.py`).
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
-/// Fuel for interpreter start-up and for the driver between requests.
+/// Fuel for interpreter start-up, until the hello request installs its own.
 const IDLE_FUEL: u64 = 50_000_000_000;
 
 /// A compiled runtime, ready to be instantiated many times.
@@ -470,7 +470,6 @@ async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestSta
         }
         Ok(())
     });
-    link.set_idle_fuel(IDLE_FUEL);
 
     let started = std::time::Instant::now();
     let instance = match image.pre.instantiate_async(&mut store).await {

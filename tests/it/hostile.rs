@@ -379,3 +379,41 @@ async fn resource_bombs_end_in_limits_and_the_sandbox_recovers() {
     }
     server.stop().await;
 }
+
+/// Guest code that finds the driver's reply token in its own memory and writes
+/// a reply of its own must not end the execution: it ends only when the
+/// driver waits for its next request, and the time limit stays armed until
+/// then.
+#[tokio::test]
+async fn a_forged_reply_neither_ends_the_execution_nor_disarms_its_limits() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let forge = r#"
+import sys, posix
+frame, token = sys._getframe(), None
+while frame is not None and token is None:
+    token = frame.f_locals.get("token") if isinstance(frame.f_locals.get("token"), bytes) else None
+    frame = frame.f_back
+assert token, "the driver's token was found"
+value = b"'forged'"
+body = b"v" + len(value).to_bytes(4, "big") + value
+posix.write(1, token + len(body).to_bytes(4, "big") + body)
+while True:
+    pass
+"#;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": forge, "timeout_seconds": 2}),
+        )
+        .await;
+    let s = structured(&result);
+    assert_ne!(s["value"], "'forged'", "the forged reply was taken: {s}");
+    assert_eq!(s["limit"]["kind"], "timeout", "{s}");
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
+    assert_eq!(status["sandboxes"][0]["busy"], false);
+    assert_eq!(server.run(&id, "6 * 7").await["value"], "42");
+    server.stop().await;
+}
