@@ -86,8 +86,7 @@ async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32>
     use mcp_code_sandbox::packages::{BuiltInPackages, Installer, split_requirements, wheelhouse};
     let WheelhouseCommand::Add { requirements, dir } = action;
     let wasm = &app.config.wasm;
-    let manifest =
-        mcp_code_sandbox::wasm::runtime::find_manifest(&wasm.runtime_dir, &wasm.default_runtime)?;
+    let manifest = app.wasm.manifest(&wasm.default_runtime)?;
     let installer = Installer::new(app.config.packages.clone());
     let requirements: Vec<String> = requirements
         .iter()

@@ -33,7 +33,7 @@ use self::engine::{EngineSettings, build_engine};
 use self::interpreter::GuestImage;
 use self::loading::ImageSlot;
 use self::pool::WarmPool;
-use self::runtime::{RuntimeError, find_manifest};
+use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
 use self::sandbox::WasmSandbox;
 use crate::packages::Installer;
 use crate::sandbox::root::SandboxRoot;
@@ -64,6 +64,8 @@ pub struct WasmSettings {
 /// The local WASI backend.
 pub struct WasmBackend {
     settings: WasmSettings,
+    /// The runtimes this server knows, read at start.
+    catalog: RuntimeCatalog,
     engine: Engine,
     /// Claimed on first use, so an unusable root is reported by the call that
     /// needs it (and retried by the next), not by a server that fails to start.
@@ -77,9 +79,16 @@ pub struct WasmBackend {
 }
 
 impl WasmBackend {
-    /// Builds the engine and the guest threads. The sandbox root is claimed
-    /// and runtimes are loaded on first use (or by [`WasmBackend::preload`]).
+    /// Reads the runtime manifests, builds the engine and the guest threads.
+    /// The sandbox root is claimed and runtimes are loaded on first use (or by
+    /// [`WasmBackend::preload`]). An unknown default runtime is an error here,
+    /// so a server with a bad `SANDBOX_RUNTIME` stops at start.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
+        let catalog = RuntimeCatalog::scan(&settings.runtime_dir)
+            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        catalog
+            .get(&settings.default_runtime)
+            .map_err(|e| SandboxError::Runtime(format!("SANDBOX_RUNTIME: {e}")))?;
         let engine = build_engine(settings.engine)
             .map_err(|e| SandboxError::Runtime(format!("cannot set up wasmtime: {e}")))?;
         let threads = if settings.threads == 0 {
@@ -95,6 +104,7 @@ impl WasmBackend {
             .map_err(|e| SandboxError::Runtime(format!("cannot start the guest threads: {e}")))?;
         Ok(Self {
             settings,
+            catalog,
             engine,
             root: OnceCell::new(),
             executor: Some(executor),
@@ -113,6 +123,18 @@ impl WasmBackend {
     /// The settings it runs with.
     pub fn settings(&self) -> &WasmSettings {
         &self.settings
+    }
+
+    /// The manifest of a known runtime (unknown names are refused with the
+    /// list of known ones).
+    pub fn manifest(&self, name: &str) -> Result<&RuntimeManifest, SandboxError> {
+        self.catalog.get(name).map_err(|e| match e {
+            RuntimeError::Unknown { .. } => SandboxError::InvalidArgument(format!(
+                "{e}; pick one of those with create_sandbox's runtime argument, or leave it out for the default ({})",
+                self.settings.default_runtime
+            )),
+            other => SandboxError::Runtime(other.to_string()),
+        })
     }
 
     /// Loads a runtime now, so the first sandbox does not wait for it, and
@@ -166,34 +188,25 @@ impl WasmBackend {
         name: &str,
         progress: Option<&Progress>,
     ) -> Result<Arc<GuestImage>, SandboxError> {
-        let slot = {
-            let mut images = self.images.lock().unwrap_or_else(|p| p.into_inner());
-            match images.get(name) {
-                Some(slot) => slot.clone(),
-                None => {
-                    // Only names that exist get a slot (a name from a client
-                    // must not grow the map).
-                    find_manifest(&self.settings.runtime_dir, name).map_err(|e| match e {
-                        RuntimeError::Unknown { .. } => SandboxError::InvalidArgument(format!(
-                            "{e}; pick one of those with create_sandbox's runtime argument, or leave it out for the default ({})",
-                            self.settings.default_runtime
-                        )),
-                        other => SandboxError::Runtime(other.to_string()),
-                    })?;
-                    images.entry(name.to_owned()).or_default().clone()
-                }
-            }
-        };
+        // Only known names get a slot (a name from a client must not grow the map).
+        let manifest = self.manifest(name)?;
+        let slot = self
+            .images
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(manifest.name.clone())
+            .or_default()
+            .clone();
         let load = slot
             .cell
-            .get_or_try_init(|| self.load_image(name, slot.clone()));
+            .get_or_try_init(|| self.load_image(manifest.clone(), slot.clone()));
         slot.wait_reporting(async { load.await.cloned() }, progress)
             .await
     }
 
     async fn load_image(
         &self,
-        name: &str,
+        manifest: RuntimeManifest,
         slot: Arc<ImageSlot>,
     ) -> Result<Arc<GuestImage>, SandboxError> {
         let settings = self.settings.clone();
@@ -203,9 +216,8 @@ impl WasmBackend {
             .as_ref()
             .map(|e| e.handle().clone())
             .ok_or_else(|| SandboxError::Runtime("the backend is shutting down".into()))?;
-        let name = name.to_owned();
         tokio::task::spawn_blocking(move || {
-            loading::load(&settings, engine, executor, &name, &slot)
+            loading::load(&settings, engine, executor, &manifest, &slot)
         })
         .await
         .map_err(|e| SandboxError::Runtime(format!("loading the runtime failed: {e}")))?

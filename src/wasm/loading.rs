@@ -88,10 +88,11 @@ pub(crate) fn load(
     settings: &WasmSettings,
     engine: Engine,
     executor: tokio::runtime::Handle,
-    name: &str,
+    manifest: &RuntimeManifest,
     slot: &ImageSlot,
 ) -> Result<Arc<GuestImage>, SandboxError> {
-    let runtime = load_runtime(&settings.runtime_dir, name, &settings.default_runtime)
+    let name = manifest.name.as_str();
+    let runtime = load_runtime(&settings.runtime_dir, manifest, &settings.default_runtime)
         .map_err(|e| SandboxError::Runtime(e.to_string()))?;
     if let Some(missing) = runtime
         .manifest
@@ -320,7 +321,11 @@ mod tests {
     #[test]
     fn the_compiling_phase_quotes_the_manifest_figures() {
         let tmp = tempfile::tempdir().unwrap();
-        let manifest = super::super::runtime::find_manifest(tmp.path(), "scientific").unwrap();
+        let manifest = super::super::runtime::RuntimeCatalog::scan(tmp.path())
+            .unwrap()
+            .get("scientific")
+            .unwrap()
+            .clone();
         let text = compiling_phase(&manifest);
         assert!(text.contains("'scientific'"), "{text}");
         let seconds = format!("about {} s", manifest.compile_seconds.unwrap());
@@ -336,14 +341,21 @@ mod tests {
                 .unwrap();
         let module = Module::new(&engine, wasm).unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let mut manifest = super::super::runtime::find_manifest(tmp.path(), "python-3.12").unwrap();
+        let mut manifest = super::super::runtime::RuntimeCatalog::scan(tmp.path())
+            .unwrap()
+            .get("python-3.12")
+            .unwrap()
+            .clone();
         let Err(err) = link(&engine, &module, &manifest, false) else {
             panic!("an undeclared import must not link")
         };
         assert!(err.to_string().contains("host.call"), "{err}");
-        manifest.host_stubs = super::super::runtime::find_manifest(tmp.path(), "scientific")
+        manifest.host_stubs = super::super::runtime::RuntimeCatalog::scan(tmp.path())
             .unwrap()
-            .host_stubs;
+            .get("scientific")
+            .unwrap()
+            .host_stubs
+            .clone();
         assert!(link(&engine, &module, &manifest, false).is_ok());
     }
 }

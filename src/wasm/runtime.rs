@@ -1,5 +1,6 @@
-//! [`RuntimeManifest`]: what a WASI build of CPython is and how to start it,
-//! and [`load_runtime`], which finds its module and checks it.
+//! [`RuntimeManifest`]: what a WASI build of CPython is and how to start it;
+//! [`RuntimeCatalog`], the runtimes a server knows; and [`load_runtime`],
+//! which finds a runtime's module and checks it.
 //!
 //! Manifests are small TOML files. The ones in the repository's `runtime/`
 //! directory are built into the binary; a manifest of the same name in the
@@ -289,60 +290,124 @@ impl VerifiedRuntime {
     }
 }
 
-/// Finds the manifest named `name` (runtime directory first, then built in).
-pub fn find_manifest(dir: &Path, name: &str) -> Result<RuntimeManifest, RuntimeError> {
-    let file = dir.join(format!("{name}.toml"));
-    let (text, origin) = match std::fs::read_to_string(&file) {
-        Ok(text) => (text, file.display().to_string()),
-        Err(_) => match BUILT_IN.iter().find(|(n, _)| *n == name) {
-            Some((_, text)) => ((*text).to_owned(), format!("built-in {name}.toml")),
-            None => {
-                return Err(RuntimeError::Unknown {
-                    name: name.to_owned(),
-                    known: known_names(dir).join(", "),
+/// The runtimes this server knows, read once at start: the built-in
+/// manifests and every `NAME.toml` in the runtime directory (which overrides
+/// a built-in of the same name). A runtime asked for by name is looked up
+/// here, never turned into a path, so a client's string cannot make the
+/// server read a file of its choosing.
+#[derive(Clone, Debug)]
+pub struct RuntimeCatalog {
+    manifests: BTreeMap<String, RuntimeManifest>,
+}
+
+impl RuntimeCatalog {
+    /// Reads the manifests. A manifest in `dir` that is invalid, or whose
+    /// `name` differs from its file's, is an error (a setting to fix before
+    /// the server runs); files that are not `NAME.toml` with a plain name are
+    /// ignored.
+    pub fn scan(dir: &Path) -> Result<Self, RuntimeError> {
+        let mut manifests = BTreeMap::new();
+        for (name, text) in BUILT_IN {
+            let manifest = parse_manifest(text, &format!("built-in {name}.toml"))?;
+            manifests.insert((*name).to_owned(), manifest);
+        }
+        for (name, path) in manifest_files(dir) {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| RuntimeError::BadManifest {
+                path: origin.clone(),
+                reason: e.to_string(),
+            })?;
+            let manifest = parse_manifest(&text, &origin)?;
+            if manifest.name != name {
+                return Err(RuntimeError::BadManifest {
+                    path: origin,
+                    reason: format!(
+                        "it names the runtime '{}', but its file says '{name}'",
+                        manifest.name
+                    ),
                 });
             }
-        },
-    };
+            manifests.insert(name, manifest);
+        }
+        Ok(Self { manifests })
+    }
+
+    /// The manifest of the runtime `name`.
+    pub fn get(&self, name: &str) -> Result<&RuntimeManifest, RuntimeError> {
+        self.manifests
+            .get(name)
+            .ok_or_else(|| RuntimeError::Unknown {
+                name: shown_name(name),
+                known: self.names().join(", "),
+            })
+    }
+
+    /// Names of all known runtimes, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.manifests.keys().map(String::as_str).collect()
+    }
+}
+
+/// Parses and checks one manifest; `origin` says where it came from.
+fn parse_manifest(text: &str, origin: &str) -> Result<RuntimeManifest, RuntimeError> {
     let manifest: RuntimeManifest =
-        toml::from_str(&text).map_err(|e| RuntimeError::BadManifest {
-            path: origin.clone(),
+        toml::from_str(text).map_err(|e| RuntimeError::BadManifest {
+            path: origin.to_owned(),
             reason: e.to_string(),
         })?;
     manifest
         .check()
         .map_err(|reason| RuntimeError::BadManifest {
-            path: origin,
+            path: origin.to_owned(),
             reason,
         })?;
     Ok(manifest)
 }
 
-/// Names of all runtimes: built in and in `dir`.
-pub fn known_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = BUILT_IN.iter().map(|(n, _)| (*n).to_owned()).collect();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".toml")
-                && !names.iter().any(|n| n == stem)
-            {
-                names.push(stem.to_owned());
-            }
-        }
-    }
-    names.sort();
-    names
+/// The `NAME.toml` files of `dir` whose NAME is a plain runtime name.
+fn manifest_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let file = e.file_name().into_string().ok()?;
+            let name = file.strip_suffix(".toml")?;
+            is_plain_name(name).then(|| (name.to_owned(), e.path()))
+        })
+        .collect()
 }
 
-/// Loads the runtime `name` from `dir` and checks the sha256 of its module
+/// A runtime name: 1 to 64 ASCII letters, digits, `.`, `_` and `-`, not
+/// starting with `.`.
+fn is_plain_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A name from a client as an error may quote it: escaped, and cut short.
+fn shown_name(name: &str) -> String {
+    let mut shown: String = name.chars().take(64).flat_map(char::escape_debug).collect();
+    if name.chars().count() > 64 {
+        shown.push('…');
+    }
+    shown
+}
+
+/// Finds the files of the runtime `manifest` describes in `dir` and checks the sha256 of its module
 /// and of every artifact.
 pub fn load_runtime(
     dir: &Path,
-    name: &str,
+    manifest: &RuntimeManifest,
     default_name: &str,
 ) -> Result<VerifiedRuntime, RuntimeError> {
-    let manifest = find_manifest(dir, name)?;
+    let manifest = manifest.clone();
+    let name = manifest.name.as_str();
     let runtime_flag = if name == default_name {
         String::new()
     } else {
@@ -404,10 +469,18 @@ pub fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn built_in(name: &str) -> RuntimeManifest {
+        let tmp = tempfile::tempdir().unwrap();
+        RuntimeCatalog::scan(tmp.path())
+            .unwrap()
+            .get(name)
+            .unwrap()
+            .clone()
+    }
+
     #[test]
     fn the_built_in_manifest_parses() {
-        let tmp = tempfile::tempdir().unwrap();
-        let m = find_manifest(tmp.path(), "python-3.12").unwrap();
+        let m = built_in("python-3.12");
         assert_eq!(m.python_minor(), "3.12");
         assert_eq!(m.entry, Entry::Command);
         assert!(m.site_packages.starts_with('/'));
@@ -416,16 +489,18 @@ mod tests {
     #[test]
     fn missing_corrupt_and_unknown_runtimes_say_how_to_fix_them() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = load_runtime(tmp.path(), "python-3.12", "python-3.12").unwrap_err();
+        let manifest = built_in("python-3.12");
+        let err = load_runtime(tmp.path(), &manifest, "python-3.12").unwrap_err();
         assert!(matches!(err, RuntimeError::Missing { .. }));
         assert!(err.to_string().contains("./fetch-python.sh"), "{err}");
 
         std::fs::write(tmp.path().join("python-3.12.0.wasm"), b"not wasm").unwrap();
-        let err = load_runtime(tmp.path(), "python-3.12", "python-3.12").unwrap_err();
+        let err = load_runtime(tmp.path(), &manifest, "python-3.12").unwrap_err();
         assert!(matches!(err, RuntimeError::Corrupt { .. }));
         assert!(err.to_string().contains("--force"), "{err}");
 
-        let err = load_runtime(tmp.path(), "python-9", "python-3.12").unwrap_err();
+        let catalog = RuntimeCatalog::scan(tmp.path()).unwrap();
+        let err = catalog.get("python-9").unwrap_err();
         assert!(err.to_string().contains("python-3.12"), "{err}");
     }
 
@@ -435,8 +510,42 @@ mod tests {
         let text = BUILT_IN[0]
             .1
             .replace("name = \"python-3.12\"", "name = \"custom\"");
-        std::fs::write(tmp.path().join("custom.toml"), text).unwrap();
-        assert!(known_names(tmp.path()).contains(&"custom".to_owned()));
-        assert_eq!(find_manifest(tmp.path(), "custom").unwrap().name, "custom");
+        std::fs::write(tmp.path().join("custom.toml"), &text).unwrap();
+        let catalog = RuntimeCatalog::scan(tmp.path()).unwrap();
+        assert!(catalog.names().contains(&"custom"));
+        assert_eq!(catalog.get("custom").unwrap().name, "custom");
+        std::fs::write(tmp.path().join("other.toml"), &text).unwrap();
+        let err = RuntimeCatalog::scan(tmp.path()).unwrap_err();
+        assert!(err.to_string().contains("'custom'"), "{err}");
+    }
+
+    #[test]
+    fn names_from_a_client_are_looked_up_never_read_as_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("runtime");
+        std::fs::create_dir(&dir).unwrap();
+        // A manifest outside the runtime directory, and a file that is not one.
+        let text = BUILT_IN[0]
+            .1
+            .replace("name = \"python-3.12\"", "name = \"a\"");
+        std::fs::write(tmp.path().join("a.toml"), &text).unwrap();
+        std::fs::write(tmp.path().join("secret.toml"), "first line of a secret\n").unwrap();
+        let catalog = RuntimeCatalog::scan(&dir).unwrap();
+        let outside = tmp.path().join("a");
+        let secret = tmp.path().join("secret");
+        for name in [
+            outside.to_str().unwrap(),
+            "../a",
+            "../../a",
+            secret.to_str().unwrap(),
+            "../secret",
+            "python-3.12\0",
+            &"x".repeat(10_000),
+        ] {
+            let err = catalog.get(name).unwrap_err().to_string();
+            assert!(err.starts_with("unknown runtime"), "{err}");
+            assert!(!err.contains("first line"), "no file content: {err}");
+            assert!(err.len() < 400, "the name is cut short: {err}");
+        }
     }
 }

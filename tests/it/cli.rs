@@ -118,3 +118,18 @@ fn settings_can_come_from_a_dot_env_file() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "01234");
 }
+
+#[test]
+fn an_unknown_default_runtime_stops_the_server_at_start() {
+    let out = command()
+        .env("SANDBOX_RUNTIME", "no-such-runtime")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SANDBOX_RUNTIME") && err.contains("python-3.12"),
+        "{err}"
+    );
+}

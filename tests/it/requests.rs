@@ -152,3 +152,49 @@ async fn hundreds_of_calls_in_flight_are_all_answered() {
     }
     server.stop().await;
 }
+
+/// Every argument that names something on the host is looked up among what
+/// the server knows: a runtime name never becomes a path, and the error
+/// neither quotes a file nor tells a file that exists from one that does not.
+#[tokio::test]
+async fn names_in_arguments_never_reach_host_paths() {
+    let server = Server::start().await;
+    let outside = server.root.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("a.toml"), "top secret first line\n").unwrap();
+    let existing = outside.join("a");
+    let missing = outside.join("b");
+    let mut answers = Vec::new();
+    for runtime in [
+        existing.to_str().unwrap(),
+        missing.to_str().unwrap(),
+        "../../../elsewhere/a",
+        "../../../elsewhere/b",
+        "python-3.12\u{0}",
+        "python-3.12/../python-3.12",
+        &"r".repeat(100_000),
+    ] {
+        for tool in ["create_sandbox", "create_run_close"] {
+            let mut args = json!({"runtime": runtime});
+            if tool == "create_run_close" {
+                args["code"] = json!("1");
+            }
+            let msg = server.err(tool, args).await;
+            assert!(msg.contains("unknown runtime"), "{msg}");
+            assert!(!msg.contains("top secret"), "file content quoted: {msg}");
+            assert!(msg.len() < 1000, "the name is cut short: {}", msg.len());
+            answers.push(msg.replace(runtime, "NAME"));
+        }
+    }
+    assert_eq!(
+        answers[0], answers[2],
+        "an existing file and a missing one get the same answer"
+    );
+    for backend in ["../wasm", "/etc/passwd", "wasm\u{0}"] {
+        let msg = server
+            .err("create_sandbox", json!({"backend": backend}))
+            .await;
+        assert!(msg.contains("unknown backend"), "{msg}");
+    }
+    server.stop().await;
+}
