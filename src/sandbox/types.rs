@@ -253,28 +253,53 @@ impl Execution {
     }
 }
 
-/// Cuts text to at most `limit` bytes, at the end of a line when the kept
-/// part has one (so a table loses whole rows), else on a character boundary,
-/// marking the cut. Both backends cut the `repr()` of a trailing expression
-/// with it, so a value reads the same whichever ran it.
+/// Room [`cap_value_text`] keeps for its marker line, in bytes.
+const MARKER_ROOM: usize = 80;
+
+/// Cuts text to at most `limit` bytes by leaving out its middle: the head
+/// and the tail are kept (each ending or starting at a line break when one is
+/// near), with a marker line between them saying how much was left out. Both
+/// backends cut values, exception messages and tracebacks with it (the local
+/// backend's driver does the same in Python), so a result reads the same
+/// whichever ran it, and a traceback keeps its last line.
 pub fn cap_value_text(text: String, limit: usize) -> String {
     if text.len() <= limit {
         return text;
     }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    let half = limit.saturating_sub(MARKER_ROOM) / 2;
+    let mut head_end = text.floor_char_boundary(half);
+    if let Some(newline) = text[..head_end].rfind('\n')
+        && newline >= head_end / 2
+    {
+        head_end = newline + 1;
     }
-    if let Some(newline) = text[..end].rfind('\n') {
-        end = newline + 1;
+    let mut tail_start = text.ceil_char_boundary(text.len() - half);
+    if let Some(newline) = text[tail_start..].find('\n')
+        && newline < (text.len() - tail_start) / 2
+    {
+        tail_start += newline + 1;
     }
-    let lines = text[end..].lines().count();
+    let head = &text[..head_end];
+    let break_before = if head.is_empty() || head.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
     format!(
-        "{}… [value cut: {} of {} bytes shown; {lines} more line(s)]",
-        &text[..end],
-        end,
-        text.len()
+        "{head}{break_before}… [{} of {} bytes left out] …\n{}",
+        tail_start - head_end,
+        text.len(),
+        &text[tail_start..]
     )
+}
+
+/// An exception with its message and traceback cut to `limit` bytes each.
+pub fn cap_exec_error(error: ExecError, limit: usize) -> ExecError {
+    ExecError {
+        name: cap_value_text(error.name, 256),
+        value: cap_value_text(error.value, limit),
+        traceback: cap_value_text(error.traceback, limit),
+    }
 }
 
 /// Kind of a directory entry.
@@ -431,14 +456,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_long_value_is_cut_after_a_whole_line() {
-        let table = "   a   b\n0  1   2\n1  3   4\n2  5   6\n".to_owned();
-        let cut = cap_value_text(table.clone(), 20);
-        assert!(cut.starts_with("   a   b\n0  1   2\n…"), "{cut}");
-        assert!(cut.contains("2 more line(s)"), "{cut}");
-        assert_eq!(cap_value_text(table.clone(), 100), table);
-        let one_line = "x".repeat(50);
-        assert!(cap_value_text(one_line, 10).starts_with("xxxxxxxxxx…"));
+    fn a_long_text_keeps_its_head_and_tail_within_the_limit() {
+        let rows: String = (0..1000).map(|i| format!("row {i:04}\n")).collect();
+        let cut = cap_value_text(rows.clone(), 400);
+        assert!(cut.len() <= 400, "{}", cut.len());
+        assert!(cut.starts_with("row 0000\nrow 0001\n"), "{cut}");
+        assert!(cut.ends_with("row 0998\nrow 0999\n"), "{cut}");
+        assert!(
+            cut.contains("bytes left out] …\nrow"),
+            "the tail starts a line: {cut}"
+        );
+        let left_out: usize = cut
+            .split("… [")
+            .nth(1)
+            .and_then(|m| m.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        let kept = cut.len() - cut.lines().find(|l| l.contains("left out")).unwrap().len() - 1;
+        assert_eq!(
+            left_out + kept,
+            rows.len(),
+            "the marker counts what is missing"
+        );
+        assert_eq!(cap_value_text(rows.clone(), rows.len()), rows);
+    }
+
+    #[test]
+    fn one_long_line_is_cut_in_its_middle_on_character_boundaries() {
+        let line = "é".repeat(10_000);
+        let cut = cap_value_text(line.clone(), 300);
+        assert!(cut.len() <= 300);
+        assert!(cut.starts_with("éé") && cut.ends_with("éé"), "{cut}");
+        assert!(
+            cut.contains(&format!("of {} bytes left out", line.len())),
+            "{cut}"
+        );
+        assert!(
+            cap_value_text(line, 10).starts_with("… ["),
+            "a tiny limit keeps the marker"
+        );
     }
 
     #[test]

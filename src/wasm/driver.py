@@ -6,7 +6,8 @@
 # - the first request is hello: b"H", the reply token, the site-packages directory, and
 #   b"1" when the host wants this program's compiled code (marshal) back in the reply;
 # - exec is b"E", the cell's file name, the code, the byte budget of one image, the most
-#   images to return, and the path prefix of saved figures; refresh is b"R";
+#   images to return, the path prefix of saved figures, and the most bytes of a value, an
+#   exception message or a traceback (longer ones lose their middle); refresh is b"R";
 # - a reply is one stdout write: the token, a 4-byte length, then fields, each a kind byte
 #   and a length-prefixed value (v: the value, as a notebook shows it; n, m, t: an
 #   exception's name, message and traceback; i: an image, the guest path of its full-size
@@ -149,6 +150,32 @@ def _sandbox_driver():
     # ---- plots -------------------------------------------------------------------------
     # One execution's settings (from the exec request) and the images it produced.
     plots = {"budget": 1 << 20, "max": 8, "prefix": "/.outputs/exec", "images": [], "count": 0}
+    text_limit = [1 << 20]
+
+    def clip(text):
+        """The text cut to text_limit bytes by leaving out its middle, exactly as the
+        host's cap_value_text does (src/sandbox/types.rs)."""
+        limit = text_limit[0]
+        data = text.encode("utf-8", "backslashreplace")
+        if len(data) <= limit:
+            return text
+        half = max(0, limit - 80) // 2
+        head_end = half
+        while head_end > 0 and data[head_end] & 0xC0 == 0x80:
+            head_end -= 1
+        newline = data.rfind(b"\n", 0, head_end)
+        if newline >= 0 and newline >= head_end // 2:
+            head_end = newline + 1
+        tail_start = len(data) - half
+        while tail_start < len(data) and data[tail_start] & 0xC0 == 0x80:
+            tail_start += 1
+        newline = data.find(b"\n", tail_start)
+        if newline >= 0 and newline - tail_start < (len(data) - tail_start) // 2:
+            tail_start = newline + 1
+        head = data[:head_end]
+        gap = b"" if not head or head.endswith(b"\n") else b"\n"
+        marker = f"… [{tail_start - head_end} of {len(data)} bytes left out] …\n".encode()
+        return (head + gap + marker + data[tail_start:]).decode("utf-8", "backslashreplace")
 
     def note(text):
         try:
@@ -300,7 +327,7 @@ def _sandbox_driver():
             if tb is not None:
                 tb = tb.tb_next
         lines = traceback.format_exception(type(exc), exc, tb)
-        return {"n": type(exc).__name__, "m": str(exc), "t": "".join(lines)}
+        return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
 
     only_ast = 0x400  # ast.PyCF_ONLY_AST, without importing the ast module
 
@@ -321,7 +348,7 @@ def _sandbox_driver():
                     namespace["_"] = result
                     if is_figure(result):
                         take_and_close(result)
-                    return {"v": format_value(result)}
+                    return {"v": clip(format_value(result))}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
             return describe(exc, 1)
@@ -342,10 +369,11 @@ def _sandbox_driver():
         plots["count"] = 0
         try:
             if op == b"E":
-                if len(fields) >= 5:
+                if len(fields) >= 6:
                     plots["budget"] = int(fields[2])
                     plots["max"] = int(fields[3])
                     plots["prefix"] = fields[4].decode()
+                    text_limit[0] = int(fields[5])
                 answer = run_cell(fields[1].decode("utf-8", "surrogateescape"), fields[0].decode())
                 if "matplotlib.pyplot" in sys.modules:
                     try:
@@ -368,7 +396,7 @@ def _sandbox_driver():
         try:
             reply(fields)
         except BaseException as exc:  # noqa: BLE001 - e.g. a value that cannot be encoded
-            reply([("n", type(exc).__name__), ("m", str(exc))])
+            reply([("n", type(exc).__name__), ("m", clip(str(exc)))])
 
 
 _sandbox_driver()

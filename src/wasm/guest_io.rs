@@ -31,8 +31,6 @@ use super::capture::OutputCapture;
 pub(crate) const TOKEN_LEN: usize = 32;
 /// Bytes of a reply header: the token and a big-endian u32 length.
 const HEADER_LEN: usize = TOKEN_LEN + 4;
-/// Largest reply the host accepts from the driver.
-const MAX_REPLY: usize = 64 << 20;
 
 /// Which of the guest's output streams a capture belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +70,9 @@ struct StdoutState {
     capture: OutputCapture,
     /// A reply being received: its expected length and the bytes so far.
     reply: Option<(usize, Vec<u8>)>,
+    /// Most bytes of a reply kept for the call in progress (a longer one is
+    /// cut, and then fails to decode).
+    reply_limit: usize,
 }
 
 impl GuestLink {
@@ -84,6 +85,7 @@ impl GuestLink {
             stdout: Mutex::new(StdoutState {
                 capture: OutputCapture::discard(),
                 reply: None,
+                reply_limit: 0,
             }),
             stderr: Mutex::new(OutputCapture::discard()),
             reply: Mutex::new(None),
@@ -104,13 +106,14 @@ impl GuestLink {
     /// write, so that the guest never finds stdin empty between the two (an
     /// empty stdin after a read is end-of-file to it). `fuel` is the budget
     /// installed when the guest picks the request up (0 when fuel is not
-    /// metered); the captures receive the program's output until the reply
-    /// arrives.
+    /// metered); the captures receive the program's output until the call
+    /// ends; a reply longer than `reply_limit` bytes is cut.
     pub(crate) fn send(
         &self,
         preamble: &[u8],
         request: &[u8],
         fuel: u64,
+        reply_limit: usize,
         stdout: OutputCapture,
         stderr: OutputCapture,
     ) -> oneshot::Receiver<RawReply> {
@@ -119,6 +122,7 @@ impl GuestLink {
             let mut out = lock(&self.stdout);
             out.capture = stdout;
             out.reply = None;
+            out.reply_limit = reply_limit;
         }
         *lock(&self.stderr) = stderr;
         *lock(&self.answer) = None;
@@ -174,7 +178,7 @@ impl GuestLink {
                 if bytes.len() >= HEADER_LEN && bytes[..TOKEN_LEN] == self.token {
                     let mut len = [0u8; 4];
                     len.copy_from_slice(&bytes[TOKEN_LEN..HEADER_LEN]);
-                    let expected = (u32::from_be_bytes(len) as usize).min(MAX_REPLY);
+                    let expected = (u32::from_be_bytes(len) as usize).min(out.reply_limit);
                     let body = &bytes[HEADER_LEN..];
                     let body = body[..expected.min(body.len())].to_vec();
                     if body.len() < expected {
@@ -343,6 +347,7 @@ mod tests {
             &[],
             b"{}",
             0,
+            1 << 20,
             OutputCapture::memory(100),
             OutputCapture::memory(100),
         );
@@ -366,6 +371,7 @@ mod tests {
             &[],
             b"abc",
             7,
+            1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
         );
@@ -390,6 +396,7 @@ mod tests {
             &[],
             b"x",
             0,
+            1 << 20,
             OutputCapture::memory(100),
             OutputCapture::memory(100),
         );
@@ -412,6 +419,7 @@ mod forged_reply_tests {
             &[],
             b"x",
             0,
+            1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
         );
@@ -439,6 +447,7 @@ mod forged_reply_tests {
             &[],
             b"x",
             0,
+            1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
         );

@@ -188,6 +188,17 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
+/// The limits of one call to the driver.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallLimits {
+    /// Fuel the call may burn (`None`: not metered).
+    pub fuel: Option<u64>,
+    /// Wall-clock time the call may take.
+    pub timeout: Duration,
+    /// Most bytes of the reply (images, value, error) kept.
+    pub reply_bytes: usize,
+}
+
 /// How one call to the driver ended.
 pub(crate) enum Outcome {
     /// The driver answered.
@@ -292,13 +303,17 @@ impl Interpreter {
             site_packages: &image.manifest.site_packages,
             want_program,
         };
-        let fuel = image.fuel_metered.then_some(IDLE_FUEL);
+        let limits = CallLimits {
+            fuel: image.fuel_metered.then_some(IDLE_FUEL),
+            timeout: start_timeout,
+            // The ready reply carries the driver's compiled code.
+            reply_bytes: 4 << 20,
+        };
         let (outcome, _, stderr) = interpreter
             .call_after(
                 program.map_or(&[][..], Vec::as_slice),
                 &hello,
-                fuel,
-                start_timeout,
+                limits,
                 &CancellationToken::new(),
                 OutputCapture::discard(),
                 OutputCapture::memory(16 << 10),
@@ -335,24 +350,21 @@ impl Interpreter {
     pub(crate) async fn call(
         &mut self,
         request: &Request<'_>,
-        fuel: Option<u64>,
-        timeout: Duration,
+        limits: CallLimits,
         cancel: &CancellationToken,
         stdout: OutputCapture,
         stderr: OutputCapture,
     ) -> (Outcome, OutputCapture, OutputCapture) {
-        self.call_after(&[], request, fuel, timeout, cancel, stdout, stderr)
+        self.call_after(&[], request, limits, cancel, stdout, stderr)
             .await
     }
 
     /// Like [`Interpreter::call`], with raw bytes on stdin before the request.
-    #[allow(clippy::too_many_arguments)]
     async fn call_after(
         &mut self,
         preamble: &[u8],
         request: &Request<'_>,
-        fuel: Option<u64>,
-        timeout: Duration,
+        limits: CallLimits,
         cancel: &CancellationToken,
         stdout: OutputCapture,
         stderr: OutputCapture,
@@ -362,8 +374,15 @@ impl Interpreter {
         };
         self.meter.refused.store(false, Ordering::SeqCst);
         let body = request.encode();
+        let CallLimits {
+            fuel,
+            timeout,
+            reply_bytes,
+        } = limits;
         let budget = fuel.unwrap_or(0);
-        let reply = self.link.send(preamble, &body, budget, stdout, stderr);
+        let reply = self
+            .link
+            .send(preamble, &body, budget, reply_bytes, stdout, stderr);
         let outcome = tokio::select! {
             biased;
             reply = reply => match reply {

@@ -28,6 +28,9 @@ pub(crate) enum Request<'a> {
         max_images: usize,
         /// Guest path prefix of the figures saved full size, e.g. `/.outputs/exec-3`.
         figure_prefix: &'a str,
+        /// Most bytes of the value, the exception message and the traceback
+        /// each (longer ones lose their middle).
+        text_limit: usize,
     },
     /// Make newly installed packages importable.
     RefreshPackages,
@@ -52,8 +55,13 @@ impl Request<'_> {
                 image_bytes,
                 max_images,
                 figure_prefix,
+                text_limit,
             } => {
-                numbers = [image_bytes.to_string(), max_images.to_string()];
+                numbers = [
+                    image_bytes.to_string(),
+                    max_images.to_string(),
+                    text_limit.to_string(),
+                ];
                 (
                     b'E',
                     vec![
@@ -62,6 +70,7 @@ impl Request<'_> {
                         numbers[0].as_bytes(),
                         numbers[1].as_bytes(),
                         figure_prefix.as_bytes(),
+                        numbers[2].as_bytes(),
                     ],
                 )
             }
@@ -174,11 +183,12 @@ mod tests {
             image_bytes: 4096,
             max_images: 8,
             figure_prefix: "/o/e1",
+            text_limit: 65536,
         }
         .encode();
         assert_eq!(
             bytes,
-            b"E\0\0\0\x08<cell-1>\0\0\0\x031+1\0\0\0\x044096\0\0\0\x018\0\0\0\x05/o/e1"
+            b"E\0\0\0\x08<cell-1>\0\0\0\x031+1\0\0\0\x044096\0\0\0\x018\0\0\0\x05/o/e1\0\0\0\x0565536"
         );
         assert_eq!(Request::RefreshPackages.encode(), b"R");
         let hello = |want_program| {

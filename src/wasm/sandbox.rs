@@ -11,8 +11,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
-use super::interpreter::{DirState, GuestImage, Interpreter, Outcome};
-use super::protocol::{Request, decode_reply};
+use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
+use super::protocol::{Reply, Request, decode_reply};
 use super::trap::GuestExit;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::local_files::LocalFiles;
@@ -21,9 +21,9 @@ use crate::sandbox::root::SandboxRoot;
 use base64::Engine as _;
 
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface, GuestPath,
-    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopReason,
-    StopSignal, Usage, cap_value_text, human_bytes, human_duration,
+    CodeInterpreter, ExecError, ExecImage, ExecLimits, ExecRequest, Execution, FileInterface,
+    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits,
+    StopReason, StopSignal, Usage, cap_exec_error, cap_value_text, human_bytes, human_duration,
 };
 
 /// How long an interpreter may take to start.
@@ -130,13 +130,16 @@ impl WasmSandbox {
     /// driver's `refresh_packages`: `site.addsitedir` and
     /// `importlib.invalidate_caches`). Returns a note when that did not work.
     async fn refresh_packages(&mut self) -> Result<Option<String>, SandboxError> {
-        let fuel = self.limits.fuel;
+        let limits = CallLimits {
+            fuel: self.limits.fuel,
+            timeout: REFRESH_TIMEOUT,
+            reply_bytes: 64 << 10,
+        };
         let interpreter = self.interpreter().await?;
         let (outcome, _, _) = interpreter
             .call(
                 &Request::RefreshPackages,
-                fuel,
-                REFRESH_TIMEOUT,
+                limits,
                 &CancellationToken::new(),
                 OutputCapture::memory(16 << 10),
                 OutputCapture::memory(16 << 10),
@@ -239,6 +242,7 @@ impl CodeInterpreter for WasmSandbox {
             image_bytes: limits.image_bytes,
             max_images: limits.max_images,
             figure_prefix: &figure_prefix,
+            text_limit: limits.output_bytes,
         };
         self.interpreter().await?;
         // Taken once the interpreter is known to be alive, so a loss found
@@ -246,15 +250,13 @@ impl CodeInterpreter for WasmSandbox {
         let earlier_loss = self.lost_state.take();
         let interpreter = self.interpreter().await?;
         let started = Instant::now();
+        let call_limits = CallLimits {
+            fuel: limits.fuel,
+            timeout: limits.timeout,
+            reply_bytes: reply_bytes(&limits),
+        };
         let (outcome, stdout, stderr) = interpreter
-            .call(
-                &message,
-                limits.fuel,
-                limits.timeout,
-                stop.token(),
-                stdout,
-                stderr,
-            )
+            .call(&message, call_limits, stop.token(), stdout, stderr)
             .await;
         let wall = started.elapsed();
         let memory_bytes = interpreter.memory_bytes();
@@ -274,21 +276,7 @@ impl CodeInterpreter for WasmSandbox {
             } => {
                 fuel_used = used;
                 match decode_reply(&body) {
-                    Ok(reply) => {
-                        execution.value =
-                            reply.value.map(|v| cap_value_text(v, limits.output_bytes));
-                        execution.error = reply.error;
-                        execution.images = reply
-                            .images
-                            .into_iter()
-                            .map(|image| ExecImage {
-                                mime_type: "image/png".into(),
-                                data_base64: base64::engine::general_purpose::STANDARD
-                                    .encode(image.png),
-                                path: image.full_size_path,
-                            })
-                            .collect();
-                    }
+                    Ok(reply) => take_reply(&mut execution, reply, &limits),
                     Err(e) => {
                         execution.error = Some(ExecError {
                             name: "SandboxError".into(),
@@ -499,6 +487,44 @@ impl WasmSandbox {
 impl Drop for WasmSandbox {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+/// Most bytes of an execution's reply: its images, and a value, message and
+/// traceback of at most the output limit each, with room for framing.
+fn reply_bytes(limits: &ExecLimits) -> usize {
+    let images = limits.max_images.saturating_mul(limits.image_bytes + 4096);
+    images
+        .saturating_add(limits.output_bytes.saturating_mul(3))
+        .saturating_add(64 << 10)
+}
+
+/// Puts what the driver answered into the result, within the execution's
+/// limits: the reply comes from guest memory, so it is held to them here
+/// whatever the driver was told.
+fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
+    execution.value = reply.value.map(|v| cap_value_text(v, limits.output_bytes));
+    execution.error = reply.error.map(|e| cap_exec_error(e, limits.output_bytes));
+    let (fitting, too_large): (Vec<_>, Vec<_>) = reply
+        .images
+        .into_iter()
+        .partition(|image| image.png.len() <= limits.image_bytes);
+    let dropped = too_large.len() + fitting.len().saturating_sub(limits.max_images);
+    execution.images = fitting
+        .into_iter()
+        .take(limits.max_images)
+        .map(|image| ExecImage {
+            mime_type: "image/png".into(),
+            data_base64: base64::engine::general_purpose::STANDARD.encode(image.png),
+            path: image.full_size_path,
+        })
+        .collect();
+    if dropped > 0 {
+        execution.stderr.text.push_str(&format!(
+            "\n[{dropped} image(s) not returned: at most {} per execution, {} each]\n",
+            limits.max_images,
+            human_bytes(limits.image_bytes as u64)
+        ));
     }
 }
 

@@ -218,3 +218,70 @@ async fn the_disk_quota_fails_writes_inside_python_and_the_host_disk_never_fills
     assert!(count["value"].as_str().unwrap().parse::<u32>().unwrap() < 50);
     server.stop().await;
 }
+
+/// Values, exception messages and tracebacks are held to the output limit
+/// like the streams: the middle goes, the head and the tail stay.
+#[tokio::test]
+async fn exceptions_and_values_are_bounded_like_output() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let result = server.exec(&id, "raise ValueError('x' * 30_000_000)").await;
+    let size = serde_json::to_vec(&result).unwrap().len();
+    assert!(size < 8 << 20, "the whole answer is bounded: {size} bytes");
+    let s = structured(&result);
+    assert_eq!(s["error"]["name"], "ValueError");
+    let value = s["error"]["value"].as_str().unwrap();
+    assert!(value.len() <= 1 << 20, "{}", value.len());
+    assert!(
+        value.contains("of 30000000 bytes left out"),
+        "{}",
+        &value[..200]
+    );
+    let traceback = s["error"]["traceback"].as_str().unwrap();
+    assert!(traceback.starts_with("Traceback"), "{}", &traceback[..100]);
+    assert!(traceback.trim_end().ends_with("xxxx"), "the tail is kept");
+    let result = server.exec(&id, "'y' * 30_000_000").await;
+    let value = structured(&result)["value"].as_str().unwrap().to_owned();
+    assert!(value.len() <= 1 << 20 && value.contains("bytes left out"));
+    assert_eq!(server.run(&id, "1 + 1").await["value"], "2");
+    server.stop().await;
+}
+
+/// A reply written by guest code (it can find the driver's token) is held to
+/// the same limits: the host does not trust what the driver was told.
+#[tokio::test]
+async fn a_forged_reply_is_held_to_the_image_and_text_limits() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let forge = r#"
+import sys, posix
+frame, token = sys._getframe(), None
+while frame is not None and token is None:
+    candidate = frame.f_locals.get("token")
+    token = candidate if isinstance(candidate, bytes) else None
+    frame = frame.f_back
+def field(kind, data):
+    return kind + len(data).to_bytes(4, "big") + data
+body = field(b"v", b"z" * (3 << 20))
+body += b"".join(field(b"i", b"\n" + b"\x89PNG" + bytes(100_000)) for _ in range(30))
+posix.write(1, token + len(body).to_bytes(4, "big") + body)
+posix.read(0, 1)
+"#;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": forge, "timeout_seconds": 5}),
+        )
+        .await;
+    let images = result
+        .content
+        .iter()
+        .filter(|c| c.as_image().is_some())
+        .count();
+    assert!(images <= 8, "{images} images returned");
+    let s = structured(&result);
+    let value = s["value"].as_str().unwrap_or_default();
+    assert!(value.len() <= 1 << 20, "value of {} bytes", value.len());
+    server.ok("close_sandbox", json!({"session_id": id})).await;
+    server.stop().await;
+}
