@@ -21,6 +21,10 @@ pub type Requirement = pep508_rs::Requirement<Url>;
 pub const MAX_REQUIREMENT_BYTES: usize = 500;
 /// Longest project name accepted.
 pub const MAX_NAME_CHARS: usize = 100;
+/// Deepest nesting of parentheses in a requirement: `pep508_rs` recurses
+/// once per level with no limit of its own, so a deep marker (from an index
+/// or a guest's METADATA) would overflow the stack and abort the server.
+pub const MAX_MARKER_NESTING: usize = 16;
 
 /// Splits `package_name` text into requirement strings: items are separated
 /// by spaces or commas, except that a version specifier written with spaces
@@ -136,6 +140,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
 /// `a[x_]`), so those are refused here first. The error is the parser's
 /// message, without its position drawing (whose `Display` can also panic).
 pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
+    check_nesting(text)?;
     let ends_badly = |s: &str| s.ends_with(['.', '-', '_']);
     let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
     let trimmed = text.trim_start();
@@ -162,6 +167,26 @@ pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
         }
     }
     Requirement::from_str(text).map_err(|e| e.message.to_string())
+}
+
+/// Refuses text whose parentheses nest deeper than [`MAX_MARKER_NESTING`].
+fn check_nesting(text: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                if depth > MAX_MARKER_NESTING {
+                    return Err(format!(
+                        "its parentheses nest more than {MAX_MARKER_NESTING} deep"
+                    ));
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The version specifiers of a requirement (empty when it has none).
@@ -266,6 +291,17 @@ mod tests {
             "the message quotes a bounded part"
         );
         assert!(parse_requirement(&"a".repeat(101)).is_err());
+        let deep = format!(
+            "a; {}python_version > '3'{}",
+            "(".repeat(17),
+            ")".repeat(17)
+        );
+        assert!(
+            parse_requirement(&deep)
+                .unwrap_err()
+                .to_string()
+                .contains("nest")
+        );
     }
 
     proptest::proptest! {
