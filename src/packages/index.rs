@@ -94,7 +94,12 @@ impl IndexClient {
                             .insert(key, files.clone());
                         files
                     }
-                    Err(e @ (PackageError::Cancelled | PackageError::TimedOut { .. })) => {
+                    Err(
+                        e @ (PackageError::Cancelled
+                        | PackageError::TimedOut { .. }
+                        | PackageError::TooComplex { .. }
+                        | PackageError::InstallTooLarge { .. }),
+                    ) => {
                         return Err(e);
                     }
                     Err(e) => {

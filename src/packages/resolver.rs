@@ -27,7 +27,7 @@ use pep440_rs::{Operator, Version, VersionSpecifiers};
 use pep508_rs::{ExtraName, MarkerEnvironment, PackageName};
 
 use super::budget::InstallBudget;
-use super::error::{PackageError, some_of};
+use super::error::{PackageError, clip, some_of};
 use super::metadata::CoreMetadata;
 use super::project_file::{FileKind, ProjectFile};
 use super::requirement::{Requirement, specifiers};
@@ -43,6 +43,9 @@ const SAMPLE_TAGS: usize = 6;
 const SHOWN_ORIGINS: usize = 4;
 /// Notes one resolution reports.
 const MAX_NOTES: usize = 20;
+/// Characters of text from an index (a yank reason, a `Requires-Python`)
+/// quoted in a message.
+const SHOWN_TEXT_CHARS: usize = 200;
 
 /// What the resolver asks of the world (the installer, or a test double).
 #[async_trait]
@@ -526,7 +529,10 @@ impl Resolver<'_> {
             if let Some(rp) = &metadata.requires_python
                 && !rp.contains(&self.python_full)
             {
-                skipped.push((wheel.version.clone(), format!("Requires-Python {rp}")));
+                skipped.push((
+                    wheel.version.clone(),
+                    clip(&format!("Requires-Python {rp}"), SHOWN_TEXT_CHARS),
+                ));
                 continue;
             }
             return Ok(Some((
@@ -618,16 +624,19 @@ impl Resolver<'_> {
                                 && !spec.contains(&self.python_full)
                             {
                                 selection.wrong_python.get_or_insert_with(|| {
-                                    (version.clone(), format!("Requires-Python {spec}"))
+                                    (
+                                        version.clone(),
+                                        clip(&format!("Requires-Python {spec}"), SHOWN_TEXT_CHARS),
+                                    )
                                 });
                                 continue;
                             }
                             if let Some(reason) = &file.yanked
                                 && !pinned
                             {
-                                selection
-                                    .yanked
-                                    .get_or_insert_with(|| (version.clone(), reason.clone()));
+                                selection.yanked.get_or_insert_with(|| {
+                                    (version.clone(), clip(reason, SHOWN_TEXT_CHARS))
+                                });
                                 continue;
                             }
                             selection.candidates.push((wheel.clone(), (*file).clone()));
@@ -1005,6 +1014,21 @@ mod tests {
             err.contains("yanked") && err.contains("broken") && err.contains("y==2.0"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn text_from_the_index_is_quoted_cut() {
+        let mut s = FakeSource::default();
+        s.add("y-2.0-py3-none-any.whl", &[]).yanked = Some("why ".repeat(50_000));
+        let err = resolve(&s, &["y"]).await.unwrap_err().to_string();
+        assert!(err.contains("why why"), "{err}");
+        assert!(err.len() < 1000, "{} bytes", err.len());
+        let mut s = FakeSource::default();
+        s.add("r-2.0-py3-none-any.whl", &[]).requires_python =
+            Some(format!(">=4{}", ",!=1.0".repeat(20_000)));
+        let err = resolve(&s, &["r"]).await.unwrap_err().to_string();
+        assert!(err.contains("(Requires-Python "), "{err}");
+        assert!(err.len() < 1000, "{} bytes", err.len());
     }
 
     #[tokio::test]

@@ -116,15 +116,22 @@ impl fmt::Debug for IndexUrl {
     }
 }
 
-/// A URL as text with any user name and password replaced by `***`.
+/// Characters of a URL shown in a message or a log line.
+const SHOWN_URL_CHARS: usize = 300;
+
+/// A URL as text for a message or a log, with any user name and password
+/// replaced by `***`, and cut after [`SHOWN_URL_CHARS`] characters (an index
+/// page may list URLs of any length).
 pub fn redact(url: &Url) -> String {
-    if url.username().is_empty() && url.password().is_none() {
-        return url.to_string();
-    }
-    let mut clean = url.clone();
-    let _ = clean.set_username("***");
-    let _ = clean.set_password(None);
-    clean.to_string()
+    let text = if url.username().is_empty() && url.password().is_none() {
+        url.to_string()
+    } else {
+        let mut clean = url.clone();
+        let _ = clean.set_username("***");
+        let _ = clean.set_password(None);
+        clean.to_string()
+    };
+    super::error::clip(&text, SHOWN_URL_CHARS)
 }
 
 /// [`redact`] for text that may not parse as a URL.
@@ -379,6 +386,14 @@ mod tests {
         );
         let err = IndexUrl::parse("gopher://me:s3cret@example.test/", "x").unwrap_err();
         assert!(!err.contains("s3cret"), "{err}");
+        let long =
+            Url::parse(&format!("https://me:pw@files.test/{}", "a".repeat(100_000))).unwrap();
+        let shown = redact(&long);
+        assert!(shown.starts_with("https://***@files.test/aaa"), "{shown}");
+        assert!(
+            shown.chars().count() <= 301,
+            "a URL from a page is shown cut"
+        );
     }
 
     #[test]
