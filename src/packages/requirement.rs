@@ -26,58 +26,103 @@ pub const MAX_NAME_CHARS: usize = 100;
 /// or a guest's METADATA) would overflow the stack and abort the server.
 pub const MAX_MARKER_NESTING: usize = 16;
 
+/// Longest `package_name` text split; longer text is one item, which
+/// [`parse_requirement`] refuses for its length.
+pub const MAX_PACKAGE_TEXT_BYTES: usize = 64 * 1024;
+
+/// One item being gathered by [`split_requirements`], with what it holds
+/// kept as counts so each token is looked at once.
+struct Item {
+    text: String,
+    brackets: isize,
+    parens: isize,
+    has_op: bool,
+}
+
+impl Item {
+    fn new(token: &str) -> Self {
+        let mut item = Self {
+            text: String::new(),
+            brackets: 0,
+            parens: 0,
+            has_op: false,
+        };
+        item.push(token);
+        item
+    }
+
+    fn push(&mut self, s: &str) {
+        for c in s.chars() {
+            match c {
+                '[' => self.brackets += 1,
+                ']' => self.brackets -= 1,
+                '(' => self.parens += 1,
+                ')' => self.parens -= 1,
+                c if is_op(c) => self.has_op = true,
+                _ => {}
+            }
+        }
+        self.text.push_str(s);
+    }
+}
+
+/// Whether `c` starts or continues a version operator.
+fn is_op(c: char) -> bool {
+    matches!(c, '<' | '>' | '=' | '!' | '~')
+}
+
 /// Splits `package_name` text into requirement strings: items are separated
 /// by spaces or commas, except that a version specifier written with spaces
 /// (`attrs >= 23`, `foo>=1, <2`) or extras with spaces (`a[x, y]`) stay with
-/// their name. A requirement with a `;` marker must be given alone.
+/// their name. A requirement with a `;` marker must be given alone. Linear in
+/// the text, which is at most [`MAX_PACKAGE_TEXT_BYTES`].
 pub fn split_requirements(text: &str) -> Vec<String> {
     let text = text.trim();
-    if text.contains(';') {
+    if text.contains(';') || text.len() > MAX_PACKAGE_TEXT_BYTES {
         return if text.is_empty() {
             Vec::new()
         } else {
             vec![text.to_owned()]
         };
     }
-    let is_op = |c: char| matches!(c, '<' | '>' | '=' | '!' | '~');
     let mut out: Vec<String> = Vec::new();
-    let mut current: Option<String> = None;
+    let mut current: Option<Item> = None;
     for token in text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
     {
         if let Some(cur) = current.as_mut() {
-            let open_bracket = cur.matches('[').count() > cur.matches(']').count();
-            let open_paren = cur.matches('(').count() > cur.matches(')').count();
-            let dangling_op = cur.ends_with(is_op);
+            let open_bracket = cur.brackets > 0;
+            let open_paren = cur.parens > 0;
+            let dangling_op = cur.text.ends_with(is_op);
             if open_bracket || (open_paren && !token.starts_with(is_op)) {
-                cur.push(',');
-                cur.push_str(token);
+                cur.push(",");
+                cur.push(token);
                 continue;
             }
-            if token.starts_with('@') || cur.ends_with('@') {
-                cur.push(' ');
-                cur.push_str(token);
+            if token.starts_with('@') || cur.text.ends_with('@') {
+                cur.push(" ");
+                cur.push(token);
                 continue;
             }
             if dangling_op || token.starts_with(['[', '(']) {
-                cur.push_str(token);
+                cur.push(token);
                 continue;
             }
             if token.starts_with(is_op) {
-                if cur.contains(is_op) {
-                    cur.push(',');
+                if cur.has_op {
+                    cur.push(",");
                 }
-                cur.push_str(token);
+                cur.push(token);
                 continue;
             }
         }
         if let Some(done) = current.take() {
-            out.push(done);
+            out.push(done.text);
         }
-        current = Some(token.to_owned());
+        current = Some(Item::new(token));
     }
-    out.extend(current);
+    out.extend(current.map(|item| item.text));
     out
 }
 
@@ -240,6 +285,27 @@ mod tests {
         for (text, expected) in table {
             assert_eq!(split_requirements(text), *expected, "{text}");
         }
+    }
+
+    #[test]
+    fn splitting_is_linear_in_the_text() {
+        let started = std::time::Instant::now();
+        for text in [
+            format!("a[{}", " x".repeat(30_000)),
+            format!("a{}", " >1".repeat(20_000)),
+            format!("a({}", " x".repeat(30_000)),
+        ] {
+            assert_eq!(split_requirements(&text).len(), 1);
+        }
+        let huge = "six ".repeat(1 << 20);
+        assert_eq!(
+            split_requirements(&huge).len(),
+            1,
+            "one item, refused later"
+        );
+        assert!(parse_requirements(&split_requirements(&huge), 64).is_err());
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
     }
 
     #[test]
