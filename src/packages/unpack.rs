@@ -36,6 +36,7 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 use sha2::Digest;
 
+use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::record::{Hasher, Record, RecordEntry, record_hash};
 use super::staging::{NoRoom, StagingRoom};
@@ -430,11 +431,11 @@ pub fn read_metadata<R: Read + Seek>(
         [] => Err(WheelError::Missing("a .dist-info/METADATA file".into())),
         _ => Err(WheelError::DistInfoCount {
             count: found.len(),
-            names: found
-                .iter()
-                .map(|(_, n)| shown(n))
-                .collect::<Vec<_>>()
-                .join(", "),
+            names: some_of(
+                &found.iter().map(|(_, n)| shown(n)).collect::<Vec<_>>(),
+                5,
+                ", ",
+            ),
         }),
     }
 }
@@ -474,6 +475,7 @@ pub fn unpack_wheel<R: Read + Seek>(
     let mut members = Vec::with_capacity(archive.len());
     let mut seen = HashSet::new();
     let mut dist_infos: Vec<String> = Vec::new();
+    let mut dist_info_set: HashSet<String> = HashSet::new();
     let mut data_dirs: Vec<(String, String)> = Vec::new();
     let mut dropped: Vec<Dropped> = Vec::new();
     let mut declared_total: u64 = 0;
@@ -549,7 +551,7 @@ pub fn unpack_wheel<R: Read + Seek>(
         })?;
         if let Some(first) = target.components().first()
             && first.ends_with(".dist-info")
-            && !dist_infos.contains(first)
+            && dist_info_set.insert(first.clone())
         {
             dist_infos.push(first.clone());
         }
@@ -594,11 +596,8 @@ pub fn unpack_wheel<R: Read + Seek>(
                 names: if dist_infos.is_empty() {
                     "none".into()
                 } else {
-                    dist_infos
-                        .iter()
-                        .map(|d| shown(d))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    let names: Vec<String> = dist_infos.iter().map(|d| shown(d)).collect();
+                    some_of(&names, 5, ", ")
                 },
             });
         }
@@ -751,7 +750,7 @@ pub fn unpack_wheel<R: Read + Seek>(
         startup_files,
         dropped: dropped
             .iter()
-            .map(|d| format!("{} ({})", d.name, d.kind))
+            .map(|d| format!("{} ({})", shown(&d.name), d.kind))
             .collect(),
     })
 }
@@ -1373,6 +1372,44 @@ mod tests {
         let (result, written) = unpack_in(w.build(), &mut room);
         assert!(matches!(result, Err(WheelError::NoRoom(NoRoom::Stopped))));
         assert_eq!(written, 0, "a stopped install writes nothing");
+    }
+
+    #[test]
+    fn thousands_of_dist_info_directories_are_refused_quickly_and_briefly() {
+        let mut w = TestWheel::new("demo", "1.0");
+        for i in 0..5000 {
+            w = w.file(&format!("x{i}-1.0.dist-info/METADATA"), "");
+        }
+        let limits = UnpackLimits {
+            max_members: 20_000,
+            ..limits()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let wheel: WheelFilename = "demo-1.0-py3-none-any.whl".parse().unwrap();
+        let bytes = w.build();
+        let started = std::time::Instant::now();
+        let err = unpack_wheel(
+            Cursor::new(bytes.clone()),
+            &wheel,
+            &dir,
+            &limits,
+            &mut StagingRoom::unlimited(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, WheelError::DistInfoCount { .. }), "{err}");
+        assert!(
+            err.to_string().len() < 1000,
+            "{} bytes",
+            err.to_string().len()
+        );
+        let err = read_metadata(Cursor::new(bytes), &limits).unwrap_err();
+        assert!(
+            err.to_string().len() < 1000,
+            "{} bytes",
+            err.to_string().len()
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]
