@@ -9,7 +9,7 @@
 //! bytes of them in all, and every entry and requirement paid for from the
 //! install's [`InstallBudget`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -227,7 +227,10 @@ pub fn remove(site: &Dir, dist: &InstalledDist, max_metadata_bytes: u64) -> std:
     )
     .and_then(|text| Record::parse(&text).ok())
     .unwrap_or_default();
-    let mut parents: Vec<PathBuf> = Vec::new();
+    // Only the immediate parent of each removed file is remembered; a
+    // directory that empties climbs to its own parent, so the memory held is
+    // linear in the RECORD (a guest can write one of nested paths).
+    let mut parents: HashSet<PathBuf> = HashSet::new();
     for path in record.entries.keys() {
         let Ok((components, false)) = member_components(path) else {
             continue;
@@ -241,10 +244,8 @@ pub fn remove(site: &Dir, dist: &InstalledDist, max_metadata_bytes: u64) -> std:
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let mut parent = relative.parent().map(Path::to_path_buf);
-        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
-            parent = p.parent().map(Path::to_path_buf);
-            parents.push(p);
+        if let Some(parent) = non_empty_parent(&relative) {
+            parents.insert(parent);
         }
     }
     match site.remove_dir_all(&dist.dist_info) {
@@ -252,12 +253,31 @@ pub fn remove(site: &Dir, dist: &InstalledDist, max_metadata_bytes: u64) -> std:
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    parents.dedup();
-    for p in parents {
-        let _ = site.remove_dir(&p);
-    }
+    remove_empty(site, parents);
     Ok(())
+}
+
+/// The parent of a relative path, unless it is the root.
+fn non_empty_parent(path: &Path) -> Option<PathBuf> {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+}
+
+/// Removes the directories in `dirs` that are empty, deepest first, and
+/// then each emptied one's parent, and so on.
+fn remove_empty(site: &Dir, mut dirs: HashSet<PathBuf>) {
+    while !dirs.is_empty() {
+        let mut level: Vec<PathBuf> = dirs.drain().collect();
+        level.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for dir in level {
+            if site.remove_dir(&dir).is_ok()
+                && let Some(parent) = non_empty_parent(&dir)
+            {
+                dirs.insert(parent);
+            }
+        }
+    }
 }
 
 /// Moves everything in `staging` into `site`, merging directories that exist
@@ -496,7 +516,10 @@ mod tests {
             .remove(&PackageName::from_str("old").unwrap())
             .unwrap();
         remove(&site, &dist, 1 << 20).unwrap();
-        assert!(!t.join("old").exists());
+        assert!(
+            !t.join("old").exists(),
+            "emptied directories go, deepest first"
+        );
         assert!(!t.join("old-1.0.dist-info").exists());
         assert!(t.join("shared.py").exists());
         assert!(tmp.path().join("outside.txt").exists());
