@@ -176,8 +176,12 @@ impl WheelCache {
     /// bound, and partial downloads left by a crash. Downloads in progress
     /// count towards the bound.
     pub fn evict(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the wheel cache to keep it in bounds");
+                return;
+            }
         };
         let now = SystemTime::now();
         let mut wheels = Vec::new();

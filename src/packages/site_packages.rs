@@ -95,9 +95,10 @@ pub fn installed(
     let mut scan = SiteScan::default();
     let mut unread = Vec::new();
     let mut metadata_bytes = 0u64;
-    let Ok(entries) = site.entries() else {
-        return Ok(scan);
-    };
+    // A site-packages that cannot be listed is a refusal, not an empty one.
+    let entries = site
+        .entries()
+        .map_err(|source| PackageError::io("list", site_path.to_string(), source))?;
     for entry in entries.flatten() {
         budget.spend(1)?;
         let Ok(file_name) = entry.file_name().into_string() else {
