@@ -632,7 +632,7 @@ async fn guest_planted_records_and_links_stay_inside_site_packages() {
 }
 
 #[tokio::test]
-async fn the_install_result_of_a_cancelled_or_slow_install_is_an_error_not_a_hang() {
+async fn a_page_that_trickles_ends_at_the_install_deadline() {
     // A page that never finishes: the deadline covers page fetches too.
     let index = IndexServer::start().await;
     index.raw_page("slowpage", "text/html", vec![b' '; 4096]);
