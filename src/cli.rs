@@ -258,7 +258,7 @@ pub struct Settings {
 /// Package sources for install_package (and `wheelhouse add`). With none of
 /// these, pip's own settings are used: PIP_INDEX_URL and
 /// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file.
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct PackageArgs {
     /// Package index (simple API) to install from, e.g.
     /// `https://<your-index>/simple/`; several separated by spaces (the first
@@ -284,6 +284,42 @@ pub struct PackageArgs {
     /// (/dev/null: read none).
     #[arg(long, env = "PIP_CONFIG_FILE", hide = true, global = true)]
     pub pip_config_file: Option<PathBuf>,
+
+    /// Longest one install_package call may take, in seconds (resolving,
+    /// downloading and unpacking); past it the install stops and changes
+    /// nothing.
+    #[arg(
+        long,
+        env = "SANDBOX_INSTALL_TIMEOUT_SECONDS",
+        default_value_t = 300.0,
+        global = true
+    )]
+    pub install_timeout_seconds: f64,
+
+    /// Most MiB the cache of downloaded wheels keeps on disk; the least
+    /// recently used wheels are deleted past it (0: keep none).
+    #[arg(
+        long,
+        env = "SANDBOX_WHEEL_CACHE_MB",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub wheel_cache_mb: u64,
+}
+
+impl Default for PackageArgs {
+    /// The values the flags default to.
+    fn default() -> Self {
+        Self {
+            index_url: None,
+            wheelhouse: None,
+            pip_index_url: None,
+            pip_extra_index_url: None,
+            pip_config_file: None,
+            install_timeout_seconds: 300.0,
+            wheel_cache_mb: 1024,
+        }
+    }
 }
 
 /// `wheelhouse` subcommands.

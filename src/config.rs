@@ -267,6 +267,14 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
 fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings, ConfigError> {
     let mut settings = PackageSettings::new(cache_dir.join("wheels"));
     settings.indexes = index_urls(p, &pip_conf_files(p.pip_config_file.as_deref()))?;
+    settings.install_timeout =
+        seconds("SANDBOX_INSTALL_TIMEOUT_SECONDS", p.install_timeout_seconds)?;
+    settings.wheel_cache_bytes = p.wheel_cache_mb.checked_mul(1 << 20).ok_or_else(|| {
+        bad(
+            "SANDBOX_WHEEL_CACHE_MB",
+            format!("{} MiB is too large", p.wheel_cache_mb),
+        )
+    })?;
     if let Some(dir) = &p.wheelhouse {
         if !dir.is_dir() {
             return Err(bad(

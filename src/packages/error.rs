@@ -269,9 +269,85 @@ pub enum PackageError {
         source: std::io::Error,
     },
 
+    /// An index page is over the size cap.
+    #[error(
+        "the package index page {url} is larger than {limit}, the most this server reads for one project page; nothing was installed. The index is misbehaving, or lists too many files for one project: use a wheelhouse for it (SANDBOX_WHEELHOUSE)"
+    )]
+    PageTooLarge {
+        /// The page (redacted).
+        url: String,
+        /// The cap, in words.
+        limit: String,
+    },
+
+    /// One install would download or unpack more than its cap.
+    #[error(
+        "this install would {what} more than {limit}, the most one install may; nothing was installed. Install fewer packages at a time"
+    )]
+    InstallTooLarge {
+        /// `download` or `unpack`.
+        what: &'static str,
+        /// The cap, in words.
+        limit: String,
+    },
+
+    /// Resolving took more steps than one install may.
+    #[error(
+        "resolving this install took more than {limit} steps (requirements read, index files sorted, versions compared), the most one install may take; nothing was installed. Install fewer packages at a time; if the sandbox's site-packages holds distributions that list thousands of requirements, remove them"
+    )]
+    TooComplex {
+        /// The cap.
+        limit: u64,
+    },
+
+    /// The sandbox's site-packages holds more than an install reads.
+    #[error("{0}; nothing was installed")]
+    CrowdedSite(String),
+
+    /// The install was cancelled: the client cancelled the request, or the
+    /// sandbox was closed.
+    #[error(
+        "the install was stopped before it finished (the request was cancelled, or the sandbox closed); nothing was installed"
+    )]
+    Cancelled,
+
+    /// The install ran past its deadline.
+    #[error(
+        "the install took longer than {limit}, the most one install may take (SANDBOX_INSTALL_TIMEOUT_SECONDS); nothing was installed. The index or a download may be slow: try again, or install fewer packages at a time"
+    )]
+    TimedOut {
+        /// The deadline, in words.
+        limit: String,
+    },
+
     /// The installer itself failed (a task panicked, the HTTP client could not start).
     #[error("the installer failed: {0}")]
     Internal(String),
+}
+
+/// At most `max` characters of `text`, with `…` when it was cut: for text
+/// from an index or a guest quoted in a message.
+pub fn clip(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// `items` joined with `separator`, at most `shown` of them, then how many
+/// more there are: a bounded list for a message.
+pub fn some_of<S: AsRef<str>>(items: &[S], shown: usize, separator: &str) -> String {
+    let mut out = items
+        .iter()
+        .take(shown)
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join(separator);
+    if items.len() > shown {
+        out.push_str(&format!(" (and {} more)", items.len() - shown));
+    }
+    out
 }
 
 impl PackageError {
@@ -282,5 +358,20 @@ impl PackageError {
             path: path.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_text_and_lists_are_bounded() {
+        assert_eq!(clip("abcdef", 3), "abc…");
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("é", 1), "é");
+        let items: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+        assert_eq!(some_of(&items, 3, ", "), "0, 1, 2 (and 7 more)");
+        assert_eq!(some_of(&items[..2], 3, " and "), "0 and 1");
     }
 }

@@ -8,22 +8,31 @@
 //! - Connect and read timeouts; transient failures (connection errors,
 //!   timeouts, 5xx, 429, 408) are retried a few times with exponential
 //!   backoff, honouring a short `Retry-After`.
-//! - Redirects only to http(s), never from https to http, at most ten.
+//! - Redirects are followed here, not by reqwest, so that each hop is
+//!   checked: only to http(s), never from https to http, at most ten; and
+//!   index credentials are attached per hop by [`CredentialRule`], never
+//!   taken from a URL.
 //! - Bodies are read with a size cap; downloads are hashed as they arrive.
+//!
+//! Callers bound the whole of a request in time (the install's deadline);
+//! the read timeout bounds each pause within it.
 
-use std::path::Path;
+use std::io::SeekFrom;
 use std::sync::Once;
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
+use super::credentials::{CredentialRule, without_userinfo};
 use super::settings::{HttpSettings, redact};
 
 /// Longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// Redirects followed for one request.
+const MAX_REDIRECTS: usize = 10;
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +76,15 @@ pub struct Downloaded {
 pub struct HttpClient {
     client: reqwest::Client,
     settings: HttpSettings,
+    credentials: CredentialRule,
+}
+
+/// How one attempt at a request failed.
+enum Attempt {
+    /// No usable answer; retried when transient.
+    Net(reqwest::Error),
+    /// A redirect this client does not follow; never retried.
+    Refused(String),
 }
 
 /// Describes a reqwest error by its kind and causes, without the URL (which
@@ -106,49 +124,73 @@ enum BodyError {
     Write(std::io::Error),
 }
 
+/// Where a redirect from `from` to `location` leads, if it may be followed.
+fn redirect_target(from: &Url, location: &str) -> Result<Url, String> {
+    let next = from
+        .join(location.trim())
+        .map_err(|_| "a redirect gave an invalid location".to_owned())?;
+    match (from.scheme(), next.scheme()) {
+        (_, "https") | ("http", "http") => Ok(without_userinfo(&next)),
+        ("https", "http") => Err("refused a redirect from https to http".into()),
+        _ => Err("refused a redirect to a URL that is not http(s)".into()),
+    }
+}
+
 impl HttpClient {
-    /// Builds the client.
-    pub fn new(settings: &HttpSettings) -> Result<Self, String> {
+    /// Builds the client; `credentials` decides which requests carry which
+    /// index credentials.
+    pub fn new(settings: &HttpSettings, credentials: CredentialRule) -> Result<Self, String> {
         static PROVIDER: Once = Once::new();
         PROVIDER.call_once(|| {
             let _ = rustls::crypto::ring::default_provider().install_default();
-        });
-        let policy = reqwest::redirect::Policy::custom(|attempt| {
-            let from_https = attempt
-                .previous()
-                .last()
-                .is_some_and(|u| u.scheme() == "https");
-            match attempt.url().scheme() {
-                _ if attempt.previous().len() >= 10 => attempt.error("too many redirects"),
-                "https" => attempt.follow(),
-                "http" if !from_https => attempt.follow(),
-                "http" => attempt.error("refused a redirect from https to http"),
-                _ => attempt.error("refused a redirect to a URL that is not http(s)"),
-            }
         });
         let client = reqwest::Client::builder()
             .user_agent(concat!("mcp-code-sandbox/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(settings.connect_timeout)
             .read_timeout(settings.read_timeout)
-            .redirect(policy)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("cannot set up HTTPS: {}", describe(&e)))?;
         Ok(Self {
             client,
             settings: settings.clone(),
+            credentials,
         })
+    }
+
+    /// One GET of `url`, following redirects hop by hop; each hop carries
+    /// the credentials [`CredentialRule`] allows for the chain so far.
+    async fn send_once(&self, url: &Url, accept: &str) -> Result<reqwest::Response, Attempt> {
+        let mut chain = vec![without_userinfo(url)];
+        loop {
+            let current = chain.last().cloned().unwrap_or_else(|| url.clone());
+            let mut request = self.client.get(current.clone()).header(ACCEPT, accept);
+            if let Some(credentials) = self.credentials.for_request(&chain) {
+                request = request.basic_auth(&credentials.user, credentials.password.as_ref());
+            }
+            let response = request.send().await.map_err(Attempt::Net)?;
+            if !response.status().is_redirection() {
+                return Ok(response);
+            }
+            let Some(location) = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|v| v.to_str().ok())
+            else {
+                return Ok(response);
+            };
+            if chain.len() > MAX_REDIRECTS {
+                return Err(Attempt::Refused("too many redirects".into()));
+            }
+            chain.push(redirect_target(&current, location).map_err(Attempt::Refused)?);
+        }
     }
 
     /// Sends a GET, retrying transient failures. `Ok(None)` for 404 and 410.
     async fn send(&self, url: &Url, accept: &str) -> Result<Option<reqwest::Response>, FetchError> {
         let mut attempt = 0;
         loop {
-            let result = self
-                .client
-                .get(url.clone())
-                .header(ACCEPT, accept)
-                .send()
-                .await;
+            let result = self.send_once(url, accept).await;
             let wait = match result {
                 Ok(response) => {
                     let status = response.status();
@@ -175,10 +217,11 @@ impl HttpClient {
                     tracing::debug!(url = %redact(url), %status, "transient HTTP status; retrying");
                     retry_after.unwrap_or_else(|| self.backoff(attempt))
                 }
-                Err(e) => {
+                Err(Attempt::Refused(reason)) => return Err(FetchError::Transport(reason)),
+                Err(Attempt::Net(e)) => {
                     let transient = e.is_connect() || e.is_timeout() || e.is_request();
                     if !transient || attempt >= self.settings.retries {
-                        return Err(FetchError::Transport(describe(&e)));
+                        return Err(FetchError::Transport(self.describe(&e)));
                     }
                     tracing::debug!(url = %redact(url), error = %describe(&e), "request failed; retrying");
                     self.backoff(attempt)
@@ -187,6 +230,18 @@ impl HttpClient {
             attempt += 1;
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// [`describe`], saying which timeout fired.
+    fn describe(&self, e: &reqwest::Error) -> String {
+        if e.is_timeout() {
+            return format!(
+                "the request timed out: no connection within {} s, or no data for {} s (the read timeout)",
+                self.settings.connect_timeout.as_secs_f64(),
+                self.settings.read_timeout.as_secs_f64()
+            );
+        }
+        describe(e)
     }
 
     fn backoff(&self, attempt: u32) -> Duration {
@@ -243,17 +298,17 @@ impl HttpClient {
                     tokio::time::sleep(self.backoff(attempt)).await;
                     attempt += 1;
                 }
-                Err(e) => return Err(FetchError::Transport(describe(&e))),
+                Err(e) => return Err(FetchError::Transport(self.describe(&e))),
             }
         }
     }
 
-    /// Downloads `url` into the file at `path` (replacing its content), at
-    /// most `max_bytes`, hashing as it goes. `Ok(None)` when it does not exist.
+    /// Downloads `url` into `out` (replacing its content), at most
+    /// `max_bytes`, hashing as it goes. `Ok(None)` when it does not exist.
     pub async fn download(
         &self,
         url: &Url,
-        path: &Path,
+        out: &std::fs::File,
         max_bytes: u64,
     ) -> Result<Option<Downloaded>, FetchError> {
         let mut attempt = 0;
@@ -264,7 +319,9 @@ impl HttpClient {
             if response.content_length().is_some_and(|n| n > max_bytes) {
                 return Err(FetchError::TooLarge(max_bytes));
             }
-            let mut file = tokio::fs::File::create(path)
+            let mut file = tokio::fs::File::from_std(out.try_clone().map_err(FetchError::Write)?);
+            file.set_len(0).await.map_err(FetchError::Write)?;
+            file.seek(SeekFrom::Start(0))
                 .await
                 .map_err(FetchError::Write)?;
             let mut hasher = Sha256::new();
@@ -299,8 +356,75 @@ impl HttpClient {
                     tokio::time::sleep(self.backoff(attempt)).await;
                     attempt += 1;
                 }
-                Err(BodyError::Net(e)) => return Err(FetchError::Transport(describe(&e))),
+                Err(BodyError::Net(e)) => return Err(FetchError::Transport(self.describe(&e))),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn redirects_never_go_from_https_to_http_or_elsewhere() {
+        let https = Url::parse("https://index.test/simple/six/").unwrap();
+        let http = Url::parse("http://index.test/simple/six/").unwrap();
+        assert_eq!(
+            redirect_target(&https, "/files/six.whl").unwrap().as_str(),
+            "https://index.test/files/six.whl"
+        );
+        assert_eq!(
+            redirect_target(&https, "https://u:p@cdn.test/six.whl")
+                .unwrap()
+                .as_str(),
+            "https://cdn.test/six.whl",
+            "no credentials from a Location header"
+        );
+        assert!(redirect_target(&http, "http://cdn.test/six.whl").is_ok());
+        assert!(redirect_target(&https, "http://index.test/six.whl").is_err());
+        assert!(redirect_target(&https, "file:///etc/passwd").is_err());
+        assert!(redirect_target(&http, "ftp://cdn.test/six.whl").is_err());
+    }
+
+    /// A server that sends the head of a response, a few bytes of its body,
+    /// then nothing.
+    async fn stalling_server() -> Url {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc")
+                        .await;
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                });
+            }
+        });
+        Url::parse(&format!("http://127.0.0.1:{port}/file.whl")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_transfer_that_stalls_ends_at_the_read_timeout_with_a_clear_error() {
+        let url = stalling_server().await;
+        let settings = HttpSettings {
+            read_timeout: Duration::from_millis(300),
+            retries: 0,
+            ..HttpSettings::default()
+        };
+        let client = HttpClient::new(&settings, CredentialRule::default()).unwrap();
+        let out = tempfile::tempfile().unwrap();
+        let started = std::time::Instant::now();
+        let err = client.download(&url, &out, 1 << 20).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = err.to_string();
+        assert!(
+            text.contains("timed out") && text.contains("0.3 s (the read timeout)"),
+            "{text}"
+        );
     }
 }

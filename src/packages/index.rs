@@ -3,46 +3,54 @@
 //! The first index that knows a project supplies all of its files (indexes
 //! are not mixed for one project, so an extra index cannot shadow a name on
 //! the main one file by file). Project pages are asked for as PEP 691 JSON,
-//! with HTML accepted, and kept in memory for a few minutes so a second
-//! sandbox installing the same thing does not ask again.
+//! with HTML accepted, read up to a size cap, parsed on a blocking thread,
+//! and kept in a bounded [`PageCache`] for a few minutes so a second sandbox
+//! installing the same thing does not ask again.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use pep508_rs::PackageName;
 use reqwest::Url;
 
-use super::error::PackageError;
+use super::budget::InstallBudget;
+use super::error::{PackageError, clip};
 use super::http::{FetchError, HttpClient};
-use super::project_file::ProjectFile;
-use super::settings::{IndexUrl, redact};
+use super::page_cache::{Page, PageCache};
+use super::settings::{HttpSettings, IndexUrl, redact};
 use super::simple_page::parse_page;
 use crate::sandbox::human_bytes;
 
 /// What the `Accept` header asks of a simple-API page.
 const ACCEPT_PAGE: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
-
-type PageEntry = (Instant, Option<Arc<Vec<ProjectFile>>>);
+/// Characters of a parser's complaint quoted in a message.
+const MAX_REASON_CHARS: usize = 300;
 
 /// The configured indexes and a short-lived cache of their project pages.
 #[derive(Debug)]
 pub struct IndexClient {
     indexes: Vec<IndexUrl>,
-    pages: Mutex<HashMap<(usize, PackageName), PageEntry>>,
-    ttl: Duration,
+    pages: Mutex<PageCache>,
     max_page_bytes: u64,
 }
 
 impl IndexClient {
-    /// A client for `indexes`, reusing pages for `ttl`.
-    pub fn new(indexes: Vec<IndexUrl>, ttl: Duration, max_page_bytes: u64) -> Self {
+    /// A client for `indexes`, keeping pages as `http` says and reading at
+    /// most `max_page_bytes` of one.
+    pub fn new(indexes: Vec<IndexUrl>, http: &HttpSettings, max_page_bytes: u64) -> Self {
         Self {
             indexes,
-            pages: Mutex::new(HashMap::new()),
-            ttl,
+            pages: Mutex::new(PageCache::new(
+                http.page_ttl,
+                http.page_cache_bytes,
+                http.page_cache_entries,
+            )),
             max_page_bytes,
         }
+    }
+
+    /// The indexes, in order.
+    pub fn indexes(&self) -> &[IndexUrl] {
+        &self.indexes
     }
 
     /// Whether any index is configured.
@@ -66,25 +74,33 @@ impl IndexClient {
         &self,
         http: &HttpClient,
         name: &PackageName,
-    ) -> Result<Option<Arc<Vec<ProjectFile>>>, PackageError> {
+        budget: &InstallBudget,
+    ) -> Result<Page, PackageError> {
         let mut failure = None;
         for (i, index) in self.indexes.iter().enumerate() {
             let key = (i, name.clone());
-            let cached = {
-                let pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-                pages
-                    .get(&key)
-                    .filter(|(at, _)| at.elapsed() < self.ttl)
-                    .map(|(_, files)| files.clone())
-            };
+            let cached = self
+                .pages
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key);
             let files = match cached {
                 Some(files) => files,
-                None => match self.fetch(http, index, name).await {
+                None => match self.fetch(http, index, name, budget).await {
                     Ok(files) => {
-                        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-                        pages.retain(|_, (at, _)| at.elapsed() < self.ttl);
-                        pages.insert(key, (Instant::now(), files.clone()));
+                        self.pages
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(key, files.clone());
                         files
+                    }
+                    Err(
+                        e @ (PackageError::Cancelled
+                        | PackageError::TimedOut { .. }
+                        | PackageError::TooComplex { .. }
+                        | PackageError::InstallTooLarge { .. }),
+                    ) => {
+                        return Err(e);
                     }
                     Err(e) => {
                         tracing::warn!(index = %index, error = %e, "package index failed");
@@ -108,14 +124,28 @@ impl IndexClient {
         http: &HttpClient,
         index: &IndexUrl,
         name: &PackageName,
-    ) -> Result<Option<Arc<Vec<ProjectFile>>>, PackageError> {
+        budget: &InstallBudget,
+    ) -> Result<Page, PackageError> {
         let url = index
             .url()
             .join(&format!("{name}/"))
             .map_err(|e| PackageError::Internal(format!("cannot build a page URL: {e}")))?;
-        let fetched = match http.get(&url, ACCEPT_PAGE, self.max_page_bytes).await {
+        let limit = budget.download_limit(self.max_page_bytes);
+        let fetched = match budget
+            .stop()
+            .race(async { Ok(http.get(&url, ACCEPT_PAGE, limit).await) })
+            .await?
+        {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(None),
+            Err(FetchError::TooLarge(_)) => {
+                return Err(budget
+                    .download_exhausted(limit, self.max_page_bytes)
+                    .unwrap_or_else(|| PackageError::PageTooLarge {
+                        url: redact(&url),
+                        limit: human_bytes(self.max_page_bytes),
+                    }));
+            }
             Err(e) => {
                 return Err(fetch_error(
                     e,
@@ -126,13 +156,17 @@ impl IndexClient {
                 ));
             }
         };
-        let files =
-            parse_page(&fetched.body, &fetched.content_type, &fetched.url).map_err(|reason| {
-                PackageError::BadIndexPage {
-                    url: redact(&url),
-                    reason,
-                }
-            })?;
+        budget.downloaded(fetched.body.len() as u64)?;
+        let page_url = redact(&url);
+        let files = tokio::task::spawn_blocking(move || {
+            parse_page(&fetched.body, &fetched.content_type, &fetched.url)
+        })
+        .await
+        .map_err(|e| PackageError::Internal(format!("a worker task failed: {e}")))?
+        .map_err(|reason| PackageError::BadIndexPage {
+            url: page_url,
+            reason: clip(&reason, MAX_REASON_CHARS),
+        })?;
         Ok(Some(Arc::new(files)))
     }
 }

@@ -4,6 +4,12 @@
 //! `Requires-Python`, `Provides-Extra`; and from `WHEEL`, `Wheel-Version` and
 //! `Root-Is-Purelib`. The description body after the first blank line is
 //! ignored.
+//!
+//! These files come from indexes and from guests (a sandbox's own
+//! site-packages), so reading one is linear and bounded: at most
+//! [`MAX_REQUIRES_DIST`] requirements, each at most
+//! [`MAX_REQUIREMENT_TEXT`] bytes, and no deeper than the PEP 508 parser
+//! may safely recurse (see `requirement.rs`).
 
 use std::str::FromStr;
 
@@ -11,6 +17,11 @@ use pep440_rs::{Version, VersionSpecifiers};
 use pep508_rs::{ExtraName, PackageName};
 
 use super::requirement::Requirement;
+
+/// Most `Requires-Dist` entries one distribution may list.
+pub const MAX_REQUIRES_DIST: usize = 2000;
+/// Longest `Requires-Dist`, `Requires-Python`, `Name` or `Version` value, in bytes.
+pub const MAX_REQUIREMENT_TEXT: usize = 2048;
 
 /// What installing needs from a `METADATA` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +61,17 @@ pub fn headers(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Refuses a value longer than [`MAX_REQUIREMENT_TEXT`].
+fn bounded<'a>(key: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.len() > MAX_REQUIREMENT_TEXT {
+        return Err(format!(
+            "a {key} value is {} bytes long, over the {MAX_REQUIREMENT_TEXT} this installer reads",
+            value.len()
+        ));
+    }
+    Ok(value)
+}
+
 impl CoreMetadata {
     /// Parses a `METADATA` file.
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -59,6 +81,12 @@ impl CoreMetadata {
         let mut requires_python = None;
         let mut provides_extra = Vec::new();
         for (key, value) in headers(text) {
+            if matches!(
+                key.as_str(),
+                "name" | "version" | "requires-dist" | "requires-python" | "provides-extra"
+            ) {
+                bounded(&key, &value)?;
+            }
             match key.as_str() {
                 "name" => {
                     name =
@@ -72,6 +100,11 @@ impl CoreMetadata {
                     })?);
                 }
                 "requires-dist" => {
+                    if requires_dist.len() >= MAX_REQUIRES_DIST {
+                        return Err(format!(
+                            "it lists more than {MAX_REQUIRES_DIST} requirements (Requires-Dist), more than this installer reads"
+                        ));
+                    }
                     if !value.is_ascii() {
                         return Err(format!(
                             "Requires-Dist '{}' has non-ASCII characters",
@@ -244,6 +277,55 @@ Requires-Dist: not-a-header-this-is-the-description
                 let _ = spec.contains(&version);
             }
         }
+    }
+
+    #[test]
+    fn metadata_built_to_be_slow_or_deep_is_refused_quickly() {
+        let head = "Name: x\nVersion: 1.0\n";
+        let many: String = (0..=MAX_REQUIRES_DIST)
+            .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
+            .collect();
+        let err = CoreMetadata::parse(&format!("{head}{many}")).unwrap_err();
+        assert!(err.contains("more than 2000 requirements"), "{err}");
+        let fine: String = (0..MAX_REQUIRES_DIST)
+            .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
+            .collect();
+        assert_eq!(
+            CoreMetadata::parse(&format!("{head}{fine}"))
+                .unwrap()
+                .requires_dist
+                .len(),
+            MAX_REQUIRES_DIST
+        );
+
+        // The PEP 508 parser recurses once per parenthesis: a deep marker
+        // would overflow the stack and abort the server.
+        let deep = format!(
+            "{head}Requires-Dist: a; {}python_version > '3'{}\n",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        );
+        let started = std::time::Instant::now();
+        let err = CoreMetadata::parse(&deep).unwrap_err();
+        assert!(err.contains("bytes long") || err.contains("nest"), "{err}");
+        let nested = format!(
+            "{head}Requires-Dist: a; {}python_version > '3'{}\n",
+            "(".repeat(40),
+            ")".repeat(40)
+        );
+        assert!(CoreMetadata::parse(&nested).unwrap_err().contains("nest"));
+        let long = format!(
+            "{head}Requires-Dist: a; python_version > '{}'\n",
+            "3".repeat(5000)
+        );
+        assert!(
+            CoreMetadata::parse(&long)
+                .unwrap_err()
+                .contains("bytes long")
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let ok = format!("{head}Requires-Dist: a; ((python_version > '3'))\n");
+        assert_eq!(CoreMetadata::parse(&ok).unwrap().requires_dist.len(), 1);
     }
 
     #[test]

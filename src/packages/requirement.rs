@@ -21,59 +21,108 @@ pub type Requirement = pep508_rs::Requirement<Url>;
 pub const MAX_REQUIREMENT_BYTES: usize = 500;
 /// Longest project name accepted.
 pub const MAX_NAME_CHARS: usize = 100;
+/// Deepest nesting of parentheses in a requirement: `pep508_rs` recurses
+/// once per level with no limit of its own, so a deep marker (from an index
+/// or a guest's METADATA) would overflow the stack and abort the server.
+pub const MAX_MARKER_NESTING: usize = 16;
+
+/// Longest `package_name` text split; longer text is one item, which
+/// [`parse_requirement`] refuses for its length.
+pub const MAX_PACKAGE_TEXT_BYTES: usize = 64 * 1024;
+
+/// One item being gathered by [`split_requirements`], with what it holds
+/// kept as counts so each token is looked at once.
+struct Item {
+    text: String,
+    brackets: isize,
+    parens: isize,
+    has_op: bool,
+}
+
+impl Item {
+    fn new(token: &str) -> Self {
+        let mut item = Self {
+            text: String::new(),
+            brackets: 0,
+            parens: 0,
+            has_op: false,
+        };
+        item.push(token);
+        item
+    }
+
+    fn push(&mut self, s: &str) {
+        for c in s.chars() {
+            match c {
+                '[' => self.brackets += 1,
+                ']' => self.brackets -= 1,
+                '(' => self.parens += 1,
+                ')' => self.parens -= 1,
+                c if is_op(c) => self.has_op = true,
+                _ => {}
+            }
+        }
+        self.text.push_str(s);
+    }
+}
+
+/// Whether `c` starts or continues a version operator.
+fn is_op(c: char) -> bool {
+    matches!(c, '<' | '>' | '=' | '!' | '~')
+}
 
 /// Splits `package_name` text into requirement strings: items are separated
 /// by spaces or commas, except that a version specifier written with spaces
 /// (`attrs >= 23`, `foo>=1, <2`) or extras with spaces (`a[x, y]`) stay with
-/// their name. A requirement with a `;` marker must be given alone.
+/// their name. A requirement with a `;` marker must be given alone. Linear in
+/// the text, which is at most [`MAX_PACKAGE_TEXT_BYTES`].
 pub fn split_requirements(text: &str) -> Vec<String> {
     let text = text.trim();
-    if text.contains(';') {
+    if text.contains(';') || text.len() > MAX_PACKAGE_TEXT_BYTES {
         return if text.is_empty() {
             Vec::new()
         } else {
             vec![text.to_owned()]
         };
     }
-    let is_op = |c: char| matches!(c, '<' | '>' | '=' | '!' | '~');
     let mut out: Vec<String> = Vec::new();
-    let mut current: Option<String> = None;
+    let mut current: Option<Item> = None;
     for token in text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
     {
         if let Some(cur) = current.as_mut() {
-            let open_bracket = cur.matches('[').count() > cur.matches(']').count();
-            let open_paren = cur.matches('(').count() > cur.matches(')').count();
-            let dangling_op = cur.ends_with(is_op);
+            let open_bracket = cur.brackets > 0;
+            let open_paren = cur.parens > 0;
+            let dangling_op = cur.text.ends_with(is_op);
             if open_bracket || (open_paren && !token.starts_with(is_op)) {
-                cur.push(',');
-                cur.push_str(token);
+                cur.push(",");
+                cur.push(token);
                 continue;
             }
-            if token.starts_with('@') || cur.ends_with('@') {
-                cur.push(' ');
-                cur.push_str(token);
+            if token.starts_with('@') || cur.text.ends_with('@') {
+                cur.push(" ");
+                cur.push(token);
                 continue;
             }
             if dangling_op || token.starts_with(['[', '(']) {
-                cur.push_str(token);
+                cur.push(token);
                 continue;
             }
             if token.starts_with(is_op) {
-                if cur.contains(is_op) {
-                    cur.push(',');
+                if cur.has_op {
+                    cur.push(",");
                 }
-                cur.push_str(token);
+                cur.push(token);
                 continue;
             }
         }
         if let Some(done) = current.take() {
-            out.push(done);
+            out.push(done.text);
         }
-        current = Some(token.to_owned());
+        current = Some(Item::new(token));
     }
-    out.extend(current);
+    out.extend(current.map(|item| item.text));
     out
 }
 
@@ -136,6 +185,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
 /// `a[x_]`), so those are refused here first. The error is the parser's
 /// message, without its position drawing (whose `Display` can also panic).
 pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
+    check_nesting(text)?;
     let ends_badly = |s: &str| s.ends_with(['.', '-', '_']);
     let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
     let trimmed = text.trim_start();
@@ -162,6 +212,26 @@ pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
         }
     }
     Requirement::from_str(text).map_err(|e| e.message.to_string())
+}
+
+/// Refuses text whose parentheses nest deeper than [`MAX_MARKER_NESTING`].
+fn check_nesting(text: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                if depth > MAX_MARKER_NESTING {
+                    return Err(format!(
+                        "its parentheses nest more than {MAX_MARKER_NESTING} deep"
+                    ));
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The version specifiers of a requirement (empty when it has none).
@@ -218,6 +288,27 @@ mod tests {
     }
 
     #[test]
+    fn splitting_is_linear_in_the_text() {
+        let started = std::time::Instant::now();
+        for text in [
+            format!("a[{}", " x".repeat(30_000)),
+            format!("a{}", " >1".repeat(20_000)),
+            format!("a({}", " x".repeat(30_000)),
+        ] {
+            assert_eq!(split_requirements(&text).len(), 1);
+        }
+        let huge = "six ".repeat(1 << 20);
+        assert_eq!(
+            split_requirements(&huge).len(),
+            1,
+            "one item, refused later"
+        );
+        assert!(parse_requirements(&split_requirements(&huge), 64).is_err());
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    }
+
+    #[test]
     fn requirements_parse_with_normalized_names() {
         let r = parse_requirement("Python_Dateutil>=2.8").unwrap();
         assert_eq!(r.name.as_ref(), "python-dateutil");
@@ -266,6 +357,17 @@ mod tests {
             "the message quotes a bounded part"
         );
         assert!(parse_requirement(&"a".repeat(101)).is_err());
+        let deep = format!(
+            "a; {}python_version > '3'{}",
+            "(".repeat(17),
+            ")".repeat(17)
+        );
+        assert!(
+            parse_requirement(&deep)
+                .unwrap_err()
+                .to_string()
+                .contains("nest")
+        );
     }
 
     proptest::proptest! {

@@ -12,15 +12,22 @@
 //! requirement applied from the start (a few times at most); if no version
 //! satisfies both sides, the error names both. The wheelhouse is asked before
 //! any index: when it has a fitting wheel, the index is not contacted.
+//!
+//! Requirements come from indexes and from guests (site-packages), so the
+//! work is linear in them and paid for from the install's [`InstallBudget`]:
+//! one step per requirement taken from the queue, per file sorted and per
+//! version check. A requirement repeated with the same specifiers adds
+//! nothing; messages quote a bounded number of requirements.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use pep440_rs::{Operator, Version, VersionSpecifiers};
 use pep508_rs::{ExtraName, MarkerEnvironment, PackageName};
 
-use super::error::PackageError;
+use super::budget::InstallBudget;
+use super::error::{PackageError, clip, some_of};
 use super::metadata::CoreMetadata;
 use super::project_file::{FileKind, ProjectFile};
 use super::requirement::{Requirement, specifiers};
@@ -32,6 +39,13 @@ const MAX_RESTARTS: usize = 8;
 const MAX_METADATA_TRIES: usize = 5;
 /// Tags quoted in a "not pure" refusal.
 const SAMPLE_TAGS: usize = 6;
+/// Requirements quoted in one message.
+const SHOWN_ORIGINS: usize = 4;
+/// Notes one resolution reports.
+const MAX_NOTES: usize = 20;
+/// Characters of text from an index (a yank reason, a `Requires-Python`)
+/// quoted in a message.
+const SHOWN_TEXT_CHARS: usize = 200;
 
 /// What the resolver asks of the world (the installer, or a test double).
 #[async_trait]
@@ -113,6 +127,8 @@ pub struct Resolver<'a> {
     pub installed: &'a HashMap<PackageName, Installed>,
     /// Most packages one resolution may pick.
     pub max_packages: usize,
+    /// What the resolution may spend, and when it must stop.
+    pub budget: &'a InstallBudget,
     /// Progress messages.
     pub progress: &'a (dyn Fn(String) + Send + Sync),
 }
@@ -130,7 +146,60 @@ struct Pending {
     requirement: Requirement,
     origin: String,
     from_user: bool,
-    parent_extras: Vec<ExtraName>,
+    parent_extras: Arc<[ExtraName]>,
+}
+
+/// The notes of a resolution, at most [`MAX_NOTES`] of them.
+#[derive(Default)]
+struct Notes {
+    kept: Vec<String>,
+    dropped: usize,
+}
+
+impl Notes {
+    fn push(&mut self, note: String) {
+        if self.kept.len() < MAX_NOTES {
+            self.kept.push(note);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn into_vec(mut self) -> Vec<String> {
+        if self.dropped > 0 {
+            self.kept.push(format!("and {} more notes", self.dropped));
+        }
+        self.kept
+    }
+}
+
+/// The constraints seen on each package in one attempt; a repeated one
+/// (same package, same specifiers) is kept once.
+#[derive(Default)]
+struct Constraints {
+    by_name: HashMap<PackageName, Vec<Constraint>>,
+    seen: HashSet<(PackageName, String)>,
+}
+
+impl Constraints {
+    /// Records `constraint` on `name`; whether it was new.
+    fn add(&mut self, name: &PackageName, constraint: Constraint) -> bool {
+        if !self
+            .seen
+            .insert((name.clone(), constraint.specifiers.to_string()))
+        {
+            return false;
+        }
+        self.by_name
+            .entry(name.clone())
+            .or_default()
+            .push(constraint);
+        true
+    }
+
+    fn on(&self, name: &PackageName) -> &[Constraint] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// A package picked in this attempt.
@@ -208,15 +277,16 @@ impl Resolver<'_> {
                 requirement: r.clone(),
                 origin: format!("you asked for `{r}`"),
                 from_user: true,
-                parent_extras: Vec::new(),
+                parent_extras: Arc::from(Vec::new()),
             })
             .collect();
-        let mut constraints: HashMap<PackageName, Vec<Constraint>> = HashMap::new();
+        let mut constraints = Constraints::default();
         let mut picked: Vec<Picked> = Vec::new();
         let mut by_name: HashMap<PackageName, usize> = HashMap::new();
-        let mut notes = Vec::new();
+        let mut notes = Notes::default();
 
         while let Some(pending) = queue.pop_front() {
+            self.budget.spend(1)?;
             let req = &pending.requirement;
             if !req.marker.evaluate(self.env, &pending.parent_extras) {
                 if pending.from_user {
@@ -232,14 +302,13 @@ impl Resolver<'_> {
                 origin: pending.origin.clone(),
                 from_user: pending.from_user,
             };
-            let list = constraints.entry(name.clone()).or_default();
-            list.push(constraint.clone());
-            let all = list.clone();
+            let is_new = constraints.add(&name, constraint.clone());
 
             if let Some(&i) = by_name.get(&name) {
                 let p = &mut picked[i];
-                if !constraint.specifiers.contains(&p.version) {
-                    return Err(self.conflict(&name, &p.version, &all, &constraint).await);
+                if is_new && !constraint.specifiers.contains(&p.version) {
+                    let all = constraints.on(&name);
+                    return Err(self.conflict(&name, &p.version, all, &constraint).await);
                 }
                 let old: Vec<ExtraName> = p.extras.iter().cloned().collect();
                 let new: Vec<ExtraName> = req
@@ -252,7 +321,8 @@ impl Resolver<'_> {
                     continue;
                 }
                 p.extras.extend(new);
-                let now: Vec<ExtraName> = p.extras.iter().cloned().collect();
+                let now: Arc<[ExtraName]> = p.extras.iter().cloned().collect();
+                self.budget.spend(p.requires_dist.len() as u64)?;
                 for dep in &p.requires_dist {
                     if dep.marker.evaluate(self.env, &now) && !dep.marker.evaluate(self.env, &old) {
                         queue.push_back(Pending {
@@ -271,7 +341,7 @@ impl Resolver<'_> {
                 continue;
             }
 
-            let mut effective = all.clone();
+            let mut effective = constraints.on(&name).to_vec();
             if let Some(h) = hints.get(&name) {
                 effective.extend(h.iter().cloned());
             }
@@ -280,6 +350,7 @@ impl Resolver<'_> {
             (self.progress)(format!("resolved {name} {version}"));
             let extras: BTreeSet<ExtraName> = req.extras.iter().cloned().collect();
             if let Some(provided) = &provides_extra {
+                let provided: HashSet<&ExtraName> = provided.iter().collect();
                 for extra in &extras {
                     if !provided.contains(extra) {
                         notes.push(format!(
@@ -288,7 +359,8 @@ impl Resolver<'_> {
                     }
                 }
             }
-            let extra_list: Vec<ExtraName> = extras.iter().cloned().collect();
+            let extra_list: Arc<[ExtraName]> = extras.iter().cloned().collect();
+            self.budget.spend(requires_dist.len() as u64)?;
             for dep in &requires_dist {
                 if dep.marker.evaluate(self.env, &extra_list) {
                     queue.push_back(Pending {
@@ -322,7 +394,7 @@ impl Resolver<'_> {
                     choice: p.choice,
                 })
                 .collect(),
-            notes,
+            notes: notes.into_vec(),
         })
     }
 
@@ -335,14 +407,13 @@ impl Resolver<'_> {
         all: &[Constraint],
         newest: &Constraint,
     ) -> Stop {
-        let earlier: Vec<&Constraint> = all[..all.len() - 1].iter().collect();
+        let earlier: Vec<&str> = all[..all.len() - 1]
+            .iter()
+            .map(|c| c.origin.as_str())
+            .collect();
         let first = format!(
             "{} ({name} {picked} was picked)",
-            earlier
-                .iter()
-                .map(|c| c.origin.as_str())
-                .collect::<Vec<_>>()
-                .join(" and ")
+            some_of(&earlier, SHOWN_ORIGINS, " and ")
         );
         let conflict = PackageError::Conflict {
             name: name.to_string(),
@@ -359,7 +430,11 @@ impl Resolver<'_> {
             Ok(None) => {}
             Err(e) => return Stop::Fail(e),
         }
-        let satisfiable = installed_fits || !self.select(name, &files, all).candidates.is_empty();
+        let selection = match self.select(name, &files, all) {
+            Ok(selection) => selection,
+            Err(e) => return Stop::Fail(e),
+        };
+        let satisfiable = installed_fits || !selection.candidates.is_empty();
         if satisfiable {
             Stop::Restart {
                 name: name.clone(),
@@ -405,7 +480,7 @@ impl Resolver<'_> {
         let local = self.source.local_files(name);
         let mut skipped = Vec::new();
         if !local.is_empty() {
-            let selection = self.select(name, &local, constraints);
+            let selection = self.select(name, &local, constraints)?;
             if let Some(found) = self.first_usable(name, &selection, &mut skipped).await? {
                 return Ok(found);
             }
@@ -416,7 +491,7 @@ impl Resolver<'_> {
         if let Some(index) = index {
             files.extend(index.iter().cloned());
         }
-        let selection = self.select(name, &files, constraints);
+        let selection = self.select(name, &files, constraints)?;
         if from_index && let Some(found) = self.first_usable(name, &selection, &mut skipped).await?
         {
             return Ok(found);
@@ -454,7 +529,10 @@ impl Resolver<'_> {
             if let Some(rp) = &metadata.requires_python
                 && !rp.contains(&self.python_full)
             {
-                skipped.push((wheel.version.clone(), format!("Requires-Python {rp}")));
+                skipped.push((
+                    wheel.version.clone(),
+                    clip(&format!("Requires-Python {rp}"), SHOWN_TEXT_CHARS),
+                ));
                 continue;
             }
             return Ok(Some((
@@ -470,13 +548,15 @@ impl Resolver<'_> {
         Ok(None)
     }
 
-    /// Sorts `files` into installable wheels (best first) and reasons.
+    /// Sorts `files` into installable wheels (best first) and reasons,
+    /// paying one step per file and per version check.
     fn select(
         &self,
         name: &PackageName,
         files: &[ProjectFile],
         constraints: &[Constraint],
-    ) -> Selection {
+    ) -> Result<Selection, PackageError> {
+        self.budget.spend(files.len() as u64)?;
         let mut by_version: BTreeMap<Version, Vec<(FileKind, &ProjectFile)>> = BTreeMap::new();
         for file in files {
             match file.kind(name) {
@@ -491,6 +571,8 @@ impl Resolver<'_> {
                 _ => {}
             }
         }
+        self.budget
+            .spend((by_version.len() as u64).saturating_mul(constraints.len() as u64))?;
         let mut selection = Selection {
             versions: by_version.keys().rev().cloned().collect(),
             ..Selection::default()
@@ -542,16 +624,19 @@ impl Resolver<'_> {
                                 && !spec.contains(&self.python_full)
                             {
                                 selection.wrong_python.get_or_insert_with(|| {
-                                    (version.clone(), format!("Requires-Python {spec}"))
+                                    (
+                                        version.clone(),
+                                        clip(&format!("Requires-Python {spec}"), SHOWN_TEXT_CHARS),
+                                    )
                                 });
                                 continue;
                             }
                             if let Some(reason) = &file.yanked
                                 && !pinned
                             {
-                                selection
-                                    .yanked
-                                    .get_or_insert_with(|| (version.clone(), reason.clone()));
+                                selection.yanked.get_or_insert_with(|| {
+                                    (version.clone(), clip(reason, SHOWN_TEXT_CHARS))
+                                });
                                 continue;
                             }
                             selection.candidates.push((wheel.clone(), (*file).clone()));
@@ -564,7 +649,7 @@ impl Resolver<'_> {
                 }
             }
         }
-        selection
+        Ok(selection)
     }
 
     /// The error for a package with no installable version.
@@ -600,14 +685,11 @@ impl Resolver<'_> {
             if selection.versions.len() > 12 {
                 available.push(format!("and {} older", selection.versions.len() - 12));
             }
+            let origins: Vec<&str> = constraints.iter().map(|c| c.origin.as_str()).collect();
             return PackageError::NoMatchingVersion {
                 name: name.to_string(),
-                wanted: wanted.join(", "),
-                origin: constraints
-                    .iter()
-                    .map(|c| c.origin.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                wanted: some_of(&wanted, SHOWN_ORIGINS, ", "),
+                origin: some_of(&origins, SHOWN_ORIGINS, "; "),
                 available: if available.is_empty() {
                     "none".into()
                 } else {
@@ -684,7 +766,10 @@ fn wanted_by(name: &PackageName, constraints: &[Constraint]) -> String {
     if deps.is_empty() {
         String::new()
     } else {
-        format!(" ({name} is needed because {})", deps.join(" and "))
+        format!(
+            " ({name} is needed because {})",
+            some_of(&deps, SHOWN_ORIGINS, " and ")
+        )
     }
 }
 
@@ -700,6 +785,8 @@ mod tests {
     use super::*;
     use crate::packages::environment::wasi_environment;
     use crate::packages::project_file::FileLocation;
+    use crate::packages::settings::InstallLimits;
+    use crate::packages::stop::InstallStop;
     use crate::sandbox::PackageSource;
     use std::path::PathBuf;
     use std::str::FromStr;
@@ -813,7 +900,17 @@ mod tests {
         installed: &HashMap<PackageName, Installed>,
         wanted: &[&str],
     ) -> Result<Resolution, PackageError> {
+        resolve_within(source, installed, wanted, &InstallLimits::default()).await
+    }
+
+    async fn resolve_within(
+        source: &FakeSource,
+        installed: &HashMap<PackageName, Installed>,
+        wanted: &[&str],
+        limits: &InstallLimits,
+    ) -> Result<Resolution, PackageError> {
         let env = wasi_environment("3.12.0").unwrap();
+        let budget = InstallBudget::new(InstallStop::never(), limits);
         let resolver = Resolver {
             source,
             env: &env,
@@ -824,6 +921,7 @@ mod tests {
             python_full: Version::from_str("3.12.0").unwrap(),
             installed,
             max_packages: 10,
+            budget: &budget,
             progress: &|_| {},
         };
         resolver.resolve(&reqs(wanted)).await
@@ -916,6 +1014,21 @@ mod tests {
             err.contains("yanked") && err.contains("broken") && err.contains("y==2.0"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn text_from_the_index_is_quoted_cut() {
+        let mut s = FakeSource::default();
+        s.add("y-2.0-py3-none-any.whl", &[]).yanked = Some("why ".repeat(50_000));
+        let err = resolve(&s, &["y"]).await.unwrap_err().to_string();
+        assert!(err.contains("why why"), "{err}");
+        assert!(err.len() < 1000, "{} bytes", err.len());
+        let mut s = FakeSource::default();
+        s.add("r-2.0-py3-none-any.whl", &[]).requires_python =
+            Some(format!(">=4{}", ",!=1.0".repeat(20_000)));
+        let err = resolve(&s, &["r"]).await.unwrap_err().to_string();
+        assert!(err.contains("(Requires-Python "), "{err}");
+        assert!(err.len() < 1000, "{} bytes", err.len());
     }
 
     #[tokio::test]
@@ -1074,6 +1187,71 @@ mod tests {
             matches!(err, PackageError::TooManyPackages { limit: 10 }),
             "{err}"
         );
+    }
+
+    /// `installed` holding `bloat 1.0` that requires `dep>=0.{i}` for each
+    /// `i` below `count` (what a guest can plant in its site-packages).
+    fn bloated(count: usize) -> HashMap<PackageName, Installed> {
+        let mut installed = HashMap::new();
+        installed.insert(
+            PackageName::from_str("bloat").unwrap(),
+            Installed {
+                version: Version::from_str("1.0").unwrap(),
+                requires_dist: (0..count)
+                    .map(|i| Requirement::from_str(&format!("dep>=0.{i}")).unwrap())
+                    .collect(),
+                built_in: false,
+            },
+        );
+        installed
+    }
+
+    #[tokio::test]
+    async fn thousands_of_requirements_on_one_package_resolve_in_linear_time() {
+        let mut s = FakeSource::default();
+        s.add("dep-1.0-py3-none-any.whl", &[]);
+        let installed = bloated(40_000);
+        let started = std::time::Instant::now();
+        let r = resolve_with(&s, &installed, &["bloat"]).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(picked(&r), ["bloat 1.0", "dep 1.0"]);
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "40,000 requirements took {took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_work_of_one_resolution_is_bounded() {
+        let mut s = FakeSource::default();
+        s.add("dep-1.0-py3-none-any.whl", &[]);
+        let limits = InstallLimits {
+            max_resolver_steps: 1000,
+            ..InstallLimits::default()
+        };
+        let err = resolve_within(&s, &bloated(5000), &["bloat"], &limits)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, PackageError::TooComplex { limit: 1000 }),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn messages_quote_a_bounded_number_of_requirements() {
+        let mut s = FakeSource::default();
+        let mut many: Vec<String> = (0..200).map(|i| format!("lib<2.0.{i}")).collect();
+        many.push("lib>=3".into());
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        s.add("hub-1.0-py3-none-any.whl", &many);
+        s.add("lib-1.0-py3-none-any.whl", &[]);
+        s.add("lib-3.0-py3-none-any.whl", &[]);
+        let err = resolve(&s, &["hub"]).await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, PackageError::Conflict { .. }), "{text}");
+        assert!(text.contains("(and 196 more)"), "{text}");
+        assert!(text.len() < 1500, "{} bytes: {text}", text.len());
     }
 
     #[tokio::test]

@@ -2,6 +2,11 @@
 //! downloads are kept, and the caps on one install; and reading pip's
 //! configuration file format, whose `index-url` is honoured.
 //!
+//! Credentials written into an index URL (`https://user:password@host/...`)
+//! are taken out of it when it is parsed: the URL used for requests never
+//! carries them, and [`IndexUrl::credentials`] hands them to the one rule
+//! that decides where they go (see `credentials.rs`).
+//!
 //! Nothing here reads the environment or the file system: `config.rs` finds
 //! the values and passes them in.
 
@@ -12,11 +17,12 @@ use std::time::Duration;
 use reqwest::Url;
 
 /// A package index's simple API root (`https://host/simple/`), with where the
-/// setting came from for messages.
+/// setting came from for messages, and the credentials it was given with.
 #[derive(Clone, PartialEq, Eq)]
 pub struct IndexUrl {
     url: Url,
     origin: String,
+    credentials: Option<Credentials>,
 }
 
 impl IndexUrl {
@@ -41,12 +47,22 @@ impl IndexUrl {
             let path = format!("{}/", url.path());
             url.set_path(&path);
         }
-        Ok(Self { url, origin })
+        let credentials = Credentials::take_from(&mut url);
+        Ok(Self {
+            url,
+            origin,
+            credentials,
+        })
     }
 
-    /// The URL (with any credentials it carries).
+    /// The URL, without credentials.
     pub fn url(&self) -> &Url {
         &self.url
+    }
+
+    /// The user name and password the URL was given with, if any.
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
     }
 
     /// Which setting named it.
@@ -62,21 +78,60 @@ impl fmt::Display for IndexUrl {
     }
 }
 
+/// A user name and password for HTTP Basic authentication. Its `Debug`
+/// shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name (percent-decoded).
+    pub user: String,
+    /// The password (percent-decoded), if one was given.
+    pub password: Option<String>,
+}
+
+impl Credentials {
+    /// Takes the user name and password out of `url`, leaving it without them.
+    fn take_from(url: &mut Url) -> Option<Self> {
+        if url.username().is_empty() && url.password().is_none() {
+            return None;
+        }
+        let credentials = Self {
+            user: super::simple_page::percent_decode(url.username()),
+            password: url.password().map(super::simple_page::percent_decode),
+        };
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        Some(credentials)
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credentials(***)")
+    }
+}
+
 impl fmt::Debug for IndexUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
-/// A URL as text with any user name and password replaced by `***`.
+/// Characters of a URL shown in a message or a log line.
+const SHOWN_URL_CHARS: usize = 300;
+
+/// A URL as text for a message or a log, with any user name and password
+/// replaced by `***`, and cut after [`SHOWN_URL_CHARS`] characters (an index
+/// page may list URLs of any length).
 pub fn redact(url: &Url) -> String {
-    if url.username().is_empty() && url.password().is_none() {
-        return url.to_string();
-    }
-    let mut clean = url.clone();
-    let _ = clean.set_username("***");
-    let _ = clean.set_password(None);
-    clean.to_string()
+    let text = if url.username().is_empty() && url.password().is_none() {
+        url.to_string()
+    } else {
+        let mut clean = url.clone();
+        let _ = clean.set_username("***");
+        let _ = clean.set_password(None);
+        clean.to_string()
+    };
+    super::error::clip(&text, SHOWN_URL_CHARS)
 }
 
 /// [`redact`] for text that may not parse as a URL.
@@ -101,14 +156,25 @@ pub struct InstallLimits {
     pub max_download_bytes: u64,
     /// Largest index page read, in bytes.
     pub max_page_bytes: u64,
+    /// Bytes one install may download in all (pages, metadata files, wheels).
+    pub max_install_download_bytes: u64,
     /// Bytes one wheel may unpack to, counted as inflated.
     pub max_unpacked_bytes: u64,
+    /// Bytes all the wheels of one install may unpack to.
+    pub max_install_unpacked_bytes: u64,
     /// Bytes one member of a wheel may unpack to.
     pub max_member_bytes: u64,
     /// Members one wheel may hold.
     pub max_members: u64,
     /// Largest `METADATA`, `WHEEL` or `RECORD` file read, in bytes.
     pub max_metadata_bytes: u64,
+    /// `.dist-info` directories read from a sandbox's site-packages.
+    pub max_installed_dists: usize,
+    /// Bytes of `METADATA` read from a sandbox's site-packages in all.
+    pub max_site_metadata_bytes: u64,
+    /// Steps one install may take to resolve: entries of site-packages and
+    /// requirements read, files of index pages sorted, versions compared.
+    pub max_resolver_steps: u64,
 }
 
 impl Default for InstallLimits {
@@ -117,11 +183,16 @@ impl Default for InstallLimits {
             max_requirements: 64,
             max_packages: 100,
             max_download_bytes: 50 << 20,
-            max_page_bytes: 64 << 20,
+            max_page_bytes: 8 << 20,
+            max_install_download_bytes: 256 << 20,
             max_unpacked_bytes: 200 << 20,
+            max_install_unpacked_bytes: 512 << 20,
             max_member_bytes: 50 << 20,
             max_members: 10_000,
             max_metadata_bytes: 4 << 20,
+            max_installed_dists: 1000,
+            max_site_metadata_bytes: 64 << 20,
+            max_resolver_steps: 1_000_000,
         }
     }
 }
@@ -140,6 +211,10 @@ pub struct HttpSettings {
     pub backoff: Duration,
     /// How long an index page is reused without asking again.
     pub page_ttl: Duration,
+    /// Bytes of parsed index pages kept in memory (estimated), in all.
+    pub page_cache_bytes: u64,
+    /// Index pages kept in memory.
+    pub page_cache_entries: usize,
 }
 
 impl Default for HttpSettings {
@@ -150,6 +225,8 @@ impl Default for HttpSettings {
             retries: 3,
             backoff: Duration::from_millis(500),
             page_ttl: Duration::from_secs(600),
+            page_cache_bytes: 64 << 20,
+            page_cache_entries: 1000,
         }
     }
 }
@@ -164,11 +241,21 @@ pub struct PackageSettings {
     pub wheelhouse: Option<PathBuf>,
     /// Where downloaded wheels are kept, by sha256.
     pub cache_dir: PathBuf,
+    /// Most bytes the wheel cache keeps on disk; the least recently used
+    /// wheels are deleted past it.
+    pub wheel_cache_bytes: u64,
+    /// Longest one install may take, from the call to its answer.
+    pub install_timeout: Duration,
     /// Caps on one install.
     pub limits: InstallLimits,
     /// HTTP behaviour.
     pub http: HttpSettings,
 }
+
+/// Default of [`PackageSettings::install_timeout`].
+pub const DEFAULT_INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default of [`PackageSettings::wheel_cache_bytes`].
+pub const DEFAULT_WHEEL_CACHE_BYTES: u64 = 1 << 30;
 
 impl PackageSettings {
     /// Settings with no index and no wheelhouse, caching under `cache_dir`.
@@ -177,6 +264,8 @@ impl PackageSettings {
             indexes: Vec::new(),
             wheelhouse: None,
             cache_dir,
+            wheel_cache_bytes: DEFAULT_WHEEL_CACHE_BYTES,
+            install_timeout: DEFAULT_INSTALL_TIMEOUT,
             limits: InstallLimits::default(),
             http: HttpSettings::default(),
         }
@@ -278,12 +367,33 @@ mod tests {
 
     #[test]
     fn credentials_never_appear_in_messages() {
-        let i = IndexUrl::parse("https://me:s3cret@example.test/simple/", "PIP_INDEX_URL").unwrap();
-        assert!(!i.to_string().contains("s3cret"), "{i}");
+        let i =
+            IndexUrl::parse("https://me:s3cr%40t@example.test/simple/", "PIP_INDEX_URL").unwrap();
+        assert!(!i.to_string().contains("s3cr"), "{i}");
         assert!(!i.to_string().contains("me:"), "{i}");
-        assert_eq!(i.url().password(), Some("s3cret"), "kept for requests");
+        assert!(!format!("{:?}", i.credentials()).contains("s3cr"));
+        let credentials = i.credentials().expect("kept for requests");
+        assert_eq!(credentials.user, "me");
+        assert_eq!(
+            credentials.password.as_deref(),
+            Some("s3cr@t"),
+            "percent-decoded"
+        );
+        assert_eq!(
+            i.url().as_str(),
+            "https://example.test/simple/",
+            "the URL itself never carries them"
+        );
         let err = IndexUrl::parse("gopher://me:s3cret@example.test/", "x").unwrap_err();
         assert!(!err.contains("s3cret"), "{err}");
+        let long =
+            Url::parse(&format!("https://me:pw@files.test/{}", "a".repeat(100_000))).unwrap();
+        let shown = redact(&long);
+        assert!(shown.starts_with("https://***@files.test/aaa"), "{shown}");
+        assert!(
+            shown.chars().count() <= 301,
+            "a URL from a page is shown cut"
+        );
     }
 
     #[test]

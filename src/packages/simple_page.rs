@@ -5,6 +5,11 @@
 //! Links are resolved against the page's URL (or its `<base href>`); links
 //! that are not http(s), files without a plain name, and anchors that are not
 //! files are skipped.
+//!
+//! Pages come from indexes: both readers are linear in the page's length
+//! (serde_json for JSON; for HTML, every byte is looked at a bounded number
+//! of times), and the caller caps the length and runs them on a blocking
+//! thread.
 
 use std::collections::HashMap;
 
@@ -155,10 +160,15 @@ pub fn parse_html(text: &str, page_url: &Url) -> Vec<ProjectFile> {
             };
             continue;
         }
-        let tag_name_end = rest
-            .find(|c: char| c.is_ascii_whitespace() || c == '>' || c == '/')
-            .unwrap_or(rest.len());
-        let tag = &rest[..tag_name_end];
+        // Only `a` and `base` matter: a name is looked at for at most
+        // five bytes, so a page of `<` or `<aaaa...` is read in linear time.
+        let probe = &rest.as_bytes()[..rest.len().min(5)];
+        let tag_name_end = probe
+            .iter()
+            .position(|&b| b.is_ascii_whitespace() || b == b'>' || b == b'/')
+            .unwrap_or(probe.len());
+        let ends = tag_name_end < probe.len() || tag_name_end == rest.len();
+        let tag = if ends { &rest[..tag_name_end] } else { "" };
         if tag != "a" && tag != "base" {
             pos = start + 1;
             continue;
@@ -327,7 +337,7 @@ fn unescape(text: &str) -> String {
 }
 
 /// Decodes `%XX` escapes of a URL path segment (invalid UTF-8 is replaced).
-fn percent_decode(segment: &str) -> String {
+pub fn percent_decode(segment: &str) -> String {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -455,6 +465,31 @@ mod tests {
             let _ = parse_html(&text, &page());
             let _ = parse_json(text.as_bytes(), &page());
         }
+    }
+
+    #[test]
+    fn pages_built_to_be_slow_are_read_in_linear_time() {
+        let started = std::time::Instant::now();
+        for page in [
+            "<".repeat(1 << 20),
+            "<a".repeat(1 << 19),
+            "<base".repeat(1 << 18),
+            "<!--".repeat(1 << 18),
+            format!("{}<a href=x>", "<a href=\"".repeat(1 << 17)),
+            "<a href=x>".repeat(1 << 17),
+            "&".repeat(1 << 20),
+        ] {
+            let _ = parse_html(&page, &page_url());
+        }
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "7 MiB of hostile HTML took {took:?}"
+        );
+    }
+
+    fn page_url() -> Url {
+        page()
     }
 
     #[test]

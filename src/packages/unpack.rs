@@ -20,6 +20,12 @@
 //! - a `RECORD` that is malformed, lists a path outside the wheel, lists a
 //!   file the wheel lacks, or misses a file, hash or size that the wheel has;
 //! - more bytes than the caps, per member and per wheel, counted as inflated.
+//!
+//! Everything written is charged to a [`StagingRoom`] first (the sandbox's
+//! quota, the install's cap, its stop condition), so unpacking stops at the
+//! first chunk that does not fit. Files that run when the interpreter starts
+//! (`.pth` files, `sitecustomize`, `usercustomize`) are listed for the
+//! install's result.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -30,8 +36,10 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 use sha2::Digest;
 
+use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::record::{Hasher, Record, RecordEntry, record_hash};
+use super::staging::{NoRoom, StagingRoom};
 use super::wheel_name::WheelFilename;
 use crate::sandbox::GuestPath;
 use crate::sandbox::human_bytes;
@@ -184,6 +192,9 @@ pub enum WheelError {
         /// The error.
         source: std::io::Error,
     },
+    /// Staging ran out of room, or the install had to stop.
+    #[error(transparent)]
+    NoRoom(#[from] NoRoom),
 }
 
 /// One file an unpacked wheel installs.
@@ -204,10 +215,9 @@ pub struct Unpacked {
     pub dist_info: String,
     /// Every file written.
     pub files: Vec<InstalledFile>,
-    /// Bytes written.
-    pub bytes: u64,
-    /// `.pth` files at the top level (run at interpreter start-up).
-    pub pth_files: Vec<String>,
+    /// What runs when the interpreter starts: `.pth` files at the top level,
+    /// and `sitecustomize` or `usercustomize` modules or packages.
+    pub startup_files: Vec<String>,
     /// Members of `.data/scripts`, `.data/headers` and `.data/data` that
     /// were not installed, with their kind.
     pub dropped: Vec<String>,
@@ -258,6 +268,25 @@ pub fn member_components(name: &str) -> Result<(Vec<&str>, bool), &'static str> 
         return Err("it is nested too deeply");
     }
     Ok((components, is_dir))
+}
+
+/// Whether an installed path (its components below site-packages) is
+/// something the interpreter runs when it starts: a top-level `.pth` file,
+/// or what `import sitecustomize` / `import usercustomize` would find (a
+/// module, a compiled module, or a package).
+pub fn runs_at_startup(components: &[String]) -> bool {
+    let Some(top) = components.first() else {
+        return false;
+    };
+    let hook = |name: &str| matches!(name, "sitecustomize" | "usercustomize");
+    if components.len() > 1 {
+        return hook(top);
+    }
+    if top.ends_with(".pth") {
+        return true;
+    }
+    top.split_once('.')
+        .is_some_and(|(stem, _)| hook(stem) && (top.ends_with(".py") || top.ends_with(".pyc")))
 }
 
 /// A member name made safe to quote.
@@ -402,11 +431,11 @@ pub fn read_metadata<R: Read + Seek>(
         [] => Err(WheelError::Missing("a .dist-info/METADATA file".into())),
         _ => Err(WheelError::DistInfoCount {
             count: found.len(),
-            names: found
-                .iter()
-                .map(|(_, n)| shown(n))
-                .collect::<Vec<_>>()
-                .join(", "),
+            names: some_of(
+                &found.iter().map(|(_, n)| shown(n)).collect::<Vec<_>>(),
+                5,
+                ", ",
+            ),
         }),
     }
 }
@@ -437,13 +466,16 @@ pub fn unpack_wheel<R: Read + Seek>(
     wheel: &WheelFilename,
     dest: &Dir,
     limits: &UnpackLimits,
+    room: &mut StagingRoom,
 ) -> Result<Unpacked, WheelError> {
+    room.check_stop()?;
     let mut archive = open_archive(reader, limits.max_members)?;
 
     // Pass 1: names, kinds, directories, declared sizes.
     let mut members = Vec::with_capacity(archive.len());
     let mut seen = HashSet::new();
     let mut dist_infos: Vec<String> = Vec::new();
+    let mut dist_info_set: HashSet<String> = HashSet::new();
     let mut data_dirs: Vec<(String, String)> = Vec::new();
     let mut dropped: Vec<Dropped> = Vec::new();
     let mut declared_total: u64 = 0;
@@ -519,7 +551,7 @@ pub fn unpack_wheel<R: Read + Seek>(
         })?;
         if let Some(first) = target.components().first()
             && first.ends_with(".dist-info")
-            && !dist_infos.contains(first)
+            && dist_info_set.insert(first.clone())
         {
             dist_infos.push(first.clone());
         }
@@ -564,11 +596,8 @@ pub fn unpack_wheel<R: Read + Seek>(
                 names: if dist_infos.is_empty() {
                     "none".into()
                 } else {
-                    dist_infos
-                        .iter()
-                        .map(|d| shown(d))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    let names: Vec<String> = dist_infos.iter().map(|d| shown(d)).collect();
+                    some_of(&names, 5, ", ")
                 },
             });
         }
@@ -659,7 +688,8 @@ pub fn unpack_wheel<R: Read + Seek>(
     let mut files = Vec::new();
     let mut total: u64 = 0;
     let mut written: HashSet<String> = HashSet::new();
-    let mut pth_files = Vec::new();
+    let mut startup_files = Vec::new();
+    let mut made_dirs: HashSet<Vec<String>> = HashSet::new();
     for member in members.iter().filter(|m| !m.is_dir) {
         let entry = record
             .entries
@@ -674,11 +704,26 @@ pub fn unpack_wheel<R: Read + Seek>(
                 what: "RECORD gives it no hash".into(),
             });
         }
-        let (size, sha256) = write_member(&mut archive, member, entry, dest, limits, &mut total)?;
+        make_parents(dest, member, &mut made_dirs, room)?;
+        let out = Output {
+            dest,
+            limits,
+            total: &mut total,
+            room: &mut *room,
+        };
+        let (size, sha256) = write_member(&mut archive, member, entry, out)?;
         written.insert(member.name.clone());
         let path = member.target.components().join("/");
-        if member.target.components().len() == 1 && path.ends_with(".pth") {
-            pth_files.push(path.clone());
+        let components = member.target.components();
+        if runs_at_startup(components) {
+            let shown_path = if components.len() > 1 {
+                format!("{}/", components[0])
+            } else {
+                path.clone()
+            };
+            if !startup_files.contains(&shown_path) {
+                startup_files.push(shown_path);
+            }
         }
         files.push(InstalledFile {
             path,
@@ -702,13 +747,51 @@ pub fn unpack_wheel<R: Read + Seek>(
     Ok(Unpacked {
         dist_info,
         files,
-        bytes: total,
-        pth_files,
+        startup_files,
         dropped: dropped
             .iter()
-            .map(|d| format!("{} ({})", d.name, d.kind))
+            .map(|d| format!("{} ({})", shown(&d.name), d.kind))
             .collect(),
     })
+}
+
+/// Creates the directories above a member that this wheel has not made yet,
+/// charging each to `room` first.
+fn make_parents(
+    dest: &Dir,
+    member: &Member,
+    made: &mut HashSet<Vec<String>>,
+    room: &mut StagingRoom,
+) -> Result<(), WheelError> {
+    let components = member.target.components();
+    for depth in 1..components.len() {
+        let prefix = components[..depth].to_vec();
+        if made.contains(&prefix) {
+            continue;
+        }
+        room.take_entries(1)?;
+        let path: std::path::PathBuf = prefix.iter().collect();
+        match dest.create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => {
+                return Err(WheelError::Write {
+                    path: shown(&prefix.join("/")),
+                    source,
+                });
+            }
+        }
+        made.insert(prefix);
+    }
+    Ok(())
+}
+
+/// Where a member is written and what it is charged to.
+struct Output<'a> {
+    dest: &'a Dir,
+    limits: &'a UnpackLimits,
+    total: &'a mut u64,
+    room: &'a mut StagingRoom,
 }
 
 /// Writes one member beneath `dest`, returning its size and sha256.
@@ -716,20 +799,20 @@ fn write_member<R: Read + Seek>(
     archive: &mut zip::ZipArchive<R>,
     member: &Member,
     entry: &RecordEntry,
-    dest: &Dir,
-    limits: &UnpackLimits,
-    total: &mut u64,
+    out: Output<'_>,
 ) -> Result<(u64, Vec<u8>), WheelError> {
+    let Output {
+        dest,
+        limits,
+        total,
+        room,
+    } = out;
     let target = member.target.relative();
     let write_err = |source| WheelError::Write {
         path: shown(&member.target.to_string()),
         source,
     };
-    if let Some(parent) = target.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        dest.create_dir_all(parent).map_err(write_err)?;
-    }
+    room.take_entries(1)?;
     let mut out = dest
         .open_with(&target, OpenOptions::new().write(true).create_new(true))
         .map_err(write_err)?;
@@ -760,6 +843,7 @@ fn write_member<R: Read + Seek>(
                 limit: human_bytes(limits.max_total_bytes),
             });
         }
+        room.take_bytes(n as u64)?;
         let chunk = &buf[..n];
         sha256.update(chunk);
         if let Some(h) = record_hasher.as_mut() {
@@ -789,11 +873,13 @@ fn write_member<R: Read + Seek>(
 }
 
 /// Rewrites the staged `RECORD` to list the files as installed (with
-/// `.data/purelib/` prefixes gone) and adds an `INSTALLER` file.
+/// `.data/purelib/` prefixes gone) and adds an `INSTALLER` file, both
+/// charged to `room`.
 pub fn write_installed_record(
     dest: &Dir,
     unpacked: &Unpacked,
     installer: &str,
+    room: &mut StagingRoom,
 ) -> Result<(), WheelError> {
     let installer_path = format!("{}/INSTALLER", unpacked.dist_info);
     let record_path = format!("{}/RECORD", unpacked.dist_info);
@@ -802,6 +888,8 @@ pub fn write_installed_record(
         let path = path.to_owned();
         move |source| WheelError::Write { path, source }
     };
+    room.take_entries(1)?;
+    room.take_bytes(installer_body.len() as u64)?;
     dest.write(&installer_path, &installer_body)
         .map_err(write_err(&installer_path))?;
     let mut rows: HashMap<&str, String> = HashMap::new();
@@ -825,6 +913,12 @@ pub fn write_installed_record(
     lines.sort();
     let mut text = lines.join("\n");
     text.push('\n');
+    let old_size = unpacked
+        .files
+        .iter()
+        .find(|f| f.path == record_path)
+        .map_or(0, |f| f.size);
+    room.take_bytes((text.len() as u64).saturating_sub(old_size))?;
     dest.write(&record_path, text)
         .map_err(write_err(&record_path))
 }
@@ -861,7 +955,13 @@ mod tests {
         std::fs::create_dir(tmp.path().join("staging")).unwrap();
         let dir = Dir::open_ambient_dir(tmp.path().join("staging"), ambient_authority()).unwrap();
         let wheel: WheelFilename = filename.parse().unwrap();
-        let result = unpack_wheel(Cursor::new(bytes), &wheel, &dir, &limits());
+        let result = unpack_wheel(
+            Cursor::new(bytes),
+            &wheel,
+            &dir,
+            &limits(),
+            &mut StagingRoom::unlimited(),
+        );
         let mut paths = Vec::new();
         let mut stack = vec![tmp.path().to_path_buf()];
         while let Some(p) = stack.pop() {
@@ -905,7 +1005,7 @@ mod tests {
             "{paths:?}"
         );
         assert!(!paths.iter().any(|p| p.contains(".data")), "{paths:?}");
-        assert_eq!(unpacked.pth_files, ["demo.pth"]);
+        assert_eq!(unpacked.startup_files, ["demo.pth"]);
         assert!(outside(&paths).is_empty());
     }
 
@@ -940,8 +1040,10 @@ mod tests {
         let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
         let w = TestWheel::new("demo", "1.0").file("demo-1.0.data/purelib/m.py", "X = 2\n");
         let wheel: WheelFilename = "demo-1.0-py3-none-any.whl".parse().unwrap();
-        let unpacked = unpack_wheel(Cursor::new(w.build()), &wheel, &dir, &limits()).unwrap();
-        write_installed_record(&dir, &unpacked, "mcp-code-sandbox").unwrap();
+        let mut room = StagingRoom::unlimited();
+        let unpacked =
+            unpack_wheel(Cursor::new(w.build()), &wheel, &dir, &limits(), &mut room).unwrap();
+        write_installed_record(&dir, &unpacked, "mcp-code-sandbox", &mut room).unwrap();
         let record = std::fs::read_to_string(tmp.path().join("demo-1.0.dist-info/RECORD")).unwrap();
         assert!(record.contains("\nm.py,sha256="), "{record}");
         assert!(
@@ -1185,6 +1287,129 @@ mod tests {
             let (_, paths) = unpack(bytes, "demo-1.0-py3-none-any.whl");
             proptest::prop_assert!(outside(&paths).is_empty());
         }
+    }
+
+    #[test]
+    fn files_that_run_at_interpreter_start_are_listed() {
+        let w = TestWheel::new("demo", "1.0")
+            .file("demo/__init__.py", "")
+            .file("demo/sitecustomize.py", "nested: not imported at start")
+            .file("sitecustomize.py", "import os\n")
+            .file("usercustomize.pyc", "compiled")
+            .file("usercustomize/__init__.py", "")
+            .file("usercustomize/more.py", "")
+            .file("sitecustomize_helpers.py", "")
+            .file("demo-1.0.data/purelib/late.pth", "import demo\n");
+        let (result, _) = unpack(w.build(), "demo-1.0-py3-none-any.whl");
+        let mut listed = result.unwrap().startup_files;
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                "late.pth",
+                "sitecustomize.py",
+                "usercustomize.pyc",
+                "usercustomize/"
+            ]
+        );
+    }
+
+    /// Unpacks into a fresh staging directory with `room`; returns the
+    /// result and the bytes written.
+    fn unpack_in(bytes: Vec<u8>, room: &mut StagingRoom) -> (Result<Unpacked, WheelError>, u64) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let wheel: WheelFilename = "demo-1.0-py3-none-any.whl".parse().unwrap();
+        let result = unpack_wheel(Cursor::new(bytes), &wheel, &dir, &limits(), room);
+        let mut written = 0;
+        let mut stack = vec![tmp.path().to_path_buf()];
+        while let Some(p) = stack.pop() {
+            for e in std::fs::read_dir(&p).unwrap().flatten() {
+                let meta = e.metadata().unwrap();
+                if meta.is_dir() {
+                    stack.push(e.path());
+                } else {
+                    written += meta.len();
+                }
+            }
+        }
+        (result, written)
+    }
+
+    #[test]
+    fn unpacking_stops_at_the_first_chunk_over_the_room_left() {
+        use crate::packages::staging::Free;
+        use crate::packages::stop::InstallStop;
+        let w = TestWheel::new("demo", "1.0")
+            .file("demo/a.bin", vec![0u8; 900 << 10])
+            .file("demo/b.bin", vec![0u8; 900 << 10]);
+        let free = |bytes, entries| Free {
+            bytes,
+            entries,
+            quota_bytes: bytes,
+            quota_entries: entries,
+        };
+        let mut room = StagingRoom::new(free(300 << 10, 100), u64::MAX, InstallStop::never());
+        let (result, written) = unpack_in(w.build(), &mut room);
+        let err = result.unwrap_err();
+        assert!(
+            matches!(err, WheelError::NoRoom(NoRoom::Quota { .. })),
+            "{err}"
+        );
+        assert!(written <= 300 << 10, "{written} bytes were written");
+
+        let mut room = StagingRoom::new(free(u64::MAX, 3), u64::MAX, InstallStop::never());
+        let (result, _) = unpack_in(w.build(), &mut room);
+        assert!(
+            matches!(result, Err(WheelError::NoRoom(NoRoom::Entries { .. }))),
+            "the directory, a.bin and b.bin need 3 entries, and the dist-info more"
+        );
+
+        let token = tokio_util::sync::CancellationToken::new();
+        token.cancel();
+        let stop = InstallStop::new(token, std::time::Duration::from_secs(60));
+        let mut room = StagingRoom::new(free(u64::MAX, u64::MAX), u64::MAX, stop);
+        let (result, written) = unpack_in(w.build(), &mut room);
+        assert!(matches!(result, Err(WheelError::NoRoom(NoRoom::Stopped))));
+        assert_eq!(written, 0, "a stopped install writes nothing");
+    }
+
+    #[test]
+    fn thousands_of_dist_info_directories_are_refused_quickly_and_briefly() {
+        let mut w = TestWheel::new("demo", "1.0");
+        for i in 0..5000 {
+            w = w.file(&format!("x{i}-1.0.dist-info/METADATA"), "");
+        }
+        let limits = UnpackLimits {
+            max_members: 20_000,
+            ..limits()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        let wheel: WheelFilename = "demo-1.0-py3-none-any.whl".parse().unwrap();
+        let bytes = w.build();
+        let started = std::time::Instant::now();
+        let err = unpack_wheel(
+            Cursor::new(bytes.clone()),
+            &wheel,
+            &dir,
+            &limits,
+            &mut StagingRoom::unlimited(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, WheelError::DistInfoCount { .. }), "{err}");
+        assert!(
+            err.to_string().len() < 1000,
+            "{} bytes",
+            err.to_string().len()
+        );
+        let err = read_metadata(Cursor::new(bytes), &limits).unwrap_err();
+        assert!(
+            err.to_string().len() < 1000,
+            "{} bytes",
+            err.to_string().len()
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

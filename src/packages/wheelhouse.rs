@@ -7,15 +7,20 @@
 //! them there, and still pass every check of the unpacker.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use pep508_rs::PackageName;
+use tokio_util::sync::CancellationToken;
 
 use super::built_in::BuiltInPackages;
 use super::error::PackageError;
-use super::installer::{Installer, Session};
+use super::installer::Installer;
+use super::offload::offload;
 use super::project_file::{FileLocation, ProjectFile, is_plain_filename};
+use super::session::Session;
+use super::stop::InstallStop;
 use super::wheel_name::WheelFilename;
 use crate::sandbox::PackageSource;
 
@@ -95,7 +100,8 @@ pub struct AddedWheel {
 
 /// Resolves `requirements` for a WASI CPython of `python_version` that
 /// carries `built_in` against the index (and what `dir` already holds) and
-/// copies every wheel needed into `dir`, creating it.
+/// copies every wheel needed into `dir`, creating it. It runs under the same
+/// limits as an install (its deadline included), on a blocking thread.
 pub async fn add(
     installer: &Installer,
     requirements: &[String],
@@ -107,10 +113,43 @@ pub async fn add(
     if !installer.has_index() {
         return Err(PackageError::NoIndexForWheelhouse);
     }
+    let installer = installer.clone();
+    let requirements = requirements.to_vec();
+    let dir = dir.to_path_buf();
+    let python_version = python_version.to_owned();
+    let built_in = built_in.clone();
+    offload(progress, move |progress| async move {
+        let report = |m: String| progress.send(m);
+        add_here(
+            &installer,
+            &requirements,
+            &dir,
+            &python_version,
+            &built_in,
+            &report,
+        )
+        .await
+    })
+    .await
+}
+
+/// [`add`], on its blocking thread.
+async fn add_here(
+    installer: &Installer,
+    requirements: &[String],
+    dir: &Path,
+    python_version: &str,
+    built_in: &BuiltInPackages,
+    progress: &(dyn Fn(String) + Send + Sync),
+) -> Result<Vec<AddedWheel>, PackageError> {
     std::fs::create_dir_all(dir)
         .map_err(|source| PackageError::io("create", dir.display().to_string(), source))?;
     let wheelhouse = Wheelhouse::scan(dir)?;
-    let session = Session::new(installer, Some(wheelhouse));
+    let budget = installer.budget(InstallStop::new(
+        CancellationToken::new(),
+        installer.settings().install_timeout,
+    ));
+    let session = Session::new(installer, Some(wheelhouse), &budget);
     let resolution = installer
         .resolve(
             &session,
@@ -130,10 +169,12 @@ pub async fn add(
         };
         let already_there = file.source == PackageSource::Wheelhouse;
         if !already_there {
-            let (path, _) = session.fetch(&file).await?;
+            let mut wheel = session.fetch(&file).await?;
+            // A plain file name (checked when the page was read).
             let target = dir.join(&file.filename);
             let temp = dir.join(format!(".{}.partial", file.filename));
-            std::fs::copy(&path, &temp)
+            File::create(&temp)
+                .and_then(|mut out| std::io::copy(&mut wheel.file, &mut out))
                 .and_then(|_| std::fs::rename(&temp, &target))
                 .map_err(|source| {
                     let _ = std::fs::remove_file(&temp);

@@ -1,8 +1,12 @@
 //! A package index on loopback for the tests: the simple API (PEP 691 JSON,
 //! or PEP 503 HTML on request) and the files it links to, served by a few
-//! lines of HTTP/1.1 over tokio. It records every request path so tests can
-//! check what was (not) downloaded, and can answer 503 a few times to test
-//! retries.
+//! lines of HTTP/1.1 over tokio. It records every request path (and the
+//! `Authorization` header each carried) so tests can check what was (not)
+//! downloaded and where credentials went; it can answer 503 a few times to
+//! test retries, demand credentials, redirect, serve a raw page, and trickle
+//! a file out slowly.
+
+use std::time::Duration;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -30,8 +34,40 @@ struct State {
     projects: BTreeMap<String, Vec<Listed>>,
     files: HashMap<String, Vec<u8>>,
     requests: Vec<String>,
+    authorizations: Vec<(String, Option<String>)>,
     failures: HashMap<String, u32>,
     html: bool,
+    /// `Basic ...` header every request must carry, when set.
+    required_auth: Option<String>,
+    /// Absolute URLs listed for files instead of `../../files/NAME`.
+    links: HashMap<String, String>,
+    /// Paths answered with a redirect to the given location.
+    redirects: HashMap<String, String>,
+    /// Project pages served as given: (content type, body).
+    raw_pages: HashMap<String, (String, Vec<u8>)>,
+    /// Paths whose body is sent one byte per interval.
+    trickles: HashMap<String, Duration>,
+}
+
+/// One answer.
+struct Reply {
+    status: &'static str,
+    content_type: String,
+    body: Vec<u8>,
+    location: Option<String>,
+    trickle: Option<Duration>,
+}
+
+impl Reply {
+    fn new(status: &'static str, content_type: &str, body: Vec<u8>) -> Self {
+        Self {
+            status,
+            content_type: content_type.to_owned(),
+            body,
+            location: None,
+            trickle: None,
+        }
+    }
 }
 
 /// A running index.
@@ -86,13 +122,40 @@ impl IndexServer {
                     }
                     let head = String::from_utf8_lossy(&buf).into_owned();
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                    let (status, content_type, body) = respond(&state, &path);
+                    let authorization = head.lines().find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.trim()
+                            .eq_ignore_ascii_case("authorization")
+                            .then(|| value.trim().to_owned())
+                    });
+                    let reply = respond(&state, &path, authorization);
+                    let location = reply
+                        .location
+                        .as_ref()
+                        .map(|l| format!("Location: {l}\r\n"))
+                        .unwrap_or_default();
                     let header = format!(
-                        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
+                        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{location}Connection: close\r\n\r\n",
+                        reply.status,
+                        reply.content_type,
+                        reply.body.len()
                     );
                     let _ = stream.write_all(header.as_bytes()).await;
-                    let _ = stream.write_all(&body).await;
+                    match reply.trickle {
+                        Some(interval) => {
+                            for byte in &reply.body {
+                                if stream.write_all(&[*byte]).await.is_err()
+                                    || stream.flush().await.is_err()
+                                {
+                                    return;
+                                }
+                                tokio::time::sleep(interval).await;
+                            }
+                        }
+                        None => {
+                            let _ = stream.write_all(&reply.body).await;
+                        }
+                    }
                     let _ = stream.shutdown().await;
                 });
             }
@@ -160,6 +223,66 @@ impl IndexServer {
         self.state.lock().unwrap().requests.clone()
     }
 
+    /// Every request path so far with the `Authorization` header it carried.
+    pub fn authorizations(&self) -> Vec<(String, Option<String>)> {
+        self.state.lock().unwrap().authorizations.clone()
+    }
+
+    /// Answers 401 to every request without HTTP Basic credentials
+    /// `user:password`.
+    pub fn require_auth(&self, user: &str, password: &str) {
+        use base64::Engine;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        self.state.lock().unwrap().required_auth = Some(format!("Basic {token}"));
+    }
+
+    /// The root URL with `user:password` in it.
+    pub fn url_with_credentials(&self, user: &str, password: &str) -> String {
+        self.url
+            .replacen("http://", &format!("http://{user}:{password}@"), 1)
+    }
+
+    /// The URL of this server's file `filename`.
+    pub fn file_url(&self, filename: &str) -> String {
+        self.url.replace("/simple/", &format!("/files/{filename}"))
+    }
+
+    /// Lists `filename` on its project page with this absolute URL.
+    pub fn link(&self, filename: &str, url: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .links
+            .insert(filename.to_owned(), url.to_owned());
+    }
+
+    /// Answers requests for `path` with a redirect to `location`.
+    pub fn redirect(&self, path: &str, location: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .redirects
+            .insert(path.to_owned(), location.to_owned());
+    }
+
+    /// Serves `body` as the project page of `project`, as it is.
+    pub fn raw_page(&self, project: &str, content_type: &str, body: Vec<u8>) {
+        self.state
+            .lock()
+            .unwrap()
+            .raw_pages
+            .insert(normalize(project), (content_type.to_owned(), body));
+    }
+
+    /// Sends the body of `path` one byte per `interval`.
+    pub fn trickle(&self, path: &str, interval: Duration) {
+        self.state
+            .lock()
+            .unwrap()
+            .trickles
+            .insert(path.to_owned(), interval);
+    }
+
     /// How many requests asked for exactly `path`.
     pub fn count(&self, path: &str) -> usize {
         self.requests().iter().filter(|p| *p == path).count()
@@ -178,30 +301,65 @@ fn metadata_of(wheel: &[u8]) -> Option<Vec<u8>> {
     Some(data)
 }
 
-fn respond(state: &Mutex<State>, path: &str) -> (&'static str, &'static str, Vec<u8>) {
+fn respond(state: &Mutex<State>, path: &str, authorization: Option<String>) -> Reply {
+    let mut reply = answer(state, path, authorization);
+    if reply.status.starts_with("200") {
+        reply.trickle = state.lock().unwrap().trickles.get(path).copied();
+    }
+    reply
+}
+
+fn answer(state: &Mutex<State>, path: &str, authorization: Option<String>) -> Reply {
     let mut state = state.lock().unwrap();
     state.requests.push(path.to_owned());
+    state
+        .authorizations
+        .push((path.to_owned(), authorization.clone()));
+    if let Some(required) = &state.required_auth
+        && authorization.as_ref() != Some(required)
+    {
+        return Reply::new(
+            "401 Unauthorized",
+            "text/plain",
+            b"credentials needed".to_vec(),
+        );
+    }
     if let Some(left) = state.failures.get_mut(path)
         && *left > 0
     {
         *left -= 1;
-        return (
+        return Reply::new(
             "503 Service Unavailable",
             "text/plain",
             b"try later".to_vec(),
         );
     }
+    if let Some(location) = state.redirects.get(path) {
+        let mut reply = Reply::new("302 Found", "text/plain", Vec::new());
+        reply.location = Some(location.clone());
+        return reply;
+    }
     if let Some(bytes) = state.files.get(path) {
-        return ("200 OK", "application/octet-stream", bytes.clone());
+        return Reply::new("200 OK", "application/octet-stream", bytes.clone());
     }
     let Some(project) = path
         .strip_prefix("/simple/")
         .and_then(|p| p.strip_suffix('/'))
     else {
-        return ("404 Not Found", "text/plain", b"not found".to_vec());
+        return Reply::new("404 Not Found", "text/plain", b"not found".to_vec());
     };
+    if let Some((content_type, body)) = state.raw_pages.get(project) {
+        return Reply::new("200 OK", content_type, body.clone());
+    }
     let Some(files) = state.projects.get(project) else {
-        return ("404 Not Found", "text/plain", b"not found".to_vec());
+        return Reply::new("404 Not Found", "text/plain", b"not found".to_vec());
+    };
+    let href = |filename: &str| {
+        state
+            .links
+            .get(filename)
+            .cloned()
+            .unwrap_or_else(|| format!("../../files/{filename}"))
     };
     if state.html {
         let mut html = format!("<!DOCTYPE html>\n<html><body><h1>Links for {project}</h1>\n");
@@ -220,19 +378,21 @@ fn respond(state: &Mutex<State>, path: &str) -> (&'static str, &'static str, Vec
                 attrs.push_str(&format!(" data-core-metadata=\"sha256={}\"", sha256_hex(m)));
             }
             html.push_str(&format!(
-                "<a href=\"../../files/{0}#sha256={1}\"{attrs}>{0}</a><br/>\n",
-                f.filename, f.sha256
+                "<a href=\"{2}#sha256={1}\"{attrs}>{0}</a><br/>\n",
+                f.filename,
+                f.sha256,
+                href(&f.filename)
             ));
         }
         html.push_str("</body></html>\n");
-        return ("200 OK", "text/html", html.into_bytes());
+        return Reply::new("200 OK", "text/html", html.into_bytes());
     }
     let files: Vec<_> = files
         .iter()
         .map(|f| {
             let mut file = json!({
                 "filename": f.filename,
-                "url": format!("../../files/{}", f.filename),
+                "url": href(&f.filename),
                 "hashes": {"sha256": f.sha256},
             });
             if let Some(rp) = &f.requires_python {
@@ -248,7 +408,7 @@ fn respond(state: &Mutex<State>, path: &str) -> (&'static str, &'static str, Vec
         })
         .collect();
     let page = json!({"meta": {"api-version": "1.1"}, "name": project, "files": files});
-    (
+    Reply::new(
         "200 OK",
         "application/vnd.pypi.simple.v1+json",
         serde_json::to_vec(&page).unwrap(),

@@ -13,6 +13,7 @@ mod hostile;
 mod index_server;
 mod limits;
 mod packages;
+mod packages_hostile;
 mod requests;
 mod sandboxes;
 mod scientific;

@@ -1,0 +1,260 @@
+//! Staging and placing: the wheels an install fetched are unpacked into
+//! one staging directory beside the sandbox's site-packages, every byte,
+//! file and directory charged to the room the sandbox's quota leaves (see
+//! `staging.rs`); only when all of them unpacked, and the install was not
+//! stopped, are the versions being replaced removed and the staged files
+//! moved into place. The staging directory is removed in every case, and a
+//! wheel refused for what it holds is deleted from the wheel cache.
+
+use std::io::{Seek, SeekFrom};
+
+use cap_std::fs::Dir;
+use pep440_rs::Version;
+use pep508_rs::PackageName;
+use rand::Rng;
+
+use super::cache::WheelCache;
+use super::error::{PackageError, some_of};
+use super::installer::InstallTarget;
+use super::session::WheelFile;
+use super::settings::InstallLimits;
+use super::site_packages::{self, InstalledDist};
+use super::staging::{Free, NoRoom, StagingRoom};
+use super::stop::InstallStop;
+use super::unpack::{UnpackLimits, WheelError, unpack_wheel, write_installed_record};
+use super::wheel_name::WheelFilename;
+use crate::sandbox::{GuestPath, InstalledPackage};
+
+/// What installed files are marked with (`*.dist-info/INSTALLER`).
+const INSTALLER_NAME: &str = "mcp-code-sandbox";
+
+/// A wheel fetched and about to be unpacked.
+pub struct Fetched {
+    /// The project.
+    pub name: PackageName,
+    /// The version.
+    pub version: Version,
+    /// Its parsed file name.
+    pub wheel: WheelFilename,
+    /// Its file name.
+    pub filename: String,
+    /// The wheel, open.
+    pub wheel_file: WheelFile,
+    /// The installed version it replaces.
+    pub replaces: Option<InstalledDist>,
+}
+
+/// The room staging has: what the sandbox's disk quota leaves free now, at
+/// most what one install may unpack, until the install must stop.
+pub fn room_for(target: &InstallTarget, limits: &InstallLimits, stop: &InstallStop) -> StagingRoom {
+    let quota = &target.quota;
+    let usage = quota.usage(&target.sandbox);
+    let free = Free {
+        bytes: quota.max_bytes().saturating_sub(usage.bytes),
+        entries: quota.max_files().saturating_sub(usage.files),
+        quota_bytes: quota.max_bytes(),
+        quota_entries: quota.max_files(),
+    };
+    StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone())
+}
+
+/// The error for staging that ran out of room or had to stop.
+fn no_room(e: NoRoom, stop: &InstallStop) -> PackageError {
+    match e {
+        NoRoom::Stopped => stop.check().err().unwrap_or(PackageError::Cancelled),
+        NoRoom::InstallCap { limit } => PackageError::InstallTooLarge {
+            what: "unpack",
+            limit,
+        },
+        other => PackageError::Quota(other.to_string()),
+    }
+}
+
+/// The error for a wheel that failed to unpack; a wheel refused for what it
+/// holds is deleted from the wheel cache, so it is never served again.
+fn refused(e: WheelError, item: &Fetched, stop: &InstallStop, cache: &WheelCache) -> PackageError {
+    match e {
+        WheelError::NoRoom(e) => no_room(e, stop),
+        WheelError::Write { .. } => PackageError::UnsafeWheel {
+            filename: item.filename.clone(),
+            source: e,
+        },
+        source => {
+            if let Some(sha256) = &item.wheel_file.sha256 {
+                cache.discard(sha256);
+            }
+            PackageError::UnsafeWheel {
+                filename: item.filename.clone(),
+                source,
+            }
+        }
+    }
+}
+
+/// Unpacks every wheel into one staging directory beside site-packages,
+/// charging `room`, then replaces old versions and moves everything into
+/// place. The staging directory is always removed.
+pub fn place(
+    target: &InstallTarget,
+    fetched: &mut [Fetched],
+    limits: &UnpackLimits,
+    mut room: StagingRoom,
+    cache: &WheelCache,
+) -> Result<(Vec<InstalledPackage>, Vec<String>), PackageError> {
+    let site_path = &target.site_packages;
+    room.check_stop().map_err(|e| no_room(e, room.stop()))?;
+    let created = site_packages::create_dirs(&target.sandbox, site_path)
+        .map_err(|source| PackageError::io("create", site_path.to_string(), source))?;
+    let result = room
+        .take_entries(created.len() as u64)
+        .map_err(|e| no_room(e, room.stop()))
+        .and_then(|()| stage_and_place(target, fetched, limits, &mut room, cache));
+    if result.is_err() {
+        site_packages::remove_created(&target.sandbox, &created);
+    }
+    result
+}
+
+/// [`place`] once site-packages exists.
+fn stage_and_place(
+    target: &InstallTarget,
+    fetched: &mut [Fetched],
+    limits: &UnpackLimits,
+    room: &mut StagingRoom,
+    cache: &WheelCache,
+) -> Result<(Vec<InstalledPackage>, Vec<String>), PackageError> {
+    let site_path = &target.site_packages;
+    let site = target
+        .sandbox
+        .open_dir(site_path.relative())
+        .map_err(|source| PackageError::io("open", site_path.to_string(), source))?;
+    let parent_path = site_path.parent();
+    let parent = target
+        .sandbox
+        .open_dir(parent_path.relative())
+        .map_err(|source| PackageError::io("open", parent_path.to_string(), source))?;
+    let staging_name = format!(".install-staging-{:016x}", rand::rng().random::<u64>());
+    room.take_entries(1).map_err(|e| no_room(e, room.stop()))?;
+    parent.create_dir(&staging_name).map_err(|source| {
+        PackageError::io(
+            "create a staging directory in",
+            parent_path.to_string(),
+            source,
+        )
+    })?;
+    let result = (|| {
+        let staging = parent.open_dir(&staging_name).map_err(|source| {
+            PackageError::io(
+                "open the staging directory in",
+                parent_path.to_string(),
+                source,
+            )
+        })?;
+        let mut notes = Vec::new();
+        for (i, item) in fetched.iter_mut().enumerate() {
+            notes.extend(stage_one(
+                &staging,
+                &parent_path,
+                i,
+                item,
+                limits,
+                room,
+                cache,
+            )?);
+        }
+        // Past this point the install completes: it is short, and a
+        // half-moved install is what stopping here would leave.
+        room.check_stop().map_err(|e| no_room(e, room.stop()))?;
+        for item in fetched.iter() {
+            if let Some(old) = &item.replaces {
+                site_packages::remove(&site, old, limits.max_metadata_bytes).map_err(|source| {
+                    PackageError::io("remove the old version from", site_path.to_string(), source)
+                })?;
+                notes.push(format!(
+                    "replaced {} {} with {}; if the old version was already imported, restart the work that uses it",
+                    item.name, old.installed.version, item.version
+                ));
+            }
+        }
+        for i in 0..fetched.len() {
+            let slot = staging.open_dir(i.to_string()).map_err(|source| {
+                PackageError::io(
+                    "open the staging directory in",
+                    parent_path.to_string(),
+                    source,
+                )
+            })?;
+            site_packages::move_into_place(&slot, &site).map_err(|source| {
+                PackageError::io("move files into", site_path.to_string(), source)
+            })?;
+        }
+        let placed = fetched
+            .iter()
+            .map(|f| InstalledPackage {
+                name: f.name.to_string(),
+                version: f.version.to_string(),
+                source: Some(f.wheel_file.source),
+            })
+            .collect();
+        Ok((placed, notes))
+    })();
+    if let Err(e) = parent.remove_dir_all(&staging_name) {
+        tracing::warn!(error = %e, "could not remove a staging directory");
+    }
+    result
+}
+
+/// Unpacks the `i`th wheel into its own slot of `staging`; returns what the
+/// result should say about it.
+fn stage_one(
+    staging: &Dir,
+    parent_path: &GuestPath,
+    i: usize,
+    item: &mut Fetched,
+    limits: &UnpackLimits,
+    room: &mut StagingRoom,
+    cache: &WheelCache,
+) -> Result<Vec<String>, PackageError> {
+    let slot = i.to_string();
+    let staging_io = |source| {
+        PackageError::io(
+            "write the staging directory in",
+            parent_path.to_string(),
+            source,
+        )
+    };
+    room.take_entries(1).map_err(|e| no_room(e, room.stop()))?;
+    staging.create_dir(&slot).map_err(staging_io)?;
+    let dest = staging.open_dir(&slot).map_err(staging_io)?;
+    let reading = |source| PackageError::io("read", item.filename.clone(), source);
+    item.wheel_file
+        .file
+        .seek(SeekFrom::Start(0))
+        .map_err(reading)?;
+    let reader = std::io::BufReader::new(&item.wheel_file.file);
+    let stop = room.stop().clone();
+    let unpacked = unpack_wheel(reader, &item.wheel, &dest, limits, room)
+        .and_then(|unpacked| {
+            write_installed_record(&dest, &unpacked, INSTALLER_NAME, room).map(|()| unpacked)
+        })
+        .map_err(|e| refused(e, item, &stop, cache))?;
+    let mut notes = Vec::new();
+    if !unpacked.dropped.is_empty() {
+        notes.push(format!(
+            "{} {}: {} file(s) meant for outside site-packages were not installed (only the importable package is): {}",
+            item.name,
+            item.version,
+            unpacked.dropped.len(),
+            some_of(&unpacked.dropped, 3, ", ")
+        ));
+    }
+    if !unpacked.startup_files.is_empty() {
+        notes.push(format!(
+            "{} {} installs {}: code that runs when the interpreter starts",
+            item.name,
+            item.version,
+            some_of(&unpacked.startup_files, 10, ", ")
+        ));
+    }
+    Ok(notes)
+}

@@ -1,0 +1,299 @@
+//! [`Session`]: one install's view of the sources (the wheelhouse, the
+//! indexes, the wheel cache), what it fetched so far, and its budget; the
+//! resolver's [`Source`].
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use pep508_rs::PackageName;
+
+use super::budget::InstallBudget;
+use super::error::PackageError;
+use super::http::FetchError;
+use super::index::fetch_error;
+use super::installer::Installer;
+use super::metadata::CoreMetadata;
+use super::project_file::{FileLocation, ProjectFile, sha256_hex};
+use super::resolver::Source;
+use super::settings::redact;
+use super::unpack::{WheelError, read_metadata};
+use super::wheel_name::WheelFilename;
+use super::wheelhouse::Wheelhouse;
+use crate::sandbox::{PackageSource, human_bytes};
+
+/// A wheel on the host, open at its start.
+#[derive(Debug)]
+pub struct WheelFile {
+    /// The file.
+    pub file: File,
+    /// Where it came from.
+    pub source: PackageSource,
+    /// Its sha256 when it is in the wheel cache (wheelhouse files have none).
+    pub sha256: Option<String>,
+}
+
+/// One install's view of the sources: the wheelhouse as scanned at its
+/// start, the indexes, what was fetched so far, and the install's budget.
+/// It does blocking work (hashing, parsing), so it is used only on the
+/// install's blocking thread.
+pub struct Session<'a> {
+    installer: &'a Installer,
+    wheelhouse: Option<Wheelhouse>,
+    /// What the install may spend.
+    pub budget: &'a InstallBudget,
+    metadata: Mutex<HashMap<String, CoreMetadata>>,
+    downloaded: Mutex<HashSet<String>>,
+}
+
+impl<'a> Session<'a> {
+    /// A session over `installer`'s indexes and `wheelhouse`, spending
+    /// from `budget`.
+    pub fn new(
+        installer: &'a Installer,
+        wheelhouse: Option<Wheelhouse>,
+        budget: &'a InstallBudget,
+    ) -> Self {
+        Self {
+            installer,
+            wheelhouse,
+            budget,
+            metadata: Mutex::new(HashMap::new()),
+            downloaded: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Gets a wheel onto the host, open for reading.
+    pub async fn fetch(&self, file: &ProjectFile) -> Result<WheelFile, PackageError> {
+        let url = match &file.location {
+            FileLocation::Path(path) => {
+                let opened = File::open(path).map_err(|source| {
+                    PackageError::io("read the wheelhouse's", file.filename.clone(), source)
+                })?;
+                return Ok(WheelFile {
+                    file: opened,
+                    source: PackageSource::Wheelhouse,
+                    sha256: None,
+                });
+            }
+            FileLocation::Url(url) => url,
+        };
+        let sha256 =
+            file.sha256
+                .as_deref()
+                .and_then(sha256_hex)
+                .ok_or_else(|| PackageError::NoHash {
+                    filename: file.filename.clone(),
+                })?;
+        self.budget.stop().check()?;
+        let cache = self.installer.cache();
+        if let Some(cached) = cache.get(&sha256) {
+            let fresh = self.lock_downloaded().contains(&sha256);
+            return Ok(WheelFile {
+                file: cached,
+                source: if fresh {
+                    PackageSource::Index
+                } else {
+                    PackageSource::Cache
+                },
+                sha256: Some(sha256),
+            });
+        }
+        let http = self.installer.http()?;
+        let cap = self.installer.settings().limits.max_download_bytes;
+        let limit = self.budget.download_limit(cap);
+        // Deleted when dropped: on any error, a cancellation or the deadline.
+        let partial = cache
+            .partial()
+            .map_err(|source| PackageError::io("write to", "the wheel cache", source))?;
+        let outcome = self
+            .budget
+            .stop()
+            .race(async { Ok(http.download(url, partial.file(), limit).await) })
+            .await?;
+        let downloaded = match outcome {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                return Err(PackageError::Http {
+                    url: redact(url),
+                    status: "404 Not Found".into(),
+                    hint: format!(
+                        " for {}, which the index lists; try again later",
+                        file.filename
+                    ),
+                });
+            }
+            Err(FetchError::TooLarge(_)) => {
+                return Err(self
+                    .budget
+                    .download_exhausted(limit, cap)
+                    .unwrap_or_else(|| PackageError::TooLarge {
+                        filename: file.filename.clone(),
+                        limit: human_bytes(cap),
+                    }));
+            }
+            Err(e) => {
+                let host = format!("{} (file host of the index)", redact(url));
+                return Err(fetch_error(e, host, None, url, &file.filename));
+            }
+        };
+        self.budget.downloaded(downloaded.size)?;
+        if downloaded.sha256 != sha256 {
+            return Err(PackageError::HashMismatch {
+                filename: file.filename.clone(),
+                expected: sha256,
+                actual: downloaded.sha256,
+            });
+        }
+        let committed = cache
+            .commit(partial, &sha256)
+            .map_err(|source| PackageError::io("store in", "the wheel cache", source))?;
+        tracing::info!(file = %file.filename, bytes = downloaded.size, "downloaded a wheel");
+        self.lock_downloaded().insert(sha256.clone());
+        Ok(WheelFile {
+            file: committed,
+            source: PackageSource::Index,
+            sha256: Some(sha256),
+        })
+    }
+
+    fn lock_downloaded(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.downloaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The core metadata served beside a wheel (PEP 658), when the index
+    /// offers it with a hash and it matches; `None` otherwise. Only a stop
+    /// (cancellation, deadline, budget) is an error.
+    async fn metadata_file(
+        &self,
+        file: &ProjectFile,
+        url: &reqwest::Url,
+    ) -> Result<Option<String>, PackageError> {
+        let Some(expected) = file.metadata.clone().flatten() else {
+            return Ok(None);
+        };
+        let Ok(http) = self.installer.http() else {
+            return Ok(None);
+        };
+        let mut meta_url = url.clone();
+        meta_url.set_path(&format!("{}.metadata", url.path()));
+        let limit = self
+            .budget
+            .download_limit(self.installer.settings().limits.max_metadata_bytes);
+        let fetched = self
+            .budget
+            .stop()
+            .race(async { Ok(http.get(&meta_url, "*/*", limit).await) })
+            .await?;
+        let Ok(Some(fetched)) = fetched else {
+            return Ok(None);
+        };
+        self.budget.downloaded(fetched.body.len() as u64)?;
+        let actual = super::cache::hex(&<sha2::Sha256 as sha2::Digest>::digest(&fetched.body));
+        if actual != expected {
+            tracing::warn!(file = %file.filename, "a metadata file does not match its hash; reading the wheel instead");
+            return Ok(None);
+        }
+        Ok(String::from_utf8(fetched.body).ok())
+    }
+}
+
+#[async_trait]
+impl Source for Session<'_> {
+    fn local_files(&self, name: &PackageName) -> Vec<ProjectFile> {
+        self.wheelhouse
+            .as_ref()
+            .map(|w| w.files(name))
+            .unwrap_or_default()
+    }
+
+    async fn index_files(
+        &self,
+        name: &PackageName,
+    ) -> Result<Option<Arc<Vec<ProjectFile>>>, PackageError> {
+        if !self.installer.has_index() {
+            return Ok(None);
+        }
+        let http = self.installer.http()?;
+        self.installer
+            .index()
+            .project(http, name, self.budget)
+            .await
+    }
+
+    async fn metadata(
+        &self,
+        file: &ProjectFile,
+        _wheel: &WheelFilename,
+    ) -> Result<CoreMetadata, PackageError> {
+        let key = format!("{:?}", file.location);
+        if let Some(m) = self
+            .metadata
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(m.clone());
+        }
+        let bad = |reason: String| PackageError::BadMetadata {
+            filename: file.filename.clone(),
+            reason,
+        };
+        let mut text = None;
+        if let FileLocation::Url(url) = &file.location {
+            let cached = file
+                .sha256
+                .as_deref()
+                .is_some_and(|sha| self.installer.cache().contains(sha));
+            if !cached {
+                text = self.metadata_file(file, url).await?;
+            }
+        }
+        let (text, from_wheel) = match text {
+            Some(t) => (t, None),
+            None => {
+                let mut wheel = self.fetch(file).await?;
+                let limits = self.installer.unpack_limits();
+                let read = wheel
+                    .file
+                    .seek(SeekFrom::Start(0))
+                    .map_err(|e| WheelError::Corrupt(e.to_string()))
+                    .and_then(|_| read_metadata(std::io::BufReader::new(&wheel.file), &limits));
+                match read {
+                    Ok(text) => (text, wheel.sha256),
+                    Err(source) => {
+                        if let Some(sha) = &wheel.sha256 {
+                            self.installer.cache().discard(sha);
+                        }
+                        return Err(PackageError::UnsafeWheel {
+                            filename: file.filename.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+        };
+        self.budget.spend(1)?;
+        let metadata = match CoreMetadata::parse(&text) {
+            Ok(m) => m,
+            Err(reason) => {
+                if let Some(sha) = &from_wheel {
+                    self.installer.cache().discard(sha);
+                }
+                return Err(bad(reason));
+            }
+        };
+        self.budget.spend(metadata.requires_dist.len() as u64)?;
+        self.metadata
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, metadata.clone());
+        Ok(metadata)
+    }
+
+    fn searched(&self) -> String {
+        self.installer.searched(self.wheelhouse.as_ref())
+    }
+}

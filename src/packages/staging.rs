@@ -1,0 +1,208 @@
+//! [`StagingRoom`]: what an install may still write into a sandbox while
+//! it stages wheels.
+//!
+//! Staging happens inside the sandbox's directory, so it counts against the
+//! sandbox's disk quota (bytes, and files and directories) from the first
+//! byte, and against the cap on what one install may unpack. Every inflated
+//! chunk, file and directory is charged before it is written, so an install
+//! that would not fit stops at once, having written at most one chunk past
+//! nothing; it also stops there when the install is cancelled or out of time.
+
+use super::stop::InstallStop;
+use crate::sandbox::human_bytes;
+
+/// Why staging stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum NoRoom {
+    /// The sandbox's disk quota (bytes).
+    #[error(
+        "the packages unpack to more than the {free} left under the sandbox's disk quota of {quota}; nothing was installed. Delete files from the sandbox or install fewer packages"
+    )]
+    Quota {
+        /// What was free when the install started, in words.
+        free: String,
+        /// The quota, in words.
+        quota: String,
+    },
+    /// The sandbox's limit on files and directories.
+    #[error(
+        "the packages hold more files and directories than the {free} the sandbox may still hold (its disk quota allows {limit}); nothing was installed. Delete files from the sandbox or install fewer packages"
+    )]
+    Entries {
+        /// Entries free when the install started.
+        free: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The cap on one install.
+    #[error(
+        "the packages unpack to more than {limit}, the most one install may write; nothing was installed. Install fewer packages at a time"
+    )]
+    InstallCap {
+        /// The cap, in words.
+        limit: String,
+    },
+    /// The install was cancelled or ran out of time.
+    #[error("the install was stopped")]
+    Stopped,
+}
+
+/// Which limit binds the bytes an install may stage.
+#[derive(Clone, Copy, Debug)]
+enum ByteLimit {
+    Quota,
+    InstallCap,
+}
+
+/// The room left for staging.
+#[derive(Debug)]
+pub struct StagingRoom {
+    bytes_left: u64,
+    bytes_free_at_start: u64,
+    byte_limit: ByteLimit,
+    entries_left: u64,
+    entries_free_at_start: u64,
+    quota_bytes: u64,
+    quota_entries: u64,
+    install_cap: u64,
+    stop: InstallStop,
+}
+
+/// What a sandbox's quota leaves free when an install starts.
+#[derive(Clone, Copy, Debug)]
+pub struct Free {
+    /// Bytes below the byte quota.
+    pub bytes: u64,
+    /// Entries below the entry limit.
+    pub entries: u64,
+    /// The byte quota.
+    pub quota_bytes: u64,
+    /// The entry limit.
+    pub quota_entries: u64,
+}
+
+impl StagingRoom {
+    /// The room an install has: what the quota leaves `free`, at most
+    /// `install_cap` bytes, until `stop` fires.
+    pub fn new(free: Free, install_cap: u64, stop: InstallStop) -> Self {
+        let (bytes_left, byte_limit) = if install_cap < free.bytes {
+            (install_cap, ByteLimit::InstallCap)
+        } else {
+            (free.bytes, ByteLimit::Quota)
+        };
+        Self {
+            bytes_left,
+            bytes_free_at_start: free.bytes,
+            byte_limit,
+            entries_left: free.entries,
+            entries_free_at_start: free.entries,
+            quota_bytes: free.quota_bytes,
+            quota_entries: free.quota_entries,
+            install_cap,
+            stop,
+        }
+    }
+
+    /// Room without limits (for tests of the unpacker alone).
+    #[cfg(test)]
+    pub fn unlimited() -> Self {
+        let free = Free {
+            bytes: u64::MAX,
+            entries: u64::MAX,
+            quota_bytes: u64::MAX,
+            quota_entries: u64::MAX,
+        };
+        Self::new(free, u64::MAX, InstallStop::never())
+    }
+
+    /// Charges `n` bytes about to be written.
+    pub fn take_bytes(&mut self, n: u64) -> Result<(), NoRoom> {
+        self.check_stop()?;
+        if n > self.bytes_left {
+            self.bytes_left = 0;
+            return Err(match self.byte_limit {
+                ByteLimit::Quota => NoRoom::Quota {
+                    free: human_bytes(self.bytes_free_at_start),
+                    quota: human_bytes(self.quota_bytes),
+                },
+                ByteLimit::InstallCap => NoRoom::InstallCap {
+                    limit: human_bytes(self.install_cap),
+                },
+            });
+        }
+        self.bytes_left -= n;
+        Ok(())
+    }
+
+    /// Charges `n` files or directories about to be created.
+    pub fn take_entries(&mut self, n: u64) -> Result<(), NoRoom> {
+        self.check_stop()?;
+        if n > self.entries_left {
+            self.entries_left = 0;
+            return Err(NoRoom::Entries {
+                free: self.entries_free_at_start,
+                limit: self.quota_entries,
+            });
+        }
+        self.entries_left -= n;
+        Ok(())
+    }
+
+    /// [`NoRoom::Stopped`] when the install must stop.
+    pub fn check_stop(&self) -> Result<(), NoRoom> {
+        self.stop.check().map_err(|_| NoRoom::Stopped)
+    }
+
+    /// Its stop condition.
+    pub fn stop(&self) -> &InstallStop {
+        &self.stop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_util::sync::CancellationToken;
+
+    fn free(bytes: u64, entries: u64) -> Free {
+        Free {
+            bytes,
+            entries,
+            quota_bytes: 4 << 20,
+            quota_entries: 100,
+        }
+    }
+
+    #[test]
+    fn bytes_and_entries_are_charged_until_they_run_out() {
+        let mut room = StagingRoom::new(free(1000, 2), u64::MAX, InstallStop::never());
+        room.take_bytes(600).unwrap();
+        room.take_bytes(400).unwrap();
+        let err = room.take_bytes(1).unwrap_err();
+        assert!(matches!(err, NoRoom::Quota { .. }), "{err}");
+        assert!(err.to_string().contains("disk quota of 4 MiB"), "{err}");
+        room.take_entries(2).unwrap();
+        assert!(matches!(room.take_entries(1), Err(NoRoom::Entries { .. })));
+    }
+
+    #[test]
+    fn the_install_cap_binds_when_it_is_lower() {
+        let mut room = StagingRoom::new(free(1 << 30, 100), 10, InstallStop::never());
+        let err = room.take_bytes(11).unwrap_err();
+        assert!(matches!(err, NoRoom::InstallCap { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_stopped_install_has_no_room() {
+        let token = CancellationToken::new();
+        let mut room = StagingRoom::new(
+            free(1000, 10),
+            u64::MAX,
+            InstallStop::new(token.clone(), std::time::Duration::from_secs(60)),
+        );
+        room.take_bytes(1).unwrap();
+        token.cancel();
+        assert!(matches!(room.take_bytes(1), Err(NoRoom::Stopped)));
+        assert!(matches!(room.take_entries(1), Err(NoRoom::Stopped)));
+    }
+}
