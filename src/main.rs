@@ -1,7 +1,7 @@
 //! The `mcp-code-sandbox` binary: parse settings, start logging, build the
 //! app, then serve MCP on stdio (or run one of the subcommands).
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -22,7 +22,8 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log))
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(tracing_subscriber::EnvFilter::new(log_filter(&config.log)))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -34,6 +35,16 @@ fn main() -> ExitCode {
     let status = runtime.block_on(run(cli.command.unwrap_or(Command::Serve), config));
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     status
+}
+
+/// The log filter: the setting, with rmcp's own messages (one per
+/// notification at INFO) kept to warnings unless the setting names rmcp.
+fn log_filter(setting: &str) -> String {
+    if setting.contains("rmcp") {
+        setting.to_owned()
+    } else {
+        format!("{setting},rmcp=warn")
+    }
 }
 
 async fn run(command: Command, mut config: Config) -> ExitCode {

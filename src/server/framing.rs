@@ -4,8 +4,9 @@
 //! rmcp ignores a line that is not JSON and drops one longer than its limit
 //! without a word, which leaves the client waiting for a reply that never
 //! comes. The guard checks each line first: a well-formed one goes on to rmcp;
-//! one that is not UTF-8 JSON is answered with a JSON-RPC parse error; one
-//! longer than the limit is answered with an "invalid request" error naming its
+//! one that is not UTF-8 JSON is answered with a JSON-RPC parse error, and one
+//! that is JSON but not a JSON-RPC 2.0 message with an "invalid request"
+//! error; one longer than the limit is answered with an "invalid request" error naming its
 //! size (with its id when the start of the line shows it) while its bytes are
 //! skipped as they arrive, never held in memory.
 
@@ -142,31 +143,76 @@ async fn check_input<R: AsyncRead + Unpin>(
     let _ = to_rmcp.shutdown().await;
 }
 
+/// The members of a JSON-RPC message that say what kind it is; the rest
+/// (params, result, error) is skipped, not built (rmcp parses it next).
+#[derive(serde::Deserialize)]
+struct Envelope {
+    jsonrpc: Option<serde_json::Value>,
+    id: Option<serde_json::Value>,
+    method: Option<serde_json::Value>,
+    result: Option<serde::de::IgnoredAny>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
 /// The error reply for a line that is not a JSON-RPC message, if it is not.
 fn check_line(line: &[u8]) -> Option<String> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    // Checked without building the message (rmcp parses it next): valid UTF-8,
-    // valid JSON, and an object.
+    let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     let parsed = std::str::from_utf8(line)
         .map_err(|e| e.to_string())
         .and_then(|_| {
-            serde_json::from_slice::<serde::de::IgnoredAny>(line).map_err(|e| e.to_string())
+            if is_object {
+                serde_json::from_slice::<Envelope>(line).map(Some)
+            } else {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).map(|_| None)
+            }
+            .map_err(|e| e.to_string())
         });
-    let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    match parsed {
-        Ok(_) if is_object => None,
-        Ok(_) => Some(error_reply(
-            find_id(line),
-            -32600,
-            "invalid request: a JSON-RPC message must be a JSON object",
-        )),
-        Err(e) => Some(error_reply(
-            None,
-            -32700,
-            &format!("parse error: the line is not valid UTF-8 JSON ({e})"),
-        )),
+    let envelope = match parsed {
+        Ok(Some(envelope)) => envelope,
+        Ok(None) => {
+            return Some(error_reply(
+                None,
+                -32600,
+                "invalid request: a JSON-RPC message must be a JSON object",
+            ));
+        }
+        Err(e) => {
+            return Some(error_reply(
+                None,
+                -32700,
+                &format!("parse error: the line is not valid UTF-8 JSON ({e})"),
+            ));
+        }
+    };
+    let problem = envelope_problem(&envelope)?;
+    let id = envelope
+        .id
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64());
+    Some(error_reply(
+        id,
+        -32600,
+        &format!("invalid request: {problem}"),
+    ))
+}
+
+/// What makes an object not a JSON-RPC 2.0 request, notification or
+/// response, if anything does.
+fn envelope_problem(message: &Envelope) -> Option<&'static str> {
+    if message.jsonrpc.as_ref().and_then(|v| v.as_str()) != Some("2.0") {
+        return Some("\"jsonrpc\" must be \"2.0\"");
+    }
+    let id_ok = |id: &serde_json::Value| id.is_string() || id.is_i64() || id.is_u64();
+    match (&message.method, &message.id) {
+        (Some(method), _) if !method.is_string() => Some("\"method\" must be a string"),
+        (Some(_), Some(id)) if !id_ok(id) => Some("\"id\" must be a string or an integer"),
+        (Some(_), _) => None,
+        (None, Some(_)) if message.result.is_some() || message.error.is_some() => None,
+        (None, _) => Some(
+            "a message needs a \"method\" (a request or notification) or an \"id\" with a \"result\" or \"error\" (a response)",
+        ),
     }
 }
 
@@ -270,6 +316,37 @@ mod tests {
                 .unwrap()
                 .contains("5053 bytes")
         );
+    }
+
+    #[test]
+    fn objects_that_are_not_json_rpc_are_answered_with_their_id() {
+        for (line, id) in [
+            (r#"{"foo": 1}"#, serde_json::Value::Null),
+            (r#"{"jsonrpc":"2.0","id":5}"#, 5.into()),
+            (r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#, "a".into()),
+            (r#"{"jsonrpc":"2.0","id":7,"method":5}"#, 7.into()),
+            (
+                r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#,
+                serde_json::Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+                serde_json::Value::Null,
+            ),
+        ] {
+            let reply = check_line(line.as_bytes()).unwrap_or_else(|| panic!("{line} passed"));
+            let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+            assert_eq!(reply["error"]["code"], -32600, "{line}");
+            assert_eq!(reply["id"], id, "{line}");
+        }
+        for good in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":[1,2]}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":"x","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}"#,
+        ] {
+            assert!(check_line(good.as_bytes()).is_none(), "{good}");
+        }
     }
 
     #[test]

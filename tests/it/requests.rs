@@ -32,7 +32,46 @@ async fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
     assert_eq!(reply["result"]["isError"], true, "{reply}");
     let reply = client.call(12, "get_sandbox_status", json!({})).await;
     assert_eq!(reply["result"]["structuredContent"]["count"], 0);
+    // JSON objects that are not JSON-RPC messages get an answer too.
+    for (line, id) in [
+        (json!({"foo": 1}), serde_json::Value::Null),
+        (json!({"jsonrpc": "2.0", "id": 13}), json!(13)),
+        (
+            json!({"jsonrpc": "1.0", "id": 14, "method": "ping"}),
+            json!(14),
+        ),
+        (json!({"jsonrpc": "2.0", "id": 15, "method": 42}), json!(15)),
+    ] {
+        client.send_json(line.clone()).await;
+        let reply = client.recv().await;
+        assert_eq!(reply["error"]["code"], -32600, "{line} -> {reply}");
+        assert_eq!(reply["id"], id, "{line}");
+    }
+    let reply = client.call(16, "get_sandbox_status", json!({})).await;
+    assert_eq!(reply["id"], 16, "the session goes on");
     assert!(client.finish().await, "the server exits cleanly at EOF");
+}
+
+#[tokio::test]
+async fn notifications_are_not_logged_one_by_one() {
+    let server = Server::start_with(&[("SANDBOX_LOG", "info")]).await;
+    let before = server.logs().len();
+    for _ in 0..500 {
+        server
+            .client
+            .notify_roots_list_changed()
+            .await
+            .expect("send a notification");
+    }
+    // A request after them, answered in order, shows they were all read.
+    server.ok("get_sandbox_status", json!({})).await;
+    let grown = server.logs().len() - before;
+    assert!(grown < 20_000, "{grown} bytes of log for 500 notifications");
+    assert!(
+        !server.logs().contains('\u{1b}'),
+        "no colour codes in a log file"
+    );
+    server.stop().await;
 }
 
 #[tokio::test]
