@@ -13,7 +13,7 @@ use crate::packages::Installer;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, BackendKind, SandboxError};
 use crate::server::{SandboxServer, framing};
-use crate::wasm::WasmBackend;
+use crate::wasm::{WasmBackend, host_resources};
 
 /// A configured server: its backends and its sandboxes.
 pub struct App {
@@ -28,8 +28,19 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the backends the configuration asks for.
-    pub fn build(config: Config) -> Result<Self, SandboxError> {
+    /// Builds the backends the configuration asks for, after raising the
+    /// process's descriptor limit as far as it goes and fitting the
+    /// per-sandbox open-file limit within it.
+    pub fn build(mut config: Config) -> Result<Self, SandboxError> {
+        if let Some(limit) = host_resources::raise_descriptor_limit()
+            && let Some(fitted) = config.fit_open_files(limit, host_resources::SERVER_DESCRIPTORS)
+        {
+            tracing::warn!(
+                fitted,
+                process_limit = limit,
+                "lowered SANDBOX_MAX_OPEN_FILES so that every sandbox at its limit still leaves the server descriptors; raise the process's limit (ulimit -n) to allow more"
+            );
+        }
         let installer = Arc::new(Installer::new(config.packages.clone()));
         let wasm = Arc::new(WasmBackend::new(config.wasm.clone())?.with_installer(installer));
         let mut backends: Vec<Arc<dyn Backend>> = vec![wasm.clone()];

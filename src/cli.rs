@@ -176,6 +176,38 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_MAX_CODE_BYTES", default_value_t = 1 << 20, global = true)]
     pub max_code_bytes: usize,
 
+    /// Most files and directories one sandbox may hold open at once
+    /// (descriptors, counting its standard streams).
+    #[arg(
+        long,
+        env = "SANDBOX_MAX_OPEN_FILES",
+        default_value_t = 256,
+        global = true
+    )]
+    pub max_open_files: u64,
+
+    /// Memory all local sandboxes together may grow to, in MiB [default 0:
+    /// half of this machine's memory]. A sandbox that would grow past it gets
+    /// a MemoryError, as at its own cap.
+    #[arg(
+        long,
+        env = "SANDBOX_MEMORY_BUDGET_MB",
+        default_value_t = 0,
+        global = true
+    )]
+    pub memory_budget_mb: u64,
+
+    /// Disk all local sandboxes together may hold, in MiB [default 0: half of
+    /// the free space where sandboxes live, measured at start]. A write past
+    /// it fails as a write past a sandbox's quota does.
+    #[arg(
+        long,
+        env = "SANDBOX_DISK_BUDGET_MB",
+        default_value_t = 0,
+        global = true
+    )]
+    pub disk_budget_mb: u64,
+
     /// Most sandboxes alive at once.
     #[arg(
         long,

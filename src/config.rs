@@ -108,6 +108,12 @@ impl Config {
                 ),
             ));
         }
+        if s.max_open_files < 16 {
+            return Err(bad(
+                "SANDBOX_MAX_OPEN_FILES",
+                "CPython needs at least 16 (its standard streams, the sandbox directory and the modules it reads)",
+            ));
+        }
         if s.max_sandboxes == 0 {
             return Err(bad("SANDBOX_MAX_SANDBOXES", "must be at least 1"));
         }
@@ -122,6 +128,7 @@ impl Config {
             disk_files: s.max_files,
             image_bytes: s.image_limit_bytes,
             max_images: s.max_images,
+            open_files: s.max_open_files,
         };
         let cache_dir = s.cache_dir.clone().unwrap_or_else(default_cache_dir);
         let packages = package_settings(&s.packages, &cache_dir)?;
@@ -140,6 +147,8 @@ impl Config {
             threads: s.threads,
             pool_size: s.pool_size,
             pool_limits: limits.clone(),
+            memory_budget_bytes: (s.memory_budget_mb > 0).then_some(s.memory_budget_mb << 20),
+            disk_budget_bytes: (s.disk_budget_mb > 0).then_some(s.disk_budget_mb << 20),
         };
         Ok(Self {
             manager: ManagerSettings {
@@ -161,6 +170,25 @@ impl Config {
             packages,
             log: s.log.clone(),
         })
+    }
+}
+
+impl Config {
+    /// Lowers the per-sandbox open-file limit so that every sandbox holding
+    /// its limit still leaves the server descriptors of its own, given that
+    /// the process may hold `process_limit` descriptors. Returns the new
+    /// limit when it was lowered.
+    pub fn fit_open_files(&mut self, process_limit: u64, reserved: u64) -> Option<u64> {
+        let holders = (self.manager.max_sandboxes + self.wasm.pool_size).max(1) as u64;
+        let share = process_limit.saturating_sub(reserved) / holders;
+        let limits = &mut self.manager.limits;
+        if limits.open_files <= share {
+            return None;
+        }
+        let fitted = share.max(16);
+        limits.open_files = fitted;
+        self.wasm.pool_limits.open_files = fitted;
+        Some(fitted)
     }
 }
 

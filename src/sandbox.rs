@@ -6,11 +6,15 @@
 //! [`manager::SandboxManager`] owns them, serializes the calls to each one, and
 //! enforces the server-wide rules (ids, counts, expiry).
 
+pub mod budget;
+pub mod disk_usage;
 pub mod error;
 pub mod guest_path;
 pub mod local_files;
 pub mod manager;
+mod open_files;
 pub mod quota;
+pub mod remove_tree;
 pub mod root;
 pub mod stop;
 pub mod types;
@@ -68,6 +72,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The name of the runtime sandboxes get by default, for status.
     fn default_runtime(&self) -> String;
+
+    /// The server-wide budgets its sandboxes share, when it keeps any.
+    fn budgets(&self) -> Option<budget::BudgetsView> {
+        None
+    }
 }
 
 /// One live sandbox: an interpreter with state kept between executions.

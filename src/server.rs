@@ -271,11 +271,27 @@ when it expires if left idle, executions, memory and disk used, and its limits."
                 if s.busy { ", busy" } else { "" }
             ));
         }
+        let budgets = self.manager.budgets();
+        if let Some(b) = &budgets {
+            text.push_str(&format!(
+                "\nall local sandboxes: memory {} of {}",
+                human_bytes(b.memory.used_bytes),
+                human_bytes(b.memory.limit_bytes)
+            ));
+            if let Some(disk) = &b.disk {
+                text.push_str(&format!(
+                    ", disk {} of {}",
+                    human_bytes(disk.used_bytes),
+                    human_bytes(disk.limit_bytes)
+                ));
+            }
+        }
         Ok(structured(
             &StatusResult {
                 count: ids.len(),
                 sandbox_ids: ids,
                 sandboxes: statuses,
+                budgets,
             },
             text,
             false,

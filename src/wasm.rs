@@ -10,10 +10,12 @@ mod capture;
 pub mod engine;
 mod guest_io;
 pub mod host_memory;
+pub mod host_resources;
 mod interpreter;
 mod loading;
 pub mod module_cache;
 mod mounts;
+mod outcome;
 mod pool;
 mod protocol;
 pub mod quota_gate;
@@ -36,6 +38,7 @@ use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
 use self::sandbox::WasmSandbox;
 use crate::packages::Installer;
+use crate::sandbox::budget::{Budget, BudgetsView};
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{Backend, BackendKind, CodeInterpreter, Progress, SandboxError, SandboxSpec};
 
@@ -59,6 +62,11 @@ pub struct WasmSettings {
     /// Limits the pooled interpreters start with (a sandbox's own memory
     /// limit replaces them when one is handed out).
     pub pool_limits: crate::sandbox::SandboxLimits,
+    /// Memory all sandboxes together may grow to (`None`: half the machine's).
+    pub memory_budget_bytes: Option<u64>,
+    /// Disk all sandboxes together may hold (`None`: half the free space
+    /// where sandboxes live).
+    pub disk_budget_bytes: Option<u64>,
 }
 
 /// The local WASI backend.
@@ -76,6 +84,8 @@ pub struct WasmBackend {
     /// Installs packages into this backend's sandboxes (none: install_package
     /// says how to configure a package source).
     installer: Option<Arc<Installer>>,
+    /// Memory all interpreters together may grow to.
+    memory_budget: Arc<Budget>,
 }
 
 impl WasmBackend {
@@ -89,6 +99,12 @@ impl WasmBackend {
         catalog
             .get(&settings.default_runtime)
             .map_err(|e| SandboxError::Runtime(format!("SANDBOX_RUNTIME: {e}")))?;
+        let memory_budget = Budget::new(
+            settings
+                .memory_budget_bytes
+                .or_else(host_resources::default_memory_budget)
+                .unwrap_or(u64::MAX),
+        );
         let engine = build_engine(settings.engine)
             .map_err(|e| SandboxError::Runtime(format!("cannot set up wasmtime: {e}")))?;
         let threads = if settings.threads == 0 {
@@ -111,6 +127,7 @@ impl WasmBackend {
             images: Mutex::new(HashMap::new()),
             pool: OnceCell::new(),
             installer: None,
+            memory_budget,
         })
     }
 
@@ -172,11 +189,14 @@ impl WasmBackend {
         self.root
             .get_or_try_init(|| async {
                 let path = self.settings.sandbox_root.clone();
-                tokio::task::spawn_blocking(move || SandboxRoot::open(&path).map(Arc::new))
-                    .await
-                    .map_err(|e| {
-                        SandboxError::Runtime(format!("opening the sandbox root failed: {e}"))
-                    })?
+                let disk_budget = self.settings.disk_budget_bytes;
+                tokio::task::spawn_blocking(move || {
+                    SandboxRoot::open(&path, disk_budget).map(Arc::new)
+                })
+                .await
+                .map_err(|e| {
+                    SandboxError::Runtime(format!("opening the sandbox root failed: {e}"))
+                })?
             })
             .await
     }
@@ -211,13 +231,14 @@ impl WasmBackend {
     ) -> Result<Arc<GuestImage>, SandboxError> {
         let settings = self.settings.clone();
         let engine = self.engine.clone();
+        let memory_budget = self.memory_budget.clone();
         let executor = self
             .executor
             .as_ref()
             .map(|e| e.handle().clone())
             .ok_or_else(|| SandboxError::Runtime("the backend is shutting down".into()))?;
         tokio::task::spawn_blocking(move || {
-            loading::load(&settings, engine, executor, &manifest, &slot)
+            loading::load(&settings, engine, executor, memory_budget, &manifest, &slot)
         })
         .await
         .map_err(|e| SandboxError::Runtime(format!("loading the runtime failed: {e}")))?
@@ -251,6 +272,13 @@ impl Backend for WasmBackend {
 
     fn default_runtime(&self) -> String {
         self.settings.default_runtime.clone()
+    }
+
+    fn budgets(&self) -> Option<BudgetsView> {
+        Some(BudgetsView {
+            memory: self.memory_budget.view(),
+            disk: self.root.get().map(|root| root.disk_budget().view()),
+        })
     }
 }
 

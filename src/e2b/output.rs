@@ -52,6 +52,7 @@ impl Capture {
             total_bytes: self.total,
             truncated,
             full_output_path: None,
+            saved_bytes: None,
         };
         (text, truncated.then_some(self.full))
     }

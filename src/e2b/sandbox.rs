@@ -203,7 +203,9 @@ impl E2bSandbox {
     async fn finish_stream(&self, name: &str, capture: Capture) -> CapturedText {
         let (mut text, full) = capture.finish();
         if let Some(full) = full {
+            let saved = full.len() as u64;
             text.full_output_path = self.save_output(name, full).await;
+            text.saved_bytes = text.full_output_path.is_some().then_some(saved);
         }
         text
     }
@@ -397,6 +399,7 @@ impl CodeInterpreter for E2bSandbox {
             memory_bytes: metrics.mem_used,
             disk_bytes: metrics.disk_used,
             disk_files: None,
+            ..Default::default()
         }
     }
 

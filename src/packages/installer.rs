@@ -50,7 +50,7 @@ use super::stop::InstallStop;
 use super::unpack::UnpackLimits;
 use super::wheel_name::PythonMinor;
 use super::wheelhouse::Wheelhouse;
-use crate::sandbox::quota::DiskQuota;
+use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{GuestPath, InstallReport, InstalledPackage, PackageSource};
 
 /// Where an install goes.
@@ -62,8 +62,9 @@ pub struct InstallTarget {
     pub site_packages: GuestPath,
     /// The runtime's full Python version, e.g. `3.12.0`.
     pub python_version: String,
-    /// The sandbox's disk quota.
-    pub quota: DiskQuota,
+    /// The sandbox's disk quota and its account (charged to the server's
+    /// disk budget).
+    pub ledger: Arc<QuotaLedger>,
     /// Packages the runtime carries itself.
     pub built_in: Arc<BuiltInPackages>,
 }
@@ -308,7 +309,7 @@ impl Installer {
         notes.extend(resolution.notes);
         if !fetched.is_empty() {
             progress(format!("unpacking {} wheel(s)", fetched.len()));
-            let room = room_for(target, &self.settings.limits, budget.stop());
+            let room = room_for(target, &self.settings.limits, budget.stop())?;
             let (placed, more_notes) = place(
                 target,
                 &mut fetched,

@@ -44,18 +44,30 @@ pub struct Fetched {
     pub replaces: Option<InstalledDist>,
 }
 
-/// The room staging has: what the sandbox's disk quota leaves free now, at
-/// most what one install may unpack, until the install must stop.
-pub fn room_for(target: &InstallTarget, limits: &InstallLimits, stop: &InstallStop) -> StagingRoom {
-    let quota = &target.quota;
-    let usage = quota.usage(&target.sandbox);
+/// The room staging has: what the sandbox's disk quota and the server's
+/// disk budget leave free now, at most what one install may unpack, until
+/// the install must stop. A sandbox that cannot be measured has no room.
+pub fn room_for(
+    target: &InstallTarget,
+    limits: &InstallLimits,
+    stop: &InstallStop,
+) -> Result<StagingRoom, PackageError> {
+    let room = target
+        .ledger
+        .room()
+        .map_err(|e| PackageError::Quota(e.to_string()))?;
+    let quota = target.ledger.quota();
     let free = Free {
-        bytes: quota.max_bytes().saturating_sub(usage.bytes),
-        entries: quota.max_files().saturating_sub(usage.files),
+        bytes: room.bytes,
+        entries: room.entries,
         quota_bytes: quota.max_bytes(),
         quota_entries: quota.max_files(),
     };
-    StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone())
+    Ok(StagingRoom::new(
+        free,
+        limits.max_install_unpacked_bytes,
+        stop.clone(),
+    ))
 }
 
 /// The error for staging that ran out of room or had to stop.

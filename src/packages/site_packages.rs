@@ -25,6 +25,7 @@ use super::record::Record;
 use super::resolver::Installed;
 use super::settings::InstallLimits;
 use super::unpack::member_components;
+use crate::sandbox::remove_tree::remove_tree_in;
 use crate::sandbox::{GuestPath, human_bytes};
 
 /// A distribution found in site-packages.
@@ -249,7 +250,9 @@ pub fn remove(site: &Dir, dist: &InstalledDist, max_metadata_bytes: u64) -> std:
             parents.insert(parent);
         }
     }
-    match site.remove_dir_all(&dist.dist_info) {
+    // A guest may have nested directories deep inside: removed without
+    // recursion.
+    match remove_tree_in(site, &dist.dist_info) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -323,7 +326,7 @@ fn merge(
                 merge(&from_sub, &to_sub, &path, staging_root, site_root, moved)?;
                 continue;
             }
-            Some(meta) if meta.is_dir() => to.remove_dir_all(&name)?,
+            Some(meta) if meta.is_dir() => remove_tree_in(to, &name)?,
             Some(_) => to.remove_file(&name)?,
             None => {}
         }

@@ -19,6 +19,7 @@ use super::FileInterface;
 use super::error::SandboxError;
 use super::guest_path::GuestPath;
 use super::types::{EntryKind, FileContent, FileEntry, Listing};
+use crate::sandbox::disk_usage::held_bytes;
 use crate::sandbox::quota::QuotaLedger;
 
 /// File access to one sandbox directory on this machine.
@@ -195,8 +196,8 @@ fn write(
                 std::io::Error::from(std::io::ErrorKind::IsADirectory),
             ));
         }
-        Ok(meta) => meta.len(),
-        Err(_) => 0,
+        Ok(meta) => Some(held_bytes(&meta)),
+        Err(_) => None,
     };
     ledger.check_write(&shown, data.len() as u64, replaced)?;
 
@@ -215,7 +216,6 @@ fn write(
         drop(file);
         parent_dir.rename(&temp, &parent_dir, name)
     })();
-    ledger.forget();
     if let Err(e) = result {
         let _ = parent_dir.remove_file(&temp);
         return Err(SandboxError::io("write", &shown, e));
@@ -242,7 +242,9 @@ mod tests {
         let dir = Arc::new(Dir::open_ambient_dir(&root, ambient_authority()).unwrap());
         let ledger = crate::sandbox::quota::QuotaLedger::new(
             dir.clone(),
+            &root,
             crate::sandbox::quota::DiskQuota::unlimited(),
+            crate::sandbox::budget::Budget::unlimited(),
         );
         let files = LocalFiles::new(dir, ledger);
         (tmp, root, files)

@@ -289,6 +289,11 @@ impl SandboxManager {
         Ok((sandbox, true))
     }
 
+    /// The server-wide budgets local sandboxes share, when a backend keeps them.
+    pub fn budgets(&self) -> Option<super::budget::BudgetsView> {
+        self.backends.iter().find_map(|b| b.budgets())
+    }
+
     /// The sandbox with this id.
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
         validate_id(id)?;

@@ -1,15 +1,16 @@
-//! [`DiskQuota`]: how much a sandbox directory may hold, and measuring it.
-//!
-//! Usage is measured by walking the directory (iteratively, never following
-//! symbolic links) and counting file sizes and entries. The walk stops early
-//! once the quota is clearly exceeded, so a directory of a million files does
-//! not make every check slow.
+//! [`DiskQuota`]: how much a sandbox directory may hold; [`QuotaLedger`]: the
+//! running account that keeps it there, shared by the guest's write gates, the
+//! host's file tools, the output files and package installs, and charged to
+//! the server-wide disk [`Budget`].
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cap_std::fs::Dir;
 
+use super::budget::Budget;
+use super::disk_usage::{DiskUsage, MeasureError, measure};
 use super::error::SandboxError;
 use super::types::human_bytes;
 
@@ -18,15 +19,6 @@ use super::types::human_bytes;
 pub struct DiskQuota {
     max_bytes: u64,
     max_files: u64,
-}
-
-/// What a sandbox directory holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DiskUsage {
-    /// Bytes of regular files.
-    pub bytes: u64,
-    /// Files, directories and links.
-    pub files: u64,
 }
 
 impl DiskQuota {
@@ -38,7 +30,7 @@ impl DiskQuota {
         }
     }
 
-    /// No limit (for tests and remote sandboxes).
+    /// No limit (for tests).
     pub fn unlimited() -> Self {
         Self::new(u64::MAX, u64::MAX)
     }
@@ -62,104 +54,38 @@ impl DiskQuota {
         )
     }
 
-    /// Measures `dir`, stopping once usage passes twice the quota.
-    pub fn usage(&self, dir: &Dir) -> DiskUsage {
-        let byte_stop = self.max_bytes.saturating_mul(2);
-        let file_stop = self.max_files.saturating_mul(2);
-        let mut usage = DiskUsage::default();
-        let mut pending: Vec<Dir> = match dir.try_clone() {
-            Ok(d) => vec![d],
-            Err(_) => return usage,
-        };
-        while let Some(current) = pending.pop() {
-            let Ok(entries) = current.entries() else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                usage.files += 1;
-                let Ok(file_type) = entry.file_type() else {
-                    continue;
-                };
-                if file_type.is_dir() {
-                    if let Ok(sub) = entry.open_dir() {
-                        pending.push(sub);
-                    }
-                } else if file_type.is_file()
-                    && let Ok(meta) = entry.metadata()
-                {
-                    usage.bytes = usage.bytes.saturating_add(meta.len());
-                }
-                if usage.bytes > byte_stop || usage.files > file_stop {
-                    return usage;
-                }
-            }
+    /// Where a measurement may stop: well past the quota, the caller only
+    /// needs to know it is over.
+    fn stop_at(&self) -> DiskUsage {
+        DiskUsage {
+            bytes: self.max_bytes.saturating_mul(2),
+            files: self.max_files.saturating_mul(2),
         }
-        usage
-    }
-
-    /// The error for a sandbox found over its quota, if it is.
-    pub fn exceeded(&self, usage: DiskUsage) -> Option<String> {
-        if usage.bytes > self.max_bytes {
-            Some(format!(
-                "the sandbox holds {} of files, over its disk quota of {}",
-                human_bytes(usage.bytes),
-                human_bytes(self.max_bytes)
-            ))
-        } else if usage.files > self.max_files {
-            Some(format!(
-                "the sandbox holds {} files and directories, over its limit of {}",
-                usage.files, self.max_files
-            ))
-        } else {
-            None
-        }
-    }
-
-    /// Refuses a write of `new_size` bytes to `path` (replacing a file of
-    /// `replaced` bytes) that would take the sandbox over its quota.
-    pub fn check_write(
-        &self,
-        dir: &Dir,
-        path: &str,
-        new_size: u64,
-        replaced: u64,
-    ) -> Result<(), SandboxError> {
-        if self.max_bytes == u64::MAX && self.max_files == u64::MAX {
-            return Ok(());
-        }
-        let usage = self.usage(dir);
-        let after = usage
-            .bytes
-            .saturating_sub(replaced)
-            .saturating_add(new_size);
-        if after > self.max_bytes {
-            return Err(SandboxError::QuotaExceeded(format!(
-                "writing {} to '{path}' would take the sandbox to {}, over its disk quota of {}; delete files first",
-                human_bytes(new_size),
-                human_bytes(after),
-                human_bytes(self.max_bytes)
-            )));
-        }
-        if replaced == 0 && usage.files + 1 > self.max_files {
-            return Err(SandboxError::QuotaExceeded(format!(
-                "the sandbox already holds {} files and directories, its limit; delete some before writing '{path}'",
-                usage.files
-            )));
-        }
-        Ok(())
     }
 }
 
-/// A sandbox directory's quota and a running account of its use, shared by
-/// the host's file tools and the guest's write gates.
+/// What a sandbox may still add: within its quota and the server's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// Bytes.
+    pub bytes: u64,
+    /// Files and directories.
+    pub entries: u64,
+}
+
+/// A sandbox directory's quota and a running account of its use.
 ///
 /// The account books each allowed write on top of the last measurement. It
 /// can only overstate use (a rewrite of existing bytes, a deleted file), so
 /// when a request does not fit, the directory is measured again before
 /// refusing; measuring is therefore rare while a sandbox is well under quota.
+/// A measurement that fails refuses the request. What the account holds is
+/// charged to the server's disk budget, and given back when the ledger goes.
 pub struct QuotaLedger {
     dir: Arc<Dir>,
+    host_path: PathBuf,
     quota: DiskQuota,
+    budget: Arc<Budget>,
     account: Mutex<Account>,
     refused: AtomicBool,
 }
@@ -169,14 +95,24 @@ struct Account {
     measured: Option<DiskUsage>,
     pending_bytes: u64,
     pending_entries: u64,
+    /// Bytes charged to the server's budget for this sandbox.
+    charged: u64,
 }
 
 impl QuotaLedger {
-    /// A ledger for `dir` under `quota`.
-    pub fn new(dir: Arc<Dir>, quota: DiskQuota) -> Arc<Self> {
+    /// A ledger for `dir` (at `host_path` on the host) under `quota`,
+    /// charging `budget`.
+    pub fn new(
+        dir: Arc<Dir>,
+        host_path: &Path,
+        quota: DiskQuota,
+        budget: Arc<Budget>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             dir,
+            host_path: host_path.to_owned(),
             quota,
+            budget,
             account: Mutex::new(Account::default()),
             refused: AtomicBool::new(false),
         })
@@ -196,48 +132,73 @@ impl QuotaLedger {
         self.account.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Books `bytes` more bytes and `entries` more entries if they fit;
-    /// returns whether they did (a refusal is remembered for
-    /// [`QuotaLedger::take_refused`]).
+    /// Books `bytes` more bytes and `entries` more entries if they fit in the
+    /// quota and the server's budget; returns whether they did (a refusal is
+    /// remembered for [`QuotaLedger::take_refused`]).
     pub fn reserve(&self, bytes: u64, entries: u64) -> bool {
         let mut account = self.account();
-        let fits = |usage: DiskUsage, pending_bytes: u64, pending_entries: u64| {
-            usage
-                .bytes
-                .saturating_add(pending_bytes)
-                .saturating_add(bytes)
-                <= self.quota.max_bytes
-                && usage
-                    .files
-                    .saturating_add(pending_entries)
-                    .saturating_add(entries)
-                    <= self.quota.max_files
-        };
         if let Some(measured) = account.measured
-            && fits(measured, account.pending_bytes, account.pending_entries)
+            && self.fits(measured, &account, bytes, entries)
+            && self.budget.try_charge(bytes)
         {
             account.pending_bytes += bytes;
             account.pending_entries += entries;
+            account.charged += bytes;
             return true;
         }
-        let fresh = self.quota.usage(&self.dir);
-        account.measured = Some(fresh);
-        if fits(fresh, 0, 0) {
+        let fits = match self.remeasure(&mut account) {
+            Ok(()) => {
+                let measured = account.measured.unwrap_or_default();
+                self.fits(measured, &account, bytes, entries) && self.budget.try_charge(bytes)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "refusing a write: the sandbox cannot be measured");
+                false
+            }
+        };
+        if fits {
             account.pending_bytes = bytes;
             account.pending_entries = entries;
-            true
+            account.charged += bytes;
         } else {
-            account.pending_bytes = 0;
-            account.pending_entries = 0;
             self.refused.store(true, Ordering::SeqCst);
-            false
         }
+        fits
     }
 
-    /// Drops the account after writes it did not see (file tools, output
-    /// files); the next request measures afresh.
+    fn fits(&self, measured: DiskUsage, account: &Account, bytes: u64, entries: u64) -> bool {
+        measured
+            .bytes
+            .saturating_add(account.pending_bytes)
+            .saturating_add(bytes)
+            <= self.quota.max_bytes
+            && measured
+                .files
+                .saturating_add(account.pending_entries)
+                .saturating_add(entries)
+                <= self.quota.max_files
+    }
+
+    /// Measures afresh, replacing the account and its charge to the budget.
+    fn remeasure(&self, account: &mut Account) -> Result<(), MeasureError> {
+        let fresh = measure(&self.dir, &self.host_path, self.quota.stop_at());
+        account.pending_bytes = 0;
+        account.pending_entries = 0;
+        self.budget.release(account.charged);
+        account.charged = 0;
+        account.measured = None;
+        let fresh = fresh?;
+        self.budget.charge(fresh.bytes);
+        account.charged = fresh.bytes;
+        account.measured = Some(fresh);
+        Ok(())
+    }
+
+    /// Drops the account after writes it did not see (package installs);
+    /// the next request measures afresh.
     pub fn forget(&self) {
-        *self.account() = Account::default();
+        let mut account = self.account();
+        account.measured = None;
     }
 
     /// Whether a request was refused since the last call.
@@ -245,21 +206,97 @@ impl QuotaLedger {
         self.refused.swap(false, Ordering::SeqCst)
     }
 
-    /// Measures the directory now.
-    pub fn usage(&self) -> DiskUsage {
-        self.quota.usage(&self.dir)
+    /// Measures the directory now (and brings the account up to date).
+    pub fn usage(&self) -> Result<DiskUsage, MeasureError> {
+        let mut account = self.account();
+        self.remeasure(&mut account)?;
+        Ok(account.measured.unwrap_or_default())
     }
 
-    /// Refuses a host write of `new_size` bytes to `path` (replacing a file of
-    /// `replaced` bytes) that would take the sandbox over its quota.
+    /// Whether the sandbox is over its quota, measured now (a sandbox that
+    /// cannot be measured is).
+    pub fn over_quota(&self) -> bool {
+        !self.usage().is_ok_and(|usage| {
+            usage.bytes <= self.quota.max_bytes && usage.files <= self.quota.max_files
+        })
+    }
+
+    /// What the sandbox may still add, measured now.
+    pub fn room(&self) -> Result<Room, SandboxError> {
+        let usage = self.usage().map_err(measure_error)?;
+        Ok(Room {
+            bytes: self
+                .quota
+                .max_bytes
+                .saturating_sub(usage.bytes)
+                .min(self.budget.free()),
+            entries: self.quota.max_files.saturating_sub(usage.files),
+        })
+    }
+
+    /// Books a host write of `new_size` bytes to `path`, replacing a file of
+    /// `replaced` bytes (or none), or refuses it with what to do.
     pub fn check_write(
         &self,
         path: &str,
         new_size: u64,
-        replaced: u64,
+        replaced: Option<u64>,
     ) -> Result<(), SandboxError> {
-        self.quota.check_write(&self.dir, path, new_size, replaced)
+        let mut account = self.account();
+        self.remeasure(&mut account).map_err(measure_error)?;
+        let usage = account.measured.unwrap_or_default();
+        let after = usage
+            .bytes
+            .saturating_sub(replaced.unwrap_or(0))
+            .saturating_add(new_size);
+        if after > self.quota.max_bytes {
+            return Err(SandboxError::QuotaExceeded(format!(
+                "writing {} to '{path}' would take the sandbox to {}, over its disk quota of {}; delete files first",
+                human_bytes(new_size),
+                human_bytes(after),
+                human_bytes(self.quota.max_bytes)
+            )));
+        }
+        if replaced.is_none() && usage.files + 1 > self.quota.max_files {
+            return Err(SandboxError::QuotaExceeded(format!(
+                "the sandbox already holds {} files and directories, its limit; delete some before writing '{path}'",
+                usage.files
+            )));
+        }
+        let growth = after.saturating_sub(usage.bytes);
+        if !self.budget.try_charge(growth) {
+            return Err(SandboxError::QuotaExceeded(format!(
+                "writing {} to '{path}' does not fit in what the server may still hold on disk for all sandboxes ({} free of {}); delete files in this or other sandboxes, or close some",
+                human_bytes(new_size),
+                human_bytes(self.budget.free()),
+                human_bytes(self.budget.limit())
+            )));
+        }
+        account.charged += growth;
+        account.pending_bytes += growth;
+        account.pending_entries += u64::from(replaced.is_none());
+        Ok(())
     }
+}
+
+impl std::fmt::Debug for QuotaLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuotaLedger")
+            .field("host_path", &self.host_path)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for QuotaLedger {
+    fn drop(&mut self) {
+        self.budget.release(self.account().charged);
+    }
+}
+
+/// A measurement that failed, as the error a file tool or install answers.
+fn measure_error(e: MeasureError) -> SandboxError {
+    SandboxError::QuotaExceeded(e.to_string())
 }
 
 #[cfg(test)]
@@ -267,52 +304,21 @@ mod tests {
     use super::*;
     use cap_std::ambient_authority;
 
-    #[test]
-    fn usage_counts_nested_files_and_writes_over_quota_are_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join("a/b")).unwrap();
-        std::fs::write(tmp.path().join("a/b/f"), vec![0u8; 1000]).unwrap();
-        std::fs::write(tmp.path().join("g"), vec![0u8; 500]).unwrap();
-        std::os::unix::fs::symlink("/", tmp.path().join("root-link")).unwrap();
-        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
-        let quota = DiskQuota::new(2000, 10);
-        let usage = quota.usage(&dir);
-        assert_eq!(usage.bytes, 1500, "links are not followed");
-        assert_eq!(usage.files, 5);
-        assert!(quota.check_write(&dir, "/x", 400, 0).is_ok());
-        assert!(quota.check_write(&dir, "/x", 600, 0).is_err());
-        assert!(
-            quota.check_write(&dir, "/g", 1000, 500).is_ok(),
-            "replacing frees the old size"
-        );
-        assert!(
-            DiskQuota::new(10_000, 5)
-                .check_write(&dir, "/new", 1, 0)
-                .is_err()
-        );
-        assert!(quota.exceeded(usage).is_none());
-        assert!(DiskQuota::new(100, 10).exceeded(usage).is_some());
+    fn ledger(path: &Path, quota: DiskQuota, budget: Arc<Budget>) -> Arc<QuotaLedger> {
+        let dir = Arc::new(Dir::open_ambient_dir(path, ambient_authority()).unwrap());
+        QuotaLedger::new(dir, path, quota, budget)
     }
-}
-
-#[cfg(test)]
-mod ledger_tests {
-    use super::*;
-    use cap_std::ambient_authority;
 
     #[test]
     fn the_ledger_books_writes_and_measures_again_before_refusing() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = Arc::new(Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap());
-        let ledger = QuotaLedger::new(dir, DiskQuota::new(1000, 3));
+        let ledger = ledger(tmp.path(), DiskQuota::new(1000, 3), Budget::unlimited());
         assert!(ledger.reserve(600, 1));
         assert!(!ledger.take_refused());
         // The account says 600 are used; 500 more would not fit, and measuring
         // finds the directory still empty (nothing was written), so it fits.
         assert!(ledger.reserve(500, 0));
-        // A write the ledger did not book (the host's file tools) is followed
-        // by forget().
-        std::fs::write(tmp.path().join("f"), vec![0u8; 900]).unwrap();
+        std::fs::write(tmp.path().join("f"), vec![1u8; 900]).unwrap();
         ledger.forget();
         assert!(!ledger.reserve(200, 0), "measured: 900 on disk");
         assert!(ledger.take_refused());
@@ -322,5 +328,68 @@ mod ledger_tests {
         std::fs::write(tmp.path().join("g"), b"").unwrap();
         std::fs::write(tmp.path().join("h"), b"").unwrap();
         assert!(!ledger.reserve(0, 1), "the entry limit counts too");
+    }
+
+    #[test]
+    fn host_writes_are_checked_against_the_quota_and_replacing_frees_the_old_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("g"), vec![1u8; 500]).unwrap();
+        let ledger = ledger(tmp.path(), DiskQuota::new(2000, 10), Budget::unlimited());
+        assert!(ledger.check_write("/x", 400, None).is_ok());
+        assert!(ledger.check_write("/x", 1600, None).is_err());
+        assert!(ledger.check_write("/g", 1500, Some(500)).is_ok());
+        let full = ledger_with_files(5);
+        assert!(full.check_write("/new", 1, None).is_err());
+        assert!(
+            full.check_write("/f0", 1, Some(1)).is_ok(),
+            "rewriting is no new file"
+        );
+    }
+
+    fn ledger_with_files(n: usize) -> Arc<QuotaLedger> {
+        let tmp = tempfile::tempdir().unwrap().keep();
+        for i in 0..n {
+            std::fs::write(tmp.join(format!("f{i}")), b"x").unwrap();
+        }
+        ledger(&tmp, DiskQuota::new(10_000, n as u64), Budget::unlimited())
+    }
+
+    #[test]
+    fn every_sandbox_charges_the_server_budget_and_gives_it_back() {
+        let budget = Budget::new(1000);
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = ledger(a.path(), DiskQuota::new(800, 100), budget.clone());
+        let second = ledger(b.path(), DiskQuota::new(800, 100), budget.clone());
+        assert!(first.reserve(700, 1));
+        assert!(
+            !second.reserve(400, 1),
+            "each fits its quota, not the budget together"
+        );
+        assert!(second.take_refused());
+        assert!(second.reserve(300, 1));
+        drop(first);
+        assert!(
+            second.reserve(400, 1),
+            "a closed sandbox gives its share back"
+        );
+        assert!(second.check_write("/big", 5000, None).is_err());
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_measured_refuses_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut path = tmp.path().to_owned();
+        for _ in 0..=super::super::disk_usage::MAX_DEPTH {
+            path.push("d");
+        }
+        std::fs::create_dir_all(&path).unwrap();
+        let ledger = ledger(
+            tmp.path(),
+            DiskQuota::new(1 << 30, 1 << 20),
+            Budget::unlimited(),
+        );
+        assert!(!ledger.reserve(1, 0), "never counted as zero");
+        assert!(ledger.check_write("/x", 1, None).is_err());
+        assert!(ledger.usage().is_err());
     }
 }

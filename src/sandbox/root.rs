@@ -5,14 +5,22 @@
 //! At start, subdirectories whose lock nobody holds are leftovers of a server
 //! that was killed, and are removed; those of other running servers are left
 //! alone. Sandbox directories get random names: a client's sandbox id never
-//! becomes part of a host path.
+//! becomes part of a host path. Directories are removed however deep a guest
+//! made them (see [`remove_tree`]).
+//!
+//! The root also holds the server-wide disk [`Budget`] of its sandboxes.
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use rand::Rng;
 
+use super::budget::Budget;
 use super::error::SandboxError;
+use super::remove_tree::remove_tree;
+use crate::wasm::host_resources::default_disk_budget;
 
 const INSTANCE_PREFIX: &str = "server-";
 const LOCK_FILE: &str = ".lock";
@@ -21,13 +29,15 @@ const LOCK_FILE: &str = ".lock";
 #[derive(Debug)]
 pub struct SandboxRoot {
     dir: PathBuf,
+    disk_budget: Arc<Budget>,
     _lock: File,
 }
 
 impl SandboxRoot {
     /// Creates the root if needed, removes what killed servers left, and claims
-    /// a fresh directory for this server.
-    pub fn open(root: &Path) -> Result<Self, SandboxError> {
+    /// a fresh directory for this server. Its sandboxes together may hold
+    /// `disk_budget` bytes (`None`: half the space free there now).
+    pub fn open(root: &Path, disk_budget: Option<u64>) -> Result<Self, SandboxError> {
         let err = |source| SandboxError::Root {
             path: root.to_owned(),
             source,
@@ -47,12 +57,24 @@ impl SandboxRoot {
             .map_err(err)?;
         lock.try_lock()
             .map_err(|e| err(std::io::Error::other(e.to_string())))?;
-        Ok(Self { dir, _lock: lock })
+        let disk_budget = disk_budget
+            .or_else(|| default_disk_budget(root))
+            .unwrap_or(u64::MAX);
+        Ok(Self {
+            dir,
+            disk_budget: Budget::new(disk_budget),
+            _lock: lock,
+        })
     }
 
     /// This server's directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// What all sandboxes under this root may hold together.
+    pub fn disk_budget(&self) -> &Arc<Budget> {
+        &self.disk_budget
     }
 
     /// Creates a new sandbox directory with a random name, holding only an
@@ -61,7 +83,7 @@ impl SandboxRoot {
         let path = self.dir.join(format!("sb-{}", random_name()));
         let made = fs::create_dir(&path).and_then(|()| fs::create_dir(path.join("tmp")));
         if let Err(source) = made {
-            let _ = fs::remove_dir_all(&path);
+            let _ = remove_tree(&path);
             return Err(SandboxError::Root { path, source });
         }
         Ok(path)
@@ -74,17 +96,15 @@ impl SandboxRoot {
             tracing::error!(path = %path.display(), "refusing to remove a directory outside this server's sandbox root");
             return;
         }
-        if let Err(e) = fs::remove_dir_all(path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not remove a sandbox directory");
+        if let Err(e) = remove_tree(path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a sandbox directory; the next start removes what is left");
         }
     }
 }
 
 impl Drop for SandboxRoot {
     fn drop(&mut self) {
-        if let Err(e) = fs::remove_dir_all(&self.dir) {
+        if let Err(e) = remove_tree(&self.dir) {
             tracing::warn!(path = %self.dir.display(), error = %e, "could not remove this server's sandbox directory");
         }
     }
@@ -107,14 +127,14 @@ fn remove_stale(root: &Path) -> usize {
             Ok(f) => f,
             // No lock file: a server died while creating its directory.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if fs::remove_dir_all(&path).is_ok() {
+                if remove_tree(&path).is_ok() {
                     removed += 1;
                 }
                 continue;
             }
             Err(_) => continue,
         };
-        if lock.try_lock().is_ok() && fs::remove_dir_all(&path).is_ok() {
+        if lock.try_lock().is_ok() && remove_tree(&path).is_ok() {
             removed += 1;
         }
     }
@@ -133,7 +153,7 @@ mod tests {
     #[test]
     fn leftovers_of_a_dead_server_are_removed_and_live_ones_kept() {
         let tmp = tempfile::tempdir().unwrap();
-        let live = SandboxRoot::open(tmp.path()).unwrap();
+        let live = SandboxRoot::open(tmp.path(), None).unwrap();
         let live_sandbox = live.create_sandbox_dir().unwrap();
 
         // A dead server: its directory exists but nobody holds the lock.
@@ -144,7 +164,7 @@ mod tests {
         // Something that is not ours.
         fs::create_dir(tmp.path().join("unrelated")).unwrap();
 
-        let second = SandboxRoot::open(tmp.path()).unwrap();
+        let second = SandboxRoot::open(tmp.path(), None).unwrap();
         assert!(!dead.exists(), "a dead server's directory is removed");
         assert!(live_sandbox.exists(), "a live server's sandboxes are kept");
         assert!(tmp.path().join("unrelated").exists());
@@ -162,7 +182,7 @@ mod tests {
         let outside = tmp.path().join("outside");
         fs::create_dir(&outside).unwrap();
         fs::write(outside.join("keep.txt"), "keep").unwrap();
-        let root = SandboxRoot::open(&tmp.path().join("root")).unwrap();
+        let root = SandboxRoot::open(&tmp.path().join("root"), None).unwrap();
         let sandbox = root.create_sandbox_dir().unwrap();
         std::os::unix::fs::symlink(&outside, sandbox.join("link")).unwrap();
         root.remove_sandbox_dir(&sandbox);

@@ -48,6 +48,8 @@ pub struct SandboxLimits {
     pub image_bytes: usize,
     /// Most images returned by one execution.
     pub max_images: usize,
+    /// Most files and directories the interpreter may hold open at once.
+    pub open_files: u64,
 }
 
 impl SandboxLimits {
@@ -122,6 +124,10 @@ pub struct CapturedText {
     /// when `text` is cut short.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
+    /// Bytes of the stream in that file: fewer than `total_bytes` when the
+    /// file limit or the disk quota stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<u64>,
 }
 
 /// An exception raised by the user's code.
@@ -151,6 +157,8 @@ pub enum LimitKind {
     Output,
     /// The disk quota.
     Disk,
+    /// The number of files open at once.
+    OpenFiles,
 }
 
 /// A limit that an execution ran into.
@@ -233,13 +241,23 @@ impl Execution {
         let limit = human_bytes(output_bytes as u64);
         let saved: Vec<String> = [&self.stdout, &self.stderr]
             .iter()
-            .filter_map(|t| t.full_output_path.clone())
+            .filter_map(|t| {
+                let path = t.full_output_path.as_ref()?;
+                Some(match t.saved_bytes {
+                    Some(saved) if saved < t.total_bytes => format!(
+                        "{path} (its first {} of {}: the file limit or the disk quota stopped it)",
+                        human_bytes(saved),
+                        human_bytes(t.total_bytes)
+                    ),
+                    _ => path.clone(),
+                })
+            })
             .collect();
         let where_ = if saved.is_empty() {
             String::new()
         } else {
             format!(
-                "; the whole output is in {} (read it with read_file)",
+                "; the output is saved in {} (read it with read_file)",
                 saved.join(" and ")
             )
         };
@@ -376,6 +394,9 @@ pub struct ResourceUsage {
     /// Files and directories in the sandbox directory, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_files: Option<u64>,
+    /// Why the disk use could not be measured (writes are refused meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_error: Option<String>,
 }
 
 /// Where an installed package came from.
@@ -525,6 +546,7 @@ mod tests {
             disk_files: 10_000,
             image_bytes: 1 << 19,
             max_images: 8,
+            open_files: 256,
         };
         assert_eq!(limits.for_execution(None).timeout, Duration::from_secs(30));
         assert_eq!(

@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::sandbox::budget::BudgetsView;
 use crate::sandbox::manager::SandboxStatus;
 use crate::sandbox::{
     CapturedText, Encoding, Execution, FileEntry, InstallReport, SandboxError, human_bytes,
@@ -55,6 +56,11 @@ pub struct StatusResult {
     pub sandbox_ids: Vec<String>,
     /// Status of the sandbox asked about, or of every sandbox.
     pub sandboxes: Vec<SandboxStatus>,
+    /// What all local sandboxes together use of the server's memory and
+    /// disk budgets (a growth past them fails as one past a sandbox's own
+    /// limit does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<BudgetsView>,
 }
 
 /// Result of `list_files`.

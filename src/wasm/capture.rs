@@ -4,20 +4,24 @@
 //! When the program writes more, the whole stream (inline part included) is
 //! written to a file in the sandbox, up to `file_limit` bytes, so the model can
 //! page through it with `read_file` instead of flooding its context; bytes past
-//! that are only counted. The guest is never blocked or failed by any of this.
+//! that are only counted. The file is the sandbox's like any other: every byte
+//! is booked with its quota ledger first, and the file stops where the quota
+//! (or the server's disk budget) is full. The guest is never blocked or failed
+//! by any of this.
 
 use std::io::Write;
 use std::sync::Arc;
 
-use cap_std::fs::{Dir, File, OpenOptions};
+use cap_std::fs::{File, OpenOptions};
 
 use crate::sandbox::CapturedText;
+use crate::sandbox::quota::QuotaLedger;
 
 /// Where a stream's full text goes once it overflows the inline part.
 #[derive(Clone)]
 pub(crate) struct SpillTarget {
-    /// The sandbox directory.
-    pub dir: Arc<Dir>,
+    /// The sandbox's quota ledger (and through it, its directory).
+    pub ledger: Arc<QuotaLedger>,
     /// Path of the file, relative to the sandbox directory.
     pub relative: String,
     /// Most bytes the file may hold.
@@ -79,15 +83,21 @@ impl OutputCapture {
             self.file_failed = true;
             return;
         };
+        // The file and its directory are entries of the sandbox.
+        if !target.ledger.reserve(0, 2) {
+            self.file_failed = true;
+            return;
+        }
+        let dir = target.ledger.dir();
         let opened = (|| {
             if let Some(parent) = std::path::Path::new(&target.relative).parent()
                 && !parent.as_os_str().is_empty()
             {
-                target.dir.create_dir_all(parent)?;
+                dir.create_dir_all(parent)?;
             }
             let mut options = OpenOptions::new();
             options.write(true).create(true).truncate(true);
-            target.dir.open_with(&target.relative, &options)
+            dir.open_with(&target.relative, &options)
         })();
         match opened {
             Ok(file) => {
@@ -104,10 +114,18 @@ impl OutputCapture {
     }
 
     fn spill_bytes(&mut self, bytes: &[u8]) {
-        let limit = self.spill.as_ref().map_or(0, |t| t.file_limit);
-        let room = limit.saturating_sub(self.file_bytes) as usize;
+        let Some(target) = &self.spill else {
+            return;
+        };
+        let room = target.file_limit.saturating_sub(self.file_bytes) as usize;
         let take = room.min(bytes.len());
         if take == 0 {
+            return;
+        }
+        if !target.ledger.reserve(take as u64, 0) {
+            // The quota is full: the file ends here.
+            self.file = None;
+            self.file_failed = true;
             return;
         }
         if let Some(file) = &mut self.file {
@@ -133,8 +151,8 @@ impl OutputCapture {
             };
             bytes.truncate(valid);
         }
-        let full_output_path = match (&self.file, &self.spill) {
-            (Some(_), Some(target)) => Some(format!("/{}", target.relative)),
+        let full_output_path = match &self.spill {
+            Some(target) if self.file_bytes > 0 => Some(format!("/{}", target.relative)),
             _ => None,
         };
         CapturedText {
@@ -142,6 +160,7 @@ impl OutputCapture {
             total_bytes: self.total,
             truncated,
             full_output_path: if truncated { full_output_path } else { None },
+            saved_bytes: (truncated && self.file_bytes > 0).then_some(self.file_bytes),
         }
     }
 }
@@ -149,7 +168,10 @@ impl OutputCapture {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::budget::Budget;
+    use crate::sandbox::quota::DiskQuota;
     use cap_std::ambient_authority;
+    use cap_std::fs::Dir;
 
     #[test]
     fn short_output_is_kept_whole() {
@@ -165,11 +187,10 @@ mod tests {
     #[test]
     fn long_output_is_cut_on_a_character_boundary_and_spilled_whole() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = Arc::new(Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap());
         let mut c = OutputCapture::new(
             5,
             Some(SpillTarget {
-                dir,
+                ledger: ledger(tmp.path(), DiskQuota::unlimited()),
                 relative: ".outputs/1-stdout.txt".into(),
                 file_limit: 9,
             }),
@@ -190,6 +211,39 @@ mod tests {
             "abcdé123".as_bytes(),
             "the file holds the stream up to its own limit"
         );
+    }
+
+    fn ledger(path: &std::path::Path, quota: DiskQuota) -> Arc<QuotaLedger> {
+        let dir = Arc::new(Dir::open_ambient_dir(path, ambient_authority()).unwrap());
+        QuotaLedger::new(dir, path, quota, Budget::unlimited())
+    }
+
+    #[test]
+    fn the_output_file_stops_at_the_disk_quota() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ledger = ledger(tmp.path(), DiskQuota::new(20_000, 100));
+        let mut c = OutputCapture::new(
+            10,
+            Some(SpillTarget {
+                ledger: ledger.clone(),
+                relative: ".outputs/1-stdout.txt".into(),
+                file_limit: 1 << 20,
+            }),
+        );
+        for _ in 0..100 {
+            c.push(&[b'x'; 1000]);
+        }
+        let t = c.finish();
+        assert_eq!(t.total_bytes, 100_000);
+        let on_disk = std::fs::metadata(tmp.path().join(".outputs/1-stdout.txt"))
+            .unwrap()
+            .len();
+        assert!(
+            on_disk <= 20_000,
+            "{on_disk} bytes under a 20000-byte quota"
+        );
+        assert_eq!(t.saved_bytes, Some(on_disk));
+        assert!(ledger.take_refused());
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! timeout.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -30,10 +30,12 @@ use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
 use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
-use super::quota_gate::{ASK_CREATE, ASK_RESIZE, ASK_WRITE, NOTE_CLOSE};
+use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
 use super::trap::{GuestExit, classify};
 use crate::packages::BuiltInPackages;
+use crate::sandbox::SandboxLimits;
+use crate::sandbox::budget::Budget;
 use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
@@ -64,6 +66,8 @@ pub(crate) struct GuestImage {
     pub mounts: Vec<ReadOnlyMount>,
     /// Packages the runtime carries in its own import path.
     pub built_in: Arc<BuiltInPackages>,
+    /// The server-wide memory budget every instance charges as it grows.
+    pub memory_budget: Arc<Budget>,
     /// The driver compiled by this runtime's Python (marshal), once the first
     /// interpreter in a fresh directory has handed it back: taken from its hello
     /// reply, before any user code could run in it, so no sandbox can shape
@@ -104,7 +108,13 @@ pub(crate) struct GuestState {
     /// Which of stdin, stdout and stderr the guest has closed (their numbers
     /// may then name files, whose writes count against the quota).
     stdio_closed: [bool; 3],
+    /// Most entries (open files, directories, streams) the guest may hold.
+    max_open: usize,
 }
+
+/// Extra room in the WASI resource table beyond `max_open`, for the streams
+/// a call opens and closes on its own; past it a push traps.
+const TABLE_SLACK: usize = 32;
 
 impl GuestState {
     /// The WASI context (for the linker).
@@ -116,39 +126,63 @@ impl GuestState {
     /// WASI errno: 0 to go ahead, `EDQUOT` when it would exceed the quota.
     pub(crate) fn answer_gate(&mut self, fd: i32, offset: i64, len: i64) -> i32 {
         const EDQUOT: i32 = 19;
+        const EMFILE: i32 = 33;
         const ENOTSUP: i32 = 58;
         let amount = u64::try_from(len).unwrap_or(0);
         let stdio = usize::try_from(fd).ok().filter(|&fd| fd < 3);
-        let allowed = match offset {
+        match offset {
             ASK_WRITE => match stdio {
-                Some(fd) if !self.stdio_closed[fd] => true,
-                _ => self.ledger.reserve(amount, 0),
+                Some(fd) if !self.stdio_closed[fd] => 0,
+                _ if self.ledger.reserve(amount, 0) => 0,
+                _ => EDQUOT,
             },
-            ASK_CREATE => self.ledger.reserve(0, amount),
-            ASK_RESIZE => self.ledger.reserve(amount, 0),
+            ASK_CREATE if self.ledger.reserve(0, amount) => 0,
+            ASK_CREATE => EDQUOT,
+            ASK_OPEN if self.open_entries() < self.max_open => 0,
+            ASK_OPEN => EMFILE,
             NOTE_CLOSE => {
                 if let Some(fd) = stdio {
                     self.stdio_closed[fd] = true;
                 }
-                true
+                0
             }
             // A real fd_allocate: wasmtime-wasi does not support it either.
-            _ => return ENOTSUP,
-        };
-        if allowed { 0 } else { EDQUOT }
+            _ => ENOTSUP,
+        }
+    }
+
+    /// Entries the guest holds in its WASI table now.
+    fn open_entries(&mut self) -> usize {
+        use wasmtime_wasi::WasiView;
+        self.wasi.ctx().table.iter_mut().count()
     }
 }
 
-/// A guest's memory limit, the memory it holds, and whether a growth was refused.
+/// Which limit refused a memory growth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryRefusal {
+    /// The sandbox's own memory cap.
+    Cap,
+    /// The server-wide budget, taken by all sandboxes together.
+    Budget,
+}
+
+/// A guest's memory limit, the memory it holds, and whether (and by what) a
+/// growth was refused.
 #[derive(Default)]
 pub(crate) struct MemoryMeter {
     limit: AtomicU64,
     bytes: AtomicU64,
-    refused: AtomicBool,
+    /// 0: none; 1: the cap; 2: the budget.
+    refused: AtomicU8,
 }
 
+/// Keeps a guest within its cap and charges its growth to the server's
+/// budget, giving it back when the store goes.
 struct MemoryLimiter {
     meter: Arc<MemoryMeter>,
+    budget: Arc<Budget>,
+    charged: u64,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -158,11 +192,18 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired as u64 > self.meter.limit.load(Ordering::Relaxed) {
-            self.meter.refused.store(true, Ordering::SeqCst);
+        let desired = desired as u64;
+        if desired > self.meter.limit.load(Ordering::Relaxed) {
+            self.meter.refused.store(1, Ordering::SeqCst);
             return Ok(false);
         }
-        self.meter.bytes.store(desired as u64, Ordering::Relaxed);
+        let growth = desired.saturating_sub(self.charged);
+        if !self.budget.try_charge(growth) {
+            self.meter.refused.store(2, Ordering::SeqCst);
+            return Ok(false);
+        }
+        self.charged += growth;
+        self.meter.bytes.store(desired, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -185,6 +226,12 @@ impl ResourceLimiter for MemoryLimiter {
 
     fn memories(&self) -> usize {
         1
+    }
+}
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
     }
 }
 
@@ -234,12 +281,13 @@ impl Interpreter {
         dir: &Path,
         dir_state: DirState,
         ledger: Arc<QuotaLedger>,
-        memory_limit: u64,
+        limits: &SandboxLimits,
         start_timeout: Duration,
     ) -> Result<Self, String> {
         let link = GuestLink::new(random_token());
         let meter = Arc::new(MemoryMeter::default());
-        meter.limit.store(memory_limit, Ordering::Relaxed);
+        meter.limit.store(limits.memory_bytes, Ordering::Relaxed);
+        let max_open = usize::try_from(limits.open_files).unwrap_or(usize::MAX);
 
         let manifest = &image.manifest;
         let program = image.driver_program.get();
@@ -276,13 +324,23 @@ impl Interpreter {
                     )
                 })?;
         }
+        let mut wasi = wasi.build_p1();
+        {
+            use wasmtime_wasi::WasiView;
+            wasi.ctx()
+                .table
+                .set_max_capacity(max_open.saturating_add(TABLE_SLACK));
+        }
         let state = GuestState {
-            wasi: wasi.build_p1(),
+            wasi,
             limiter: MemoryLimiter {
                 meter: meter.clone(),
+                budget: image.memory_budget.clone(),
+                charged: 0,
             },
             ledger,
             stdio_closed: [false; 3],
+            max_open,
         };
 
         let task_image = image.clone();
@@ -372,7 +430,7 @@ impl Interpreter {
         let Some(task) = self.task.as_mut() else {
             return (Outcome::Exited(GuestExit::Gone), stdout, stderr);
         };
-        self.meter.refused.store(false, Ordering::SeqCst);
+        self.meter.refused.store(0, Ordering::SeqCst);
         let body = request.encode();
         let CallLimits {
             fuel,
@@ -424,9 +482,13 @@ impl Interpreter {
         self.meter.limit.store(bytes, Ordering::Relaxed);
     }
 
-    /// Whether a memory growth was refused during the last call.
-    pub(crate) fn memory_refused(&self) -> bool {
-        self.meter.refused.load(Ordering::SeqCst)
+    /// Which limit refused a memory growth during the last call, if one did.
+    pub(crate) fn memory_refused(&self) -> Option<MemoryRefusal> {
+        match self.meter.refused.load(Ordering::SeqCst) {
+            1 => Some(MemoryRefusal::Cap),
+            2 => Some(MemoryRefusal::Budget),
+            _ => None,
+        }
     }
 
     /// Stops the interpreter. Its store is dropped at the guest's next yield

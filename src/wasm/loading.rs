@@ -15,6 +15,7 @@ use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::{WasmSettings, engine, module_cache, mounts};
 use crate::packages::BuiltInPackages;
+use crate::sandbox::budget::Budget;
 use crate::sandbox::{Progress, SandboxError};
 
 /// How often a waiting creation repeats what a long load is doing.
@@ -88,6 +89,7 @@ pub(crate) fn load(
     settings: &WasmSettings,
     engine: Engine,
     executor: tokio::runtime::Handle,
+    memory_budget: Arc<Budget>,
     manifest: &RuntimeManifest,
     slot: &ImageSlot,
 ) -> Result<Arc<GuestImage>, SandboxError> {
@@ -126,6 +128,7 @@ pub(crate) fn load(
         quota_gated,
         mounts,
         built_in: Arc::new(built_in),
+        memory_budget,
         driver_program: std::sync::OnceLock::new(),
     }))
 }

@@ -135,13 +135,13 @@ impl WarmPool {
 
     async fn start_one(&self) -> Result<Warm, String> {
         let dir = self.root.create_sandbox_dir().map_err(|e| e.to_string())?;
-        let started = match open_ledger(&dir, &self.limits) {
+        let started = match open_ledger(&dir, &self.limits, &self.root) {
             Ok(ledger) => Interpreter::start(
                 &self.image,
                 &dir,
                 DirState::Fresh,
                 ledger.clone(),
-                self.limits.memory_bytes,
+                &self.limits,
                 START_TIMEOUT,
             )
             .await

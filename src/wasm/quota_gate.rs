@@ -18,8 +18,14 @@
 //! |---|---|---|---|
 //! | [`ASK_WRITE`] | may `len` bytes be written to `fd`? | file | bytes |
 //! | [`ASK_CREATE`] | may an entry be created under `fd`? | directory | 1 |
-//! | [`ASK_RESIZE`] | may `fd` grow to `len` bytes? | file | size |
-//! | [`NOTE_CLOSE`] | `fd` is being closed | any | 0 |
+//! | [`ASK_OPEN`] | may one more file or directory be opened? | directory | 0 |
+//! | [`NOTE_CLOSE`] | `fd` is being closed (or replaced by `fd_renumber`) | any | 0 |
+//!
+//! `path_open` with `O_CREAT` (and without `O_EXCL`) first tries to open an
+//! existing file, so rewriting a file creates nothing and is not refused at
+//! the file limit; only when the file does not exist does it ask to create.
+//! Growing a file with `fd_filestat_set_size` is not gated: it makes a hole,
+//! which holds no disk until written, and writes are gated.
 //!
 //! Appending functions leaves every existing index unchanged, so only the
 //! `call` instructions to the wrapped imports are rewritten.
@@ -32,7 +38,7 @@ use wasm_encoder::{
 use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
-pub const GATE_VERSION: u32 = 1;
+pub const GATE_VERSION: u32 = 2;
 
 /// The import the gates ask their questions through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,28 +78,32 @@ impl Door {
 pub const ASK_WRITE: i64 = -1;
 /// Offset marking "may an entry be created".
 pub const ASK_CREATE: i64 = -2;
-/// Offset marking "may this file grow to `len`".
-pub const ASK_RESIZE: i64 = -3;
+/// Offset marking "may one more file or directory be opened".
+pub const ASK_OPEN: i64 = -3;
 /// Offset marking "this descriptor is being closed".
 pub const NOTE_CLOSE: i64 = -4;
 
 const WASI: &str = "wasi_snapshot_preview1";
 /// WASI preview 1's `O_CREAT` bit of `path_open`'s `oflags`.
 const OFLAGS_CREAT: i32 = 1;
+/// WASI preview 1's `O_EXCL` bit of `path_open`'s `oflags`.
+const OFLAGS_EXCL: i32 = 4;
+/// WASI preview 1's `ENOENT`.
+const ERRNO_NOENT: i32 = 44;
 
 /// Which imports get a gate, and how the gate asks.
 #[derive(Clone, Copy)]
 enum Gate {
     /// `fd_write` / `fd_pwrite`: sum the iovec lengths and ask to write.
     Write { iovs_param: u32, count_param: u32 },
-    /// `path_open`: ask to create when `O_CREAT` is set.
+    /// `path_open`: ask to open; with `O_CREAT`, open an existing file or
+    /// ask to create.
     Open,
     /// An entry-creating call: ask to create under the descriptor parameter.
     Create { fd_param: u32 },
-    /// `fd_filestat_set_size`: ask to grow.
-    Resize,
-    /// `fd_close`: tell, then close whatever the answer.
-    Close,
+    /// `fd_close`, and `fd_renumber` onto `fd_param`: tell, then go on
+    /// whatever the answer.
+    Close { fd_param: u32 },
 }
 
 fn gate_for(name: &str) -> Option<Gate> {
@@ -106,8 +116,8 @@ fn gate_for(name: &str) -> Option<Gate> {
         "path_create_directory" => Gate::Create { fd_param: 0 },
         "path_symlink" => Gate::Create { fd_param: 2 },
         "path_link" => Gate::Create { fd_param: 4 },
-        "fd_filestat_set_size" => Gate::Resize,
-        "fd_close" => Gate::Close,
+        "fd_close" => Gate::Close { fd_param: 0 },
+        "fd_renumber" => Gate::Close { fd_param: 1 },
         _ => return None,
     })
 }
@@ -454,11 +464,41 @@ fn gate_function(
         Gate::Open => {
             param_i32(0)?;
             param_i32(4)?;
-            // if oflags & O_CREAT { errno = ask(dirfd, CREATE, 1) }
+            // errno = ask(dirfd, OPEN, 0); if errno { return errno }
+            ask(&mut f, 0, ASK_OPEN, Instruction::I64Const(0));
+            f.instruction(&Instruction::LocalSet(errno));
+            return_if_errno(&mut f, errno);
+            // if oflags & O_CREAT {
             f.instruction(&Instruction::LocalGet(4));
             f.instruction(&Instruction::I32Const(OFLAGS_CREAT));
             f.instruction(&Instruction::I32And);
             f.instruction(&Instruction::If(BlockType::Empty));
+            //   if !(oflags & O_EXCL) {
+            f.instruction(&Instruction::LocalGet(4));
+            f.instruction(&Instruction::I32Const(OFLAGS_EXCL));
+            f.instruction(&Instruction::I32And);
+            f.instruction(&Instruction::I32Eqz);
+            f.instruction(&Instruction::If(BlockType::Empty));
+            //     errno = import(params with oflags & !O_CREAT)
+            for i in 0..n {
+                f.instruction(&Instruction::LocalGet(i));
+                if i == 4 {
+                    f.instruction(&Instruction::I32Const(!OFLAGS_CREAT));
+                    f.instruction(&Instruction::I32And);
+                }
+            }
+            f.instruction(&Instruction::Call(import));
+            f.instruction(&Instruction::LocalSet(errno));
+            //     if errno != ENOENT { return errno }  (0: an existing file, opened)
+            f.instruction(&Instruction::LocalGet(errno));
+            f.instruction(&Instruction::I32Const(ERRNO_NOENT));
+            f.instruction(&Instruction::I32Ne);
+            f.instruction(&Instruction::If(BlockType::Empty));
+            f.instruction(&Instruction::LocalGet(errno));
+            f.instruction(&Instruction::Return);
+            f.instruction(&Instruction::End);
+            f.instruction(&Instruction::End);
+            //   errno = ask(dirfd, CREATE, 1) }
             ask(&mut f, 0, ASK_CREATE, Instruction::I64Const(1));
             f.instruction(&Instruction::LocalSet(errno));
             f.instruction(&Instruction::End);
@@ -468,32 +508,28 @@ fn gate_function(
             ask(&mut f, fd_param, ASK_CREATE, Instruction::I64Const(1));
             f.instruction(&Instruction::LocalSet(errno));
         }
-        Gate::Resize => {
-            param_i32(0)?;
-            if params.get(1) != Some(&ValType::I64) {
-                return Err("fd_filestat_set_size's size is not an i64".into());
-            }
-            ask(&mut f, 0, ASK_RESIZE, Instruction::LocalGet(1));
-            f.instruction(&Instruction::LocalSet(errno));
-        }
-        Gate::Close => {
-            param_i32(0)?;
-            ask(&mut f, 0, NOTE_CLOSE, Instruction::I64Const(0));
+        Gate::Close { fd_param } => {
+            param_i32(fd_param)?;
+            ask(&mut f, fd_param, NOTE_CLOSE, Instruction::I64Const(0));
             f.instruction(&Instruction::Drop);
         }
     }
-    // if errno != 0 { return errno }
-    f.instruction(&Instruction::LocalGet(errno));
-    f.instruction(&Instruction::If(BlockType::Empty));
-    f.instruction(&Instruction::LocalGet(errno));
-    f.instruction(&Instruction::Return);
-    f.instruction(&Instruction::End);
+    return_if_errno(&mut f, errno);
     for i in 0..n {
         f.instruction(&Instruction::LocalGet(i));
     }
     f.instruction(&Instruction::Call(import));
     f.instruction(&Instruction::End);
     Ok(f)
+}
+
+/// `if errno != 0 { return errno }`
+fn return_if_errno(f: &mut Function, errno: u32) {
+    f.instruction(&Instruction::LocalGet(errno));
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::LocalGet(errno));
+    f.instruction(&Instruction::Return);
+    f.instruction(&Instruction::End);
 }
 
 #[cfg(test)]

@@ -12,18 +12,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
-use super::protocol::{Reply, Request, decode_reply};
-use super::trap::GuestExit;
+use super::outcome::{Ending, Facts, ending, reply_bytes};
+use super::protocol::{Request, decode_reply};
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::root::SandboxRoot;
-use base64::Engine as _;
 
 use crate::sandbox::{
-    CodeInterpreter, ExecError, ExecImage, ExecLimits, ExecRequest, Execution, FileInterface,
-    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits,
-    StopReason, StopSignal, Usage, cap_exec_error, cap_value_text, human_bytes, human_duration,
+    CodeInterpreter, ExecRequest, Execution, FileInterface, GuestPath, InstallReport, LimitHit,
+    LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopSignal, Usage,
 };
 
 /// How long an interpreter may take to start.
@@ -60,7 +58,7 @@ impl WasmSandbox {
         limits: SandboxLimits,
     ) -> Result<Self, SandboxError> {
         let host_dir = root.create_sandbox_dir()?;
-        let ledger = match open_ledger(&host_dir, &limits) {
+        let ledger = match open_ledger(&host_dir, &limits, &root) {
             Ok(ledger) => ledger,
             Err(e) => {
                 root.remove_sandbox_dir(&host_dir);
@@ -73,7 +71,7 @@ impl WasmSandbox {
             &sandbox.host_dir,
             DirState::Fresh,
             sandbox.ledger.clone(),
-            sandbox.limits.memory_bytes,
+            &sandbox.limits,
             START_TIMEOUT,
         )
         .await
@@ -166,9 +164,9 @@ impl WasmSandbox {
         let image = self.image.clone();
         let dir = self.host_dir.clone();
         let ledger = self.ledger.clone();
-        let memory = self.limits.memory_bytes;
+        let limits = self.limits.clone();
         self.restarting = Some(tokio::spawn(async move {
-            Interpreter::start(&image, &dir, DirState::Used, ledger, memory, START_TIMEOUT).await
+            Interpreter::start(&image, &dir, DirState::Used, ledger, &limits, START_TIMEOUT).await
         }));
     }
 
@@ -193,7 +191,7 @@ impl WasmSandbox {
                 &self.host_dir,
                 DirState::Used,
                 self.ledger.clone(),
-                self.limits.memory_bytes,
+                &self.limits,
                 START_TIMEOUT,
             )
             .await
@@ -204,7 +202,7 @@ impl WasmSandbox {
 
     fn spill(&self, stream: &str) -> SpillTarget {
         SpillTarget {
-            dir: self.ledger.dir().clone(),
+            ledger: self.ledger.clone(),
             relative: format!("{OUTPUT_DIR}/exec-{}-{stream}.txt", self.executions),
             file_limit: self.limits.output_file_bytes,
         }
@@ -261,128 +259,38 @@ impl CodeInterpreter for WasmSandbox {
         let wall = started.elapsed();
         let memory_bytes = interpreter.memory_bytes();
         let memory_refused = interpreter.memory_refused();
-
+        let facts = Facts {
+            limits: &limits,
+            memory_cap: self.limits.memory_bytes,
+            memory_refused,
+            memory_budget: &self.image.memory_budget,
+            open_files: self.limits.open_files,
+            stop_reason: stop.reason(),
+        };
         let mut execution = Execution {
             stdout: stdout.finish(),
             stderr: stderr.finish(),
             ..Execution::default()
         };
-        let mut fuel_used = None;
-        let memory_limit = human_bytes(self.limits.memory_bytes);
-        match outcome {
-            Outcome::Reply {
-                body,
-                fuel_used: used,
-            } => {
-                fuel_used = used;
-                match decode_reply(&body) {
-                    Ok(reply) => take_reply(&mut execution, reply, &limits),
-                    Err(e) => {
-                        execution.error = Some(ExecError {
-                            name: "SandboxError".into(),
-                            value: format!("the interpreter sent an unreadable reply: {e}"),
-                            traceback: String::new(),
-                        });
-                    }
-                }
-                if memory_refused
-                    && execution
-                        .error
-                        .as_ref()
-                        .is_some_and(|e| e.name.ends_with("MemoryError"))
-                {
-                    execution.limit = Some(LimitHit {
-                        kind: LimitKind::Memory,
-                        limit: memory_limit.clone(),
-                        message: format!(
-                            "memory limit of {memory_limit} reached: Python raised MemoryError; the interpreter and its state are kept"
-                        ),
-                    });
-                }
-            }
-            Outcome::TimedOut => {
-                let limit = human_duration(limits.timeout);
-                let note = self.lose_state(&format!("time limit of {limit} exceeded"));
-                execution.limit = Some(LimitHit {
-                    kind: LimitKind::Timeout,
-                    limit,
-                    message: note.clone(),
-                });
-                execution.state_lost = Some(note);
-            }
-            Outcome::Cancelled => {
-                let note = match stop.reason() {
-                    StopReason::Cancelled => self.lose_state(StopReason::Cancelled.describe()),
-                    // No replacement for a sandbox that is going away.
-                    StopReason::Closing => format!(
-                        "{}: the interpreter was stopped",
-                        StopReason::Closing.describe()
-                    ),
+        let fuel_used = match ending(outcome, &facts, &mut execution) {
+            Ending::Answered { fuel_used } => fuel_used,
+            Ending::Lost(loss) => {
+                let note = if loss.replace {
+                    self.lose_state(&loss.why)
+                } else {
+                    self.interpreter = None;
+                    format!("{}: the interpreter was stopped", loss.why)
                 };
-                execution.error = Some(ExecError {
-                    name: "Cancelled".into(),
-                    value: note.clone(),
-                    traceback: String::new(),
-                });
-                execution.state_lost = Some(note);
+                loss.record(&mut execution, note);
+                None
             }
-            Outcome::Exited(exit) => {
-                let (limit, why) = match &exit {
-                    GuestExit::OutOfFuel => {
-                        let fuel = limits.fuel.unwrap_or_default();
-                        (
-                            Some((LimitKind::Fuel, format!("{fuel} units"))),
-                            format!(
-                                "fuel budget of {fuel} units exhausted (the code ran too long)"
-                            ),
-                        )
-                    }
-                    GuestExit::StackOverflow => (
-                        Some((LimitKind::Stack, "WebAssembly stack".into())),
-                        "the WebAssembly stack overflowed (recursion too deep)".into(),
-                    ),
-                    GuestExit::Trap(_) if memory_refused => (
-                        Some((LimitKind::Memory, memory_limit.clone())),
-                        format!(
-                            "memory limit of {memory_limit} reached and the interpreter could not recover ({exit})"
-                        ),
-                    ),
-                    GuestExit::Exited(code) => (
-                        None,
-                        format!("the program ended the interpreter with exit status {code}"),
-                    ),
-                    other => (None, format!("the interpreter crashed ({other})")),
-                };
-                let note = self.lose_state(&why);
-                match limit {
-                    Some((kind, limit)) => {
-                        execution.limit = Some(LimitHit {
-                            kind,
-                            limit,
-                            message: note.clone(),
-                        });
-                    }
-                    None => {
-                        execution.error = Some(ExecError {
-                            name: "InterpreterExit".into(),
-                            value: note.clone(),
-                            traceback: String::new(),
-                        });
-                    }
-                }
-                execution.state_lost = Some(note);
-            }
-        }
+        };
 
         let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
-        if output_truncated {
-            // The full-output files were written behind the ledger's back.
-            self.ledger.forget();
-        }
         let over_quota = if self.image.quota_gated {
             self.ledger.take_refused()
         } else {
-            self.ledger.quota().exceeded(self.ledger.usage()).is_some()
+            self.ledger.over_quota()
         };
         if over_quota && execution.limit.is_none() {
             let limit = self.ledger.quota().describe();
@@ -422,7 +330,7 @@ impl CodeInterpreter for WasmSandbox {
             sandbox: self.ledger.dir().clone(),
             site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
             python_version: self.image.manifest.python_version.clone(),
-            quota: self.ledger.quota().clone(),
+            ledger: self.ledger.clone(),
             built_in: self.image.built_in.clone(),
         };
         let installed = installer
@@ -449,13 +357,18 @@ impl CodeInterpreter for WasmSandbox {
 
     async fn usage(&self) -> ResourceUsage {
         let ledger = self.ledger.clone();
-        let disk = tokio::task::spawn_blocking(move || ledger.usage())
+        let disk = tokio::task::spawn_blocking(move || ledger.usage().map_err(|e| e.to_string()))
             .await
-            .ok();
+            .unwrap_or_else(|e| Err(format!("measuring failed: {e}")));
+        let (disk, disk_error) = match disk {
+            Ok(usage) => (Some(usage), None),
+            Err(e) => (None, Some(e)),
+        };
         ResourceUsage {
             memory_bytes: self.interpreter.as_ref().map(Interpreter::memory_bytes),
             disk_bytes: disk.map(|d| d.bytes),
             disk_files: disk.map(|d| d.files),
+            disk_error,
         }
     }
 
@@ -490,48 +403,12 @@ impl Drop for WasmSandbox {
     }
 }
 
-/// Most bytes of an execution's reply: its images, and a value, message and
-/// traceback of at most the output limit each, with room for framing.
-fn reply_bytes(limits: &ExecLimits) -> usize {
-    let images = limits.max_images.saturating_mul(limits.image_bytes + 4096);
-    images
-        .saturating_add(limits.output_bytes.saturating_mul(3))
-        .saturating_add(64 << 10)
-}
-
-/// Puts what the driver answered into the result, within the execution's
-/// limits: the reply comes from guest memory, so it is held to them here
-/// whatever the driver was told.
-fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
-    execution.value = reply.value.map(|v| cap_value_text(v, limits.output_bytes));
-    execution.error = reply.error.map(|e| cap_exec_error(e, limits.output_bytes));
-    let (fitting, too_large): (Vec<_>, Vec<_>) = reply
-        .images
-        .into_iter()
-        .partition(|image| image.png.len() <= limits.image_bytes);
-    let dropped = too_large.len() + fitting.len().saturating_sub(limits.max_images);
-    execution.images = fitting
-        .into_iter()
-        .take(limits.max_images)
-        .map(|image| ExecImage {
-            mime_type: "image/png".into(),
-            data_base64: base64::engine::general_purpose::STANDARD.encode(image.png),
-            path: image.full_size_path,
-        })
-        .collect();
-    if dropped > 0 {
-        execution.stderr.text.push_str(&format!(
-            "\n[{dropped} image(s) not returned: at most {} per execution, {} each]\n",
-            limits.max_images,
-            human_bytes(limits.image_bytes as u64)
-        ));
-    }
-}
-
-/// Opens the ledger that keeps a sandbox directory within its disk quota.
+/// Opens the ledger that keeps a sandbox directory within its disk quota
+/// and the root's disk budget.
 pub(crate) fn open_ledger(
     host_dir: &Path,
     limits: &SandboxLimits,
+    root: &SandboxRoot,
 ) -> Result<Arc<QuotaLedger>, SandboxError> {
     let dir = Dir::open_ambient_dir(host_dir, cap_std::ambient_authority()).map_err(|source| {
         SandboxError::Root {
@@ -541,6 +418,8 @@ pub(crate) fn open_ledger(
     })?;
     Ok(QuotaLedger::new(
         Arc::new(dir),
+        host_dir,
         DiskQuota::new(limits.disk_bytes, limits.disk_files),
+        root.disk_budget().clone(),
     ))
 }

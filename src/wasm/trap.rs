@@ -14,6 +14,8 @@ pub(crate) enum GuestExit {
     OutOfFuel,
     /// It overflowed the WebAssembly stack.
     StackOverflow,
+    /// It held more open files (WASI resources) than its table allows.
+    TooManyOpen,
     /// It trapped for another reason (the message says which).
     Trap(String),
     /// It was already gone before the call.
@@ -28,6 +30,7 @@ impl fmt::Display for GuestExit {
             Self::Exited(code) => write!(f, "the program exited with status {code}"),
             Self::OutOfFuel => f.write_str("all fuel consumed"),
             Self::StackOverflow => f.write_str("WebAssembly stack overflow"),
+            Self::TooManyOpen => f.write_str("too many open files"),
             Self::Trap(message) => write!(f, "WebAssembly trap: {message}"),
             Self::Gone => f.write_str("the interpreter was no longer running"),
             Self::Failed(message) => f.write_str(message),
@@ -43,6 +46,12 @@ pub(crate) fn classify(result: wasmtime::Result<()>) -> GuestExit {
     };
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
         return GuestExit::Exited(exit.0);
+    }
+    if error
+        .downcast_ref::<wasmtime::component::ResourceTableError>()
+        .is_some()
+    {
+        return GuestExit::TooManyOpen;
     }
     if let Some(trap) = error.downcast_ref::<Trap>() {
         return match trap {

@@ -193,11 +193,12 @@ async fn the_disk_quota_fails_writes_inside_python_and_the_host_disk_never_fills
         )
         .await;
     assert!(tool.contains("disk quota"), "{tool}");
-    // Freeing space makes room again.
+    // Freeing space makes room again (a file deleted while still open keeps
+    // its bytes until it is closed, so close it first).
     server
         .run(
             &id,
-            "import os\nos.remove('/big.bin')\nos.remove('/more.bin')",
+            "import os\nf.close()\nos.remove('/big.bin')\nos.remove('/more.bin')",
         )
         .await;
     let again = server

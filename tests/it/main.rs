@@ -4,6 +4,7 @@
 //! loopback (and need `python3`).
 
 mod behaviour;
+mod budgets;
 mod cli;
 mod e2b;
 mod e2b_fake;
