@@ -71,6 +71,8 @@ async fn status_reports_each_sandbox_and_close_removes_it() {
     let sb = server
         .ok("get_sandbox_status", json!({"session_id": b}))
         .await;
+    assert_eq!(sb["count"], 1, "asked about one sandbox: {sb}");
+    assert_eq!(sb["sandbox_ids"], json!([b]), "no other sandbox's id: {sb}");
     assert_eq!(sb["sandboxes"][0]["limits"]["timeout_seconds"], 5.0);
     assert_eq!(sb["sandboxes"][0]["limits"]["memory_bytes"], 128u64 << 20);
 
@@ -348,4 +350,32 @@ async fn a_server_killed_in_the_middle_of_an_execution_leaves_nothing_that_break
         "the leftovers are gone"
     );
     second.stop().await;
+}
+
+#[tokio::test]
+async fn closing_a_sandbox_during_an_execution_says_so_and_starts_nothing_new() {
+    let server = std::sync::Arc::new(Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await);
+    let id = server.create().await;
+    let running = {
+        let (server, id) = (server.clone(), id.clone());
+        tokio::spawn(async move { server.exec(&id, "while True: pass").await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    server.ok("close_sandbox", json!({"session_id": id})).await;
+    let result = running.await.unwrap();
+    let s = structured(&result);
+    let said = s["error"]["value"].as_str().unwrap_or_default();
+    assert!(said.contains("sandbox was closed"), "{s}");
+    assert!(!said.contains("cancelled by the client"), "{s}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        server.sandbox_dirs().is_empty(),
+        "no interpreter restarted in a closed sandbox: {:?}",
+        server.sandbox_dirs()
+    );
+    std::sync::Arc::try_unwrap(server)
+        .ok()
+        .expect("the only owner")
+        .stop()
+        .await;
 }
