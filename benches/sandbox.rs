@@ -101,7 +101,7 @@ fn execute(c: &mut Criterion) {
     files.bench_function("write_then_read_1MiB", |b| {
         b.to_async(&rt).iter(|| async {
             sandbox.write(path.clone(), data.clone()).await.unwrap();
-            let back = sandbox.read(path.clone(), 2 << 20).await.unwrap();
+            let back = sandbox.read(path.clone(), 0, 2 << 20).await.unwrap();
             assert_eq!(back.bytes.len(), 1 << 20);
         })
     });

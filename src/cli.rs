@@ -126,8 +126,10 @@ pub struct Settings {
     )]
     pub fuel: u64,
 
-    /// Bytes of each output stream (stdout, stderr) returned inline.
-    #[arg(long, env = "SANDBOX_OUTPUT_LIMIT_BYTES", default_value_t = 1 << 20, global = true)]
+    /// Bytes of each output stream (stdout, stderr), of a value and of a
+    /// traceback returned to the model; longer ones keep their head and tail
+    /// (and the whole stream is saved in the sandbox).
+    #[arg(long, env = "SANDBOX_OUTPUT_LIMIT_BYTES", default_value_t = 16 << 10, global = true)]
     pub output_limit_bytes: usize,
 
     /// Bytes of each output stream kept in a file in the sandbox when it

@@ -96,8 +96,11 @@ impl Config {
                 "a 32-bit WebAssembly memory holds at most 4096 MiB",
             ));
         }
-        if s.output_limit_bytes == 0 {
-            return Err(bad("SANDBOX_OUTPUT_LIMIT_BYTES", "must be at least 1"));
+        if s.output_limit_bytes < 1024 {
+            return Err(bad(
+                "SANDBOX_OUTPUT_LIMIT_BYTES",
+                "must be at least 1024, room for some head and tail of the output and the note between them",
+            ));
         }
         if s.image_limit_bytes < 4096 {
             return Err(bad(

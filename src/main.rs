@@ -172,14 +172,16 @@ fn load_env_file() {
             from_flag = Some(path.to_owned());
         }
     }
+    // Exactly the file named, or .env in the working directory: never one
+    // found by walking up the parent directories.
     match from_flag.or_else(|| std::env::var("SANDBOX_ENV_FILE").ok()) {
         Some(path) => {
-            if let Err(e) = dotenvy::from_filename(&path) {
+            if let Err(e) = dotenvy::from_path(&path) {
                 eprintln!("mcp-code-sandbox: cannot read the env file {path}: {e}");
             }
         }
         None => {
-            let _ = dotenvy::dotenv();
+            let _ = dotenvy::from_path(".env");
         }
     }
 }

@@ -125,8 +125,13 @@ pub trait FileInterface: Send + Sync {
     /// Lists a directory (not recursively), at most `max_entries` entries.
     async fn list(&self, path: &GuestPath, max_entries: usize) -> Result<Listing, SandboxError>;
 
-    /// Reads a file, at most `max_bytes` of it.
-    async fn read(&self, path: &GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError>;
+    /// Reads at most `max_bytes` of a file, from byte `offset`.
+    async fn read(
+        &self,
+        path: &GuestPath,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<FileContent, SandboxError>;
 
     /// Writes a file atomically, creating parent directories; returns bytes written.
     async fn write(&self, path: &GuestPath, data: Vec<u8>) -> Result<u64, SandboxError>;

@@ -30,7 +30,8 @@ use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
 use crate::sandbox::{
-    BackendKind, EntryKind, GuestPath, InstallReport, PackageSource, SandboxError, human_bytes,
+    BackendKind, EntryKind, FileContent, GuestPath, InstallReport, PackageSource, SandboxError,
+    human_bytes,
 };
 
 const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
@@ -73,10 +74,14 @@ async fn contain_panics(
     }
 }
 
+/// A number of seconds from a client: above 0 and finite (the sandbox's
+/// maximum is checked where it is known).
 fn seconds(value: Option<f64>, name: &str) -> Result<Option<Duration>, SandboxError> {
     match value {
         None => Ok(None),
-        Some(s) if s > 0.0 && s <= 86_400.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) if s > 0.0 => Duration::try_from_secs_f64(s).map(Some).map_err(|_| {
+            SandboxError::InvalidArgument(format!("{name} {s} is not a usable number of seconds"))
+        }),
         Some(s) => Err(SandboxError::InvalidArgument(format!(
             "{name} must be a number of seconds above 0, not {s}"
         ))),
@@ -469,8 +474,11 @@ kind (file, directory, symlink), size and modification time of each entry.",
     }
 
     #[tool(
-        description = "Read a file from a sandbox. Text comes back as is; a file that is not UTF-8 comes \
-back as base64 with encoding \"base64\". Large files are cut at the server's limit (truncated: true).",
+        description = "Read a file from a sandbox, a page at a time. Text comes back as is, 64 KiB at \
+a time by default, ending at a line break when one is near; a result that stops short of the end \
+says so (truncated) and gives next_offset to pass as offset for the next page. offset and length \
+(bytes) read any part, e.g. the end of a large output file. A file that is not UTF-8 comes back \
+whole (up to the server's file limit) as base64 with encoding \"base64\".",
         annotations(read_only_hint = true),
         output_schema = schema_for_output::<ReadResult>()
     )]
@@ -481,25 +489,38 @@ back as base64 with encoding \"base64\". Large files are cut at the server's lim
     async fn read_file_inner(&self, p: ReadFileParams) -> Result<CallToolResult, SandboxError> {
         let path = GuestPath::parse(&p.file_path)?;
         let sandbox = self.manager.get(&p.session_id)?;
-        let file = sandbox
-            .read(path.clone(), self.limits.max_file_bytes)
-            .await?;
-        let (content, encoding) = encode_content(file.bytes);
-        let text = if file.truncated {
-            format!(
-                "{content}\n[cut: the file has {} bytes; only the first {} are shown]",
-                file.size, self.limits.max_file_bytes
-            )
-        } else {
-            content.clone()
-        };
+        let offset = p.offset.unwrap_or(0);
+        let max = self.limits.max_file_bytes;
+        if p.length == Some(0) || p.length.is_some_and(|l| l > max) {
+            return Err(SandboxError::InvalidArgument(format!(
+                "length must be between 1 and {max} bytes (SANDBOX_MAX_FILE_BYTES)"
+            )));
+        }
+        let asked = p.length.unwrap_or(TEXT_PAGE_BYTES.min(max));
+        let mut file = sandbox.read(path.clone(), offset, asked).await?;
+        if p.length.is_none() && !looks_like_text(&file.bytes) && file.truncated {
+            // A binary file is no use in pages: the whole of it, up to the limit.
+            file = sandbox.read(path.clone(), offset, max).await?;
+        }
+        let page = Page::of(file, offset, p.length.is_none());
+        let (content, encoding) = encode_content(page.bytes);
+        let mut text = content.clone();
+        if let Some(next) = page.next_offset {
+            text.push_str(&format!(
+                "\n[bytes {offset} to {} of {}; the file goes on: read_file with offset {next} for more]",
+                next, page.size
+            ));
+        }
         Ok(structured(
             &ReadResult {
                 path: path.to_string(),
                 content,
                 encoding,
-                size: file.size,
-                truncated: file.truncated,
+                size: page.size,
+                offset,
+                length: page.length,
+                truncated: page.next_offset.is_some(),
+                next_offset: page.next_offset,
             },
             text,
             false,
@@ -563,6 +584,56 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
             text,
             false,
         ))
+    }
+}
+
+/// Bytes of a text file `read_file` returns when no length is given.
+const TEXT_PAGE_BYTES: u64 = 64 << 10;
+
+/// Whether bytes read from a file look like text: UTF-8 (but for a character
+/// cut at the end) without NUL bytes.
+fn looks_like_text(bytes: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none() && bytes.len() - e.valid_up_to() < 4,
+    };
+    valid && !bytes.contains(&0)
+}
+
+/// One page of a file, as `read_file` returns it.
+struct Page {
+    bytes: Vec<u8>,
+    size: u64,
+    length: u64,
+    next_offset: Option<u64>,
+}
+
+impl Page {
+    /// The page read at `offset`. A page of text the server chose the length
+    /// of (`tidy`) ends at a character boundary, and at a line break when one
+    /// is in its last quarter, so no line is split between two pages.
+    fn of(file: FileContent, offset: u64, tidy: bool) -> Self {
+        let mut bytes = file.bytes;
+        if file.truncated && tidy && looks_like_text(&bytes) {
+            let mut end = match std::str::from_utf8(&bytes) {
+                Ok(_) => bytes.len(),
+                Err(e) => e.valid_up_to(),
+            };
+            if let Some(newline) = bytes[..end].iter().rposition(|&b| b == b'\n')
+                && newline + 1 >= end * 3 / 4
+            {
+                end = newline + 1;
+            }
+            bytes.truncate(end);
+        }
+        let length = bytes.len() as u64;
+        let next = offset + length;
+        Self {
+            bytes,
+            size: file.size,
+            length,
+            next_offset: (file.truncated || next < file.size).then_some(next),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! cache, linked) once per server and then instantiated per sandbox.
 
 mod capture;
+mod door;
 pub mod engine;
 mod guest_io;
 pub mod host_memory;

@@ -23,6 +23,9 @@ use crate::sandbox::{
     EntryKind, FileContent, FileEntry, FileInterface, GuestPath, Listing, SandboxError,
 };
 
+/// Furthest offset `read_file` reads from (envd sends a file from its start).
+const MAX_READ_OFFSET: u64 = 256 << 20;
+
 /// The directory of the VM that the file tools call `/`: the default user's
 /// home, where the code interpreter runs.
 pub(crate) const HOME: &str = "/home/user";
@@ -142,6 +145,7 @@ impl Envd {
     pub(crate) async fn read(
         &self,
         path: &GuestPath,
+        offset: u64,
         max_bytes: u64,
     ) -> Result<FileContent, SandboxError> {
         let shown = path.to_string();
@@ -162,18 +166,29 @@ impl Envd {
         if !response.status().is_success() {
             return Err(self.file_error(Failure::read(response).await, &shown, &what));
         }
-        let cap = usize::try_from(max_bytes.saturating_add(1)).unwrap_or(usize::MAX);
+        // envd sends the whole file: read up to the end of the page (and a
+        // byte more, to learn whether the file goes on), then keep the page.
+        if offset > MAX_READ_OFFSET {
+            return Err(SandboxError::InvalidArgument(format!(
+                "offset {offset} is past the {} that read_file pages through on the e2b backend; read the end of a larger file with execute_code (e.g. print(open(path).read()[-2000:]))",
+                crate::sandbox::human_bytes(MAX_READ_OFFSET)
+            )));
+        }
+        let end = offset.saturating_add(max_bytes);
+        let cap = usize::try_from(end.saturating_add(1)).unwrap_or(usize::MAX);
         let (mut bytes, ended) = read_capped(response, cap).await;
         ended.map_err(|e| super::error::network_error(&what, e, self.bound))?;
-        let truncated = bytes.len() as u64 > max_bytes;
-        bytes.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
+        let truncated = bytes.len() as u64 > end;
+        bytes.truncate(usize::try_from(end).unwrap_or(usize::MAX));
+        let read = bytes.len() as u64;
+        bytes.drain(..usize::try_from(offset.min(read)).unwrap_or(usize::MAX));
         let size = if truncated {
             match self.stat(path).await {
-                Ok(entry) => entry.size.max(bytes.len() as u64 + 1),
-                Err(_) => bytes.len() as u64 + 1,
+                Ok(entry) => entry.size.max(read + 1),
+                Err(_) => read + 1,
             }
         } else {
-            bytes.len() as u64
+            read
         };
         Ok(FileContent {
             bytes,
@@ -391,8 +406,13 @@ impl FileInterface for Envd {
         Envd::list(self, path, max_entries).await
     }
 
-    async fn read(&self, path: &GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError> {
-        Envd::read(self, path, max_bytes).await
+    async fn read(
+        &self,
+        path: &GuestPath,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<FileContent, SandboxError> {
+        Envd::read(self, path, offset, max_bytes).await
     }
 
     async fn write(&self, path: &GuestPath, data: Vec<u8>) -> Result<u64, SandboxError> {

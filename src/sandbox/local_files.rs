@@ -7,7 +7,7 @@
 //! never sees half a file, and they never follow a symbolic link at the last
 //! component.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -56,9 +56,14 @@ impl FileInterface for LocalFiles {
             .await
     }
 
-    async fn read(&self, path: &GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError> {
+    async fn read(
+        &self,
+        path: &GuestPath,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<FileContent, SandboxError> {
         let path = path.clone();
-        self.blocking(move |dir, _| read(dir, &path, max_bytes))
+        self.blocking(move |dir, _| read(dir, &path, offset, max_bytes))
             .await
     }
 
@@ -120,7 +125,12 @@ fn list(dir: &Dir, path: &GuestPath, max_entries: usize) -> Result<Listing, Sand
     Ok(Listing { entries, truncated })
 }
 
-fn read(dir: &Dir, path: &GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError> {
+fn read(
+    dir: &Dir,
+    path: &GuestPath,
+    offset: u64,
+    max_bytes: u64,
+) -> Result<FileContent, SandboxError> {
     let shown = path.to_string();
     if path.is_root() {
         return Err(SandboxError::WrongKind {
@@ -141,6 +151,9 @@ fn read(dir: &Dir, path: &GuestPath, max_bytes: u64) -> Result<FileContent, Sand
             std::io::Error::from(std::io::ErrorKind::IsADirectory),
         ));
     }
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| SandboxError::io("read", &shown, e))?;
     let mut bytes = Vec::new();
     // Read one byte past the limit to learn whether the file goes on; the size
     // from metadata is not trusted (sparse files, files that grow).
@@ -150,7 +163,7 @@ fn read(dir: &Dir, path: &GuestPath, max_bytes: u64) -> Result<FileContent, Sand
     let truncated = bytes.len() as u64 > max_bytes;
     bytes.truncate(max_bytes as usize);
     Ok(FileContent {
-        size: meta.len().max(bytes.len() as u64),
+        size: meta.len().max(offset.saturating_add(bytes.len() as u64)),
         bytes,
         truncated,
     })
@@ -262,13 +275,21 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(std::fs::read(root.join("a/b/c.txt")).unwrap(), b"hello");
-        let got = files.read(&p("a/b/c.txt"), 100).await.unwrap();
+        let got = files.read(&p("a/b/c.txt"), 0, 100).await.unwrap();
         assert_eq!(got.bytes, b"hello");
         assert!(!got.truncated);
-        let cut = files.read(&p("a/b/c.txt"), 2).await.unwrap();
+        let cut = files.read(&p("a/b/c.txt"), 0, 2).await.unwrap();
         assert_eq!(cut.bytes, b"he");
         assert!(cut.truncated);
         assert_eq!(cut.size, 5);
+        let page = files.read(&p("a/b/c.txt"), 2, 2).await.unwrap();
+        assert_eq!(page.bytes, b"ll");
+        assert!(page.truncated);
+        let last = files.read(&p("a/b/c.txt"), 4, 100).await.unwrap();
+        assert_eq!(last.bytes, b"o");
+        assert!(!last.truncated);
+        let past = files.read(&p("a/b/c.txt"), 50, 100).await.unwrap();
+        assert!(past.bytes.is_empty() && !past.truncated);
         let listing = files.list(&p("/a/b"), 10).await.unwrap();
         assert_eq!(listing.entries.len(), 1);
         assert_eq!(listing.entries[0].path, "/a/b/c.txt");
@@ -284,7 +305,7 @@ mod tests {
         symlink("../secret.txt", root.join("rel")).unwrap();
         symlink("..", root.join("up")).unwrap();
         for name in ["abs", "rel", "up/secret.txt"] {
-            let err = files.read(&p(name), 100).await.unwrap_err();
+            let err = files.read(&p(name), 0, 100).await.unwrap_err();
             assert!(matches!(err, SandboxError::Escape(_)), "{name}: {err}");
         }
         let err = files
@@ -305,7 +326,10 @@ mod tests {
         let (_tmp, root, files) = sandbox();
         std::fs::write(root.join("real.txt"), "inside").unwrap();
         symlink("real.txt", root.join("alias")).unwrap();
-        assert_eq!(files.read(&p("alias"), 100).await.unwrap().bytes, b"inside");
+        assert_eq!(
+            files.read(&p("alias"), 0, 100).await.unwrap().bytes,
+            b"inside"
+        );
         let listing = files.list(&GuestPath::root(), 10).await.unwrap();
         let alias = listing.entries.iter().find(|e| e.name == "alias").unwrap();
         assert_eq!(alias.kind, EntryKind::Symlink);
@@ -317,7 +341,7 @@ mod tests {
         std::fs::create_dir(root.join("d")).unwrap();
         std::fs::write(root.join("f"), "x").unwrap();
         assert!(matches!(
-            files.read(&p("d"), 10).await.unwrap_err(),
+            files.read(&p("d"), 0, 10).await.unwrap_err(),
             SandboxError::WrongKind { .. }
         ));
         assert!(matches!(
@@ -325,7 +349,7 @@ mod tests {
             SandboxError::WrongKind { .. }
         ));
         assert!(matches!(
-            files.read(&p("nope"), 10).await.unwrap_err(),
+            files.read(&p("nope"), 0, 10).await.unwrap_err(),
             SandboxError::NotFound(_)
         ));
         assert!(matches!(
@@ -359,7 +383,7 @@ mod tests {
             symlink("d/../up/", root.join("chain")).unwrap();
             let raw = tokens.join("/");
             if let Ok(path) = GuestPath::parse(&raw) {
-                if let Ok(content) = rt.block_on(files.read(&path, 1 << 20)) {
+                if let Ok(content) = rt.block_on(files.read(&path, 0, 1 << 20)) {
                     proptest::prop_assert_ne!(content.bytes, b"host secret".to_vec(), "{} read the host", raw);
                 }
                 let _ = rt.block_on(files.write(&path, b"pwned".to_vec()));

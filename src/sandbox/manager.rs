@@ -220,14 +220,7 @@ impl SandboxManager {
         let backend = self.backend(kind)?.clone();
         let mut limits = self.settings.limits.clone();
         if let Some(timeout) = request.timeout {
-            if timeout > limits.max_timeout {
-                return Err(SandboxError::InvalidArgument(format!(
-                    "timeout_seconds {} is over this server's maximum of {}",
-                    timeout.as_secs_f64(),
-                    limits.max_timeout.as_secs_f64()
-                )));
-            }
-            limits.timeout = timeout;
+            limits.timeout = limits.check_timeout(timeout)?;
         }
         if let Some(memory) = request.memory_bytes {
             if memory > self.settings.max_memory_bytes {
@@ -424,7 +417,7 @@ impl Sandbox {
         timeout: Option<Duration>,
         cancel: CancellationToken,
     ) -> Result<Execution, SandboxError> {
-        let limits = self.limits.for_execution(timeout);
+        let limits = self.limits.for_execution(timeout)?;
         let mut turn = self.turn().await?;
         let stop = self.stop_on_cancel_or_close(cancel);
         let result = turn
@@ -472,10 +465,18 @@ impl Sandbox {
         turn.interpreter().files().list(&path, max_entries).await
     }
 
-    /// Reads a file.
-    pub async fn read(&self, path: GuestPath, max_bytes: u64) -> Result<FileContent, SandboxError> {
+    /// Reads at most `max_bytes` of a file, from byte `offset`.
+    pub async fn read(
+        &self,
+        path: GuestPath,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<FileContent, SandboxError> {
         let mut turn = self.turn().await?;
-        turn.interpreter().files().read(&path, max_bytes).await
+        turn.interpreter()
+            .files()
+            .read(&path, offset, max_bytes)
+            .await
     }
 
     /// Writes a file.

@@ -6,6 +6,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::error::SandboxError;
+
 /// The limits one execution runs under.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecLimits {
@@ -53,16 +55,34 @@ pub struct SandboxLimits {
 }
 
 impl SandboxLimits {
-    /// The limits of one execution that asked for `timeout` (capped at the maximum).
-    pub fn for_execution(&self, timeout: Option<Duration>) -> ExecLimits {
-        ExecLimits {
-            timeout: timeout.unwrap_or(self.timeout).min(self.max_timeout),
+    /// The limits of one execution that asked for `timeout`; a timeout over
+    /// the maximum is refused (the same rule as at creation).
+    pub fn for_execution(&self, timeout: Option<Duration>) -> Result<ExecLimits, SandboxError> {
+        let timeout = match timeout {
+            Some(asked) => self.check_timeout(asked)?,
+            None => self.timeout,
+        };
+        Ok(ExecLimits {
+            timeout,
             fuel: self.fuel,
             output_bytes: self.output_bytes,
             output_file_bytes: self.output_file_bytes,
             image_bytes: self.image_bytes,
             max_images: self.max_images,
+        })
+    }
+
+    /// `asked`, if it is within the maximum timeout.
+    pub fn check_timeout(&self, asked: Duration) -> Result<Duration, SandboxError> {
+        if asked > self.max_timeout {
+            return Err(SandboxError::InvalidArgument(format!(
+                "timeout_seconds {} is over this server's maximum of {} (SANDBOX_MAX_TIMEOUT_SECONDS); ask for {} or less",
+                asked.as_secs_f64(),
+                self.max_timeout.as_secs_f64(),
+                self.max_timeout.as_secs_f64()
+            )));
         }
+        Ok(asked)
     }
 }
 
@@ -226,53 +246,37 @@ pub struct Execution {
 }
 
 impl Execution {
-    /// Whether the call should be reported to the client as an error.
+    /// Whether the call should be reported to the client as an error: the
+    /// code raised, or a limit stopped or failed it (output cut short is not
+    /// an error: the code ran to the end).
     pub fn is_error(&self) -> bool {
-        self.error.is_some() || self.limit.is_some()
+        self.error.is_some()
+            || self
+                .limit
+                .as_ref()
+                .is_some_and(|l| l.kind != LimitKind::Output)
     }
 
     /// Records the output limit (`output_bytes` per stream) as the limit hit
-    /// when a stream was cut and no other limit was, naming the files that
-    /// hold the whole output.
+    /// when a stream was cut and no other limit was. Where the whole output
+    /// is, the stream's own text says (once).
     pub fn note_output_limit(&mut self, output_bytes: usize) {
         if !(self.stdout.truncated || self.stderr.truncated) || self.limit.is_some() {
             return;
         }
         let limit = human_bytes(output_bytes as u64);
-        let saved: Vec<String> = [&self.stdout, &self.stderr]
-            .iter()
-            .filter_map(|t| {
-                let path = t.full_output_path.as_ref()?;
-                Some(match t.saved_bytes {
-                    Some(saved) if saved < t.total_bytes => format!(
-                        "{path} (its first {} of {}: the file limit or the disk quota stopped it)",
-                        human_bytes(saved),
-                        human_bytes(t.total_bytes)
-                    ),
-                    _ => path.clone(),
-                })
-            })
-            .collect();
-        let where_ = if saved.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; the output is saved in {} (read it with read_file)",
-                saved.join(" and ")
-            )
-        };
         self.limit = Some(LimitHit {
             kind: LimitKind::Output,
             limit: format!("{limit} per stream"),
             message: format!(
-                "output limit of {limit} per stream reached: the rest was cut{where_}; the code itself ran to the end"
+                "output over {limit} per stream: its middle was left out of the result (the stream's text says where the whole is); the code ran to the end"
             ),
         });
     }
 }
 
 /// Room [`cap_value_text`] keeps for its marker line, in bytes.
-const MARKER_ROOM: usize = 80;
+pub const MARKER_ROOM: usize = 80;
 
 /// Cuts text to at most `limit` bytes by leaving out its middle: the head
 /// and the tail are kept (each ending or starting at a line break when one is
@@ -285,29 +289,51 @@ pub fn cap_value_text(text: String, limit: usize) -> String {
         return text;
     }
     let half = limit.saturating_sub(MARKER_ROOM) / 2;
-    let mut head_end = text.floor_char_boundary(half);
-    if let Some(newline) = text[..head_end].rfind('\n')
+    let bytes = text.as_bytes();
+    head_and_tail(
+        &bytes[..half],
+        &bytes[bytes.len() - half..],
+        bytes.len() as u64,
+        "",
+    )
+}
+
+/// The text of something `total` bytes long of which only `head` (its first
+/// bytes) and `tail` (its last bytes) were kept: the head up to its last line
+/// break when one is in its second half, a marker line saying how many bytes
+/// are left out (followed by `whereabouts`, e.g. where the whole is), and the
+/// tail from its first line break when one is in its first half. Neither
+/// part ends in half a character.
+pub fn head_and_tail(head: &[u8], tail: &[u8], total: u64, whereabouts: &str) -> String {
+    let mut head_end = match std::str::from_utf8(head) {
+        Ok(_) => head.len(),
+        Err(e) => e.valid_up_to(),
+    };
+    if let Some(newline) = head[..head_end].iter().rposition(|&b| b == b'\n')
         && newline >= head_end / 2
     {
         head_end = newline + 1;
     }
-    let mut tail_start = text.ceil_char_boundary(text.len() - half);
-    if let Some(newline) = text[tail_start..].find('\n')
-        && newline < (text.len() - tail_start) / 2
+    let mut tail_start = tail
+        .iter()
+        .position(|&b| b & 0xC0 != 0x80)
+        .unwrap_or(tail.len());
+    if let Some(newline) = tail[tail_start..].iter().position(|&b| b == b'\n')
+        && newline < (tail.len() - tail_start) / 2
     {
         tail_start += newline + 1;
     }
-    let head = &text[..head_end];
-    let break_before = if head.is_empty() || head.ends_with('\n') {
+    let (head, tail) = (&head[..head_end], &tail[tail_start..]);
+    let left_out = total.saturating_sub((head.len() + tail.len()) as u64);
+    let break_before = if head.is_empty() || head.ends_with(b"\n") {
         ""
     } else {
         "\n"
     };
     format!(
-        "{head}{break_before}… [{} of {} bytes left out] …\n{}",
-        tail_start - head_end,
-        text.len(),
-        &text[tail_start..]
+        "{}{break_before}… [{left_out} of {total} bytes left out{whereabouts}] …\n{}",
+        String::from_utf8_lossy(head),
+        String::from_utf8_lossy(tail)
     )
 }
 
@@ -374,11 +400,11 @@ pub enum Encoding {
 /// The content of a file read from a sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileContent {
-    /// The bytes read (at most the limit).
+    /// The bytes read, from the offset asked for (at most the length asked for).
     pub bytes: Vec<u8>,
     /// The file's full size.
     pub size: u64,
-    /// Whether `bytes` is cut short of the file's size.
+    /// Whether the file goes on past `bytes`.
     pub truncated: bool,
 }
 
@@ -534,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn an_execution_timeout_is_capped_at_the_sandbox_maximum() {
+    fn an_execution_timeout_over_the_maximum_is_refused() {
         let limits = SandboxLimits {
             timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(60),
@@ -548,14 +574,21 @@ mod tests {
             max_images: 8,
             open_files: 256,
         };
-        assert_eq!(limits.for_execution(None).timeout, Duration::from_secs(30));
         assert_eq!(
-            limits.for_execution(Some(Duration::from_secs(5))).timeout,
+            limits.for_execution(None).unwrap().timeout,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            limits
+                .for_execution(Some(Duration::from_secs(5)))
+                .unwrap()
+                .timeout,
             Duration::from_secs(5)
         );
-        assert_eq!(
-            limits.for_execution(Some(Duration::from_secs(600))).timeout,
-            Duration::from_secs(60)
-        );
+        let over = limits
+            .for_execution(Some(Duration::from_secs(600)))
+            .unwrap_err()
+            .to_string();
+        assert!(over.contains("maximum of 60"), "{over}");
     }
 }

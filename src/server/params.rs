@@ -116,6 +116,14 @@ pub struct ReadFileParams {
     pub session_id: String,
     /// File to read, inside the sandbox ("/data.csv" or "data.csv").
     pub file_path: String,
+    /// Byte to start at (default 0); a result that stops short of the end
+    /// gives the `next_offset` to continue from.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes to return (default: a 64 KiB page of a text file, or a whole
+    /// binary file up to the server's file limit).
+    #[serde(default)]
+    pub length: Option<u64>,
 }
 
 /// `write_file` arguments.

@@ -86,8 +86,15 @@ pub struct ReadResult {
     pub encoding: Encoding,
     /// The file's size in bytes.
     pub size: u64,
-    /// True if only the first part of the file is returned.
+    /// The byte `content` starts at.
+    pub offset: u64,
+    /// Bytes of the file in `content`.
+    pub length: u64,
+    /// True if the file goes on past what is returned.
     pub truncated: bool,
+    /// Where to continue reading, when the file goes on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
 }
 
 /// Result of `write_file` and `upload_file`.
@@ -159,7 +166,10 @@ pub fn render_execution(e: &Execution) -> String {
     stream(&mut out, "stdout", &e.stdout);
     stream(&mut out, "stderr", &e.stderr);
     if let Some(value) = &e.value {
-        let _ = writeln!(out, "Out: {value}");
+        // A multi-line value (a table) starts on a line of its own, so its
+        // first line lines up with the rest.
+        let gap = if value.contains('\n') { "\n" } else { " " };
+        let _ = writeln!(out, "Out:{gap}{}", value.trim_end_matches('\n'));
     }
     if let Some(error) = &e.error {
         if error.traceback.is_empty() {
@@ -182,8 +192,9 @@ pub fn render_execution(e: &Execution) -> String {
     }
     if let Some(limit) = &e.limit {
         let _ = writeln!(out, "Limit reached ({}): {}", limit.limit, limit.message);
-    } else if let Some(lost) = &e.state_lost {
-        let _ = writeln!(out, "Note: {lost}.");
+    }
+    if let Some(lost) = &e.state_lost {
+        let _ = writeln!(out, "State lost: {lost}.");
     }
     if out.is_empty() {
         out.push_str("(no output)\n");
@@ -221,14 +232,6 @@ fn stream(out: &mut String, name: &str, text: &CapturedText) {
     out.push_str(&text.text);
     if !text.text.ends_with('\n') {
         out.push('\n');
-    }
-    if text.truncated {
-        let dropped = text.total_bytes.saturating_sub(text.text.len() as u64);
-        let _ = write!(out, "[{name} cut: {} more not shown", human_bytes(dropped));
-        if let Some(path) = &text.full_output_path {
-            let _ = write!(out, "; the whole {name} is in {path}");
-        }
-        out.push_str("]\n");
     }
 }
 
@@ -311,5 +314,8 @@ mod tests {
         e.value = Some("42".into());
         let text = render_execution(&e);
         assert!(text.starts_with("stdout:\nhi\nOut: 42\n"), "{text}");
+        e.value = Some("   a  b\n0  1  2\n".into());
+        let text = render_execution(&e);
+        assert!(text.contains("Out:\n   a  b\n0  1  2\n["), "{text}");
     }
 }

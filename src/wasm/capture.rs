@@ -1,21 +1,23 @@
 //! [`OutputCapture`]: one output stream of one execution, bounded.
 //!
-//! The first `inline` bytes are kept in memory and returned with the result.
-//! When the program writes more, the whole stream (inline part included) is
-//! written to a file in the sandbox, up to `file_limit` bytes, so the model can
-//! page through it with `read_file` instead of flooding its context; bytes past
-//! that are only counted. The file is the sandbox's like any other: every byte
+//! Up to `inline` bytes are returned with the result: the whole stream when
+//! it fits, else its head and its tail, with a marker between them saying how
+//! much was left out and where the whole is. When the program writes more,
+//! the whole stream is written to a file in the sandbox, up to `file_limit`
+//! bytes, so the model can page through it with `read_file` instead of
+//! flooding its context; bytes past that are only counted. The file is the sandbox's like any other: every byte
 //! is booked with its quota ledger first, and the file stops where the quota
 //! (or the server's disk budget) is full. The guest is never blocked or failed
 //! by any of this.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
 use cap_std::fs::{File, OpenOptions};
 
-use crate::sandbox::CapturedText;
 use crate::sandbox::quota::QuotaLedger;
+use crate::sandbox::{CapturedText, MARKER_ROOM, head_and_tail};
 
 /// Where a stream's full text goes once it overflows the inline part.
 #[derive(Clone)]
@@ -31,7 +33,10 @@ pub(crate) struct SpillTarget {
 /// A bounded capture of one output stream.
 pub(crate) struct OutputCapture {
     inline_limit: usize,
+    /// The first bytes of the stream, up to the inline limit.
     inline: Vec<u8>,
+    /// The last bytes of the stream, up to half the inline limit.
+    tail: VecDeque<u8>,
     total: u64,
     spill: Option<SpillTarget>,
     file: Option<File>,
@@ -45,6 +50,7 @@ impl OutputCapture {
         Self {
             inline_limit,
             inline: Vec::new(),
+            tail: VecDeque::new(),
             total: 0,
             spill,
             file: None,
@@ -76,6 +82,20 @@ impl OutputCapture {
         }
         self.inline
             .extend_from_slice(&bytes[..room.min(bytes.len())]);
+        self.keep_tail(bytes);
+    }
+
+    /// Keeps the last half inline limit of bytes written.
+    fn keep_tail(&mut self, bytes: &[u8]) {
+        let keep = self.tail_len();
+        let bytes = &bytes[bytes.len().saturating_sub(keep)..];
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(keep);
+        self.tail.drain(..excess);
+    }
+
+    fn tail_len(&self) -> usize {
+        self.inline_limit.saturating_sub(MARKER_ROOM) / 2
     }
 
     fn open_spill(&mut self) {
@@ -138,30 +158,53 @@ impl OutputCapture {
         }
     }
 
-    /// The captured text.
+    /// The captured text: the whole stream, or its head and tail around a
+    /// marker that says where the whole is.
     pub(crate) fn finish(self) -> CapturedText {
         let truncated = self.total > self.inline.len() as u64;
-        let mut bytes = self.inline;
-        if truncated {
-            // Do not end on half of a UTF-8 character.
-            let valid = match std::str::from_utf8(&bytes) {
-                Ok(_) => bytes.len(),
-                Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                Err(_) => bytes.len(),
-            };
-            bytes.truncate(valid);
-        }
         let full_output_path = match &self.spill {
-            Some(target) if self.file_bytes > 0 => Some(format!("/{}", target.relative)),
+            Some(target) if truncated && self.file_bytes > 0 => {
+                Some(format!("/{}", target.relative))
+            }
             _ => None,
         };
+        let saved_bytes = full_output_path.as_ref().map(|_| self.file_bytes);
+        let text = if truncated {
+            let whereabouts = whereabouts(full_output_path.as_deref(), saved_bytes, self.total);
+            // Head, marker and tail together within the inline limit.
+            let half = self
+                .inline_limit
+                .saturating_sub(MARKER_ROOM + whereabouts.len())
+                / 2;
+            let head = &self.inline[..half.min(self.inline.len())];
+            let tail: Vec<u8> = self.tail.iter().copied().collect();
+            let tail = &tail[tail.len().saturating_sub(half)..];
+            head_and_tail(head, tail, self.total, &whereabouts)
+        } else {
+            String::from_utf8_lossy(&self.inline).into_owned()
+        };
         CapturedText {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
+            text,
             total_bytes: self.total,
             truncated,
-            full_output_path: if truncated { full_output_path } else { None },
-            saved_bytes: (truncated && self.file_bytes > 0).then_some(self.file_bytes),
+            full_output_path,
+            saved_bytes,
         }
+    }
+}
+
+/// Where the whole of a cut stream is, for the marker in its text.
+fn whereabouts(path: Option<&str>, saved: Option<u64>, total: u64) -> String {
+    match (path, saved) {
+        (Some(path), Some(saved)) if saved < total => format!(
+            "; its first {saved} bytes are in {path} (the file limit or the disk quota stopped it)"
+        ),
+        (Some(path), _) => {
+            format!(
+                "; the whole stream is in {path}: read it in pages with read_file (offset, length)"
+            )
+        }
+        _ => String::new(),
     }
 }
 
@@ -185,32 +228,41 @@ mod tests {
     }
 
     #[test]
-    fn long_output_is_cut_on_a_character_boundary_and_spilled_whole() {
+    fn long_output_keeps_its_head_and_tail_and_is_spilled_whole() {
         let tmp = tempfile::tempdir().unwrap();
         let mut c = OutputCapture::new(
-            5,
+            MARKER_ROOM + 200,
             Some(SpillTarget {
                 ledger: ledger(tmp.path(), DiskQuota::unlimited()),
                 relative: ".outputs/1-stdout.txt".into(),
-                file_limit: 9,
+                file_limit: 1000,
             }),
         );
-        c.push("abcdé".as_bytes()); // 6 bytes: é is two
-        c.push(b"123456789");
+        c.push("éééééé".as_bytes()); // two bytes each
+        for i in 0..50 {
+            c.push(format!("line {i:02}\n").as_bytes());
+        }
         let t = c.finish();
-        assert_eq!(t.text, "abcd");
         assert!(t.truncated);
-        assert_eq!(t.total_bytes, 15);
+        assert_eq!(t.total_bytes, 12 + 50 * 8);
+        assert!(t.text.starts_with("ééééé"), "{}", t.text);
+        assert!(
+            t.text.ends_with("line 49\n"),
+            "the tail is kept: {}",
+            t.text
+        );
+        assert!(
+            t.text
+                .contains("bytes left out; the whole stream is in /.outputs/1-stdout.txt"),
+            "{}",
+            t.text
+        );
         assert_eq!(
             t.full_output_path.as_deref(),
             Some("/.outputs/1-stdout.txt")
         );
         let saved = std::fs::read(tmp.path().join(".outputs/1-stdout.txt")).unwrap();
-        assert_eq!(
-            saved,
-            "abcdé123".as_bytes(),
-            "the file holds the stream up to its own limit"
-        );
+        assert_eq!(saved.len(), 412, "the file holds the whole stream");
     }
 
     fn ledger(path: &std::path::Path, quota: DiskQuota) -> Arc<QuotaLedger> {
@@ -248,10 +300,11 @@ mod tests {
 
     #[test]
     fn without_a_spill_target_overflow_is_only_counted() {
-        let mut c = OutputCapture::memory(3);
-        c.push(b"abcdef");
+        let mut c = OutputCapture::memory(MARKER_ROOM + 6);
+        c.push(&[b'a'; 100]);
+        c.push(b"xyz");
         let t = c.finish();
-        assert_eq!(t.text, "abc");
+        assert_eq!(t.text, "aaa\n… [97 of 103 bytes left out] …\nxyz");
         assert!(t.truncated);
         assert!(t.full_output_path.is_none());
     }

@@ -135,6 +135,8 @@ def _sandbox_driver():
     sys.argv = [""]
     builtins.exit = Quitter("exit")
     builtins.quit = Quitter("quit")
+    # Line-buffered, so that what a cell printed before a time limit stopped it is
+    # kept; each line is one cheap call to the host (see quota_gate.rs's shortcut).
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(line_buffering=True, errors="backslashreplace")
@@ -316,34 +318,148 @@ def _sandbox_driver():
     if not hasattr(builtins, "display"):
         builtins.display = display
 
-    def describe(exc, skip_frames):
+    driver_globals = globals()
+
+    def without_driver_frames(tb):
+        """The traceback without the frames of this driver's own code (its
+        functions that user code calls into: display, show, the event loop)."""
+        kept = []
+        while tb is not None:
+            if tb.tb_frame.f_globals is not driver_globals:
+                kept.append(tb)
+            tb = tb.tb_next
+        for earlier, later in zip(kept, kept[1:] + [None]):
+            earlier.tb_next = later
+        return kept[0] if kept else None
+
+    def describe(exc):
         import linecache
         import traceback
 
         for filename, source in sources.items():
             linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        tb = exc.__traceback__
-        for _ in range(skip_frames):
-            if tb is not None:
-                tb = tb.tb_next
-        lines = traceback.format_exception(type(exc), exc, tb)
+        seen = set()
+        chained = exc
+        while chained is not None and id(chained) not in seen:
+            seen.add(id(chained))
+            chained.__traceback__ = without_driver_frames(chained.__traceback__)
+            chained = chained.__cause__ or chained.__context__
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
         return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
 
+    # ---- asyncio -------------------------------------------------------------------------
+    # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket
+    # pair to wake itself). Coroutines, tasks and sleeps need none of that: the loop below
+    # runs them, waiting with time.sleep. It is asyncio's default once asyncio is imported,
+    # so asyncio.run() works, and cells may use await at the top level, as in a notebook.
+    async_state = {"loop": None}
+
+    def sandbox_event_loop_class():
+        import asyncio.base_events
+        import time
+
+        class NoSelector:
+            """The loop's idea of I/O: there is none; waiting is sleeping."""
+
+            def select(self, timeout=None):
+                if timeout is None:
+                    raise RuntimeError(
+                        "the event loop has nothing left to run and would wait forever: "
+                        "something awaits a future that nothing will complete (this sandbox "
+                        "has no network, subprocesses or threads to complete it)"
+                    )
+                if timeout > 0:
+                    time.sleep(timeout)
+                return []
+
+            def close(self):
+                pass
+
+        class SandboxEventLoop(asyncio.base_events.BaseEventLoop):
+            """An asyncio loop for coroutines, tasks and timers, without I/O."""
+
+            def __init__(self):
+                super().__init__()
+                self._selector = NoSelector()
+
+            def _process_events(self, event_list):
+                pass
+
+            def _write_to_self(self):
+                pass
+
+        return SandboxEventLoop
+
+    def use_sandbox_loop(asyncio):
+        events = asyncio.events
+        get_policy = getattr(events, "_get_event_loop_policy", None) or events.get_event_loop_policy
+        get_policy()._loop_factory = sandbox_event_loop_class()
+
+    class AsyncioHook:
+        """Makes the sandbox's loop asyncio's default as asyncio is imported."""
+
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if name != "asyncio":
+                return None
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = None if finder is cls or find is None else find(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            real = spec.loader
+
+            class Loader:
+                @staticmethod
+                def create_module(spec):
+                    return real.create_module(spec)
+
+                @staticmethod
+                def exec_module(module):
+                    real.exec_module(module)
+                    use_sandbox_loop(module)
+
+            spec.loader = Loader
+            return spec
+
+    sys.meta_path.insert(0, AsyncioHook)
+
+    def run_awaitable(awaitable):
+        """Runs a cell's top-level awaits on the interpreter's own loop."""
+        import asyncio
+
+        if async_state["loop"] is None or async_state["loop"].is_closed():
+            async_state["loop"] = asyncio.new_event_loop()
+        return async_state["loop"].run_until_complete(awaitable)
+
     only_ast = 0x400  # ast.PyCF_ONLY_AST, without importing the ast module
+    top_level_await = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    co_coroutine = 0x80  # inspect.CO_COROUTINE
+
+    def run_code(tree, filename, mode):
+        """Compiles and runs a cell's statements or its last expression; a cell that
+        awaits at the top level runs on the sandbox's event loop."""
+        code = compile(tree, filename, mode, top_level_await)
+        if code.co_flags & co_coroutine:
+            return run_awaitable(eval(code, namespace))
+        return eval(code, namespace)
 
     def run_cell(code, filename):
         sources[filename] = code
         try:
-            tree = compile(code, filename, "exec", only_ast)
+            tree = compile(code, filename, "exec", only_ast | top_level_await)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
-            return describe(exc, 99)
+            exc.__traceback__ = None
+            return describe(exc)
         last = None
         if tree.body and isinstance(tree.body[-1], _ast.Expr):
             last = _ast.Expression(tree.body.pop().value)
         try:
-            exec(compile(tree, filename, "exec"), namespace)
+            run_code(tree, filename, "exec")
             if last is not None:
-                result = eval(compile(last, filename, "eval"), namespace)
+                result = run_code(last, filename, "eval")
                 if result is not None:
                     namespace["_"] = result
                     if is_figure(result):
@@ -351,7 +467,7 @@ def _sandbox_driver():
                     return {"v": clip(format_value(result))}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
-            return describe(exc, 1)
+            return describe(exc)
 
     # One-time costs (the AST types, the compiler's first use) are paid now,
     # while the interpreter starts, not by the first cell.
@@ -387,7 +503,7 @@ def _sandbox_driver():
                 answer = {"n": "DriverError", "m": f"unknown op {op!r}"}
         except BaseException as exc:  # noqa: BLE001 - the loop must survive anything
             try:
-                answer = describe(exc, 0)
+                answer = describe(exc)
             except BaseException:
                 answer = {"n": "DriverError", "m": "could not describe the error"}
         fields = list(answer.items())

@@ -283,6 +283,17 @@ impl InputStream for StdinReader {
     }
 }
 
+/// Writes to the guest's stdout or stderr from the host side (the quota
+/// gates' shortcut for a program's output).
+pub(crate) struct GuestWriter(pub(crate) Arc<GuestLink>, pub(crate) Stream);
+
+impl GuestWriter {
+    /// Takes bytes the guest wrote, as one write.
+    pub(crate) fn write(&self, bytes: &[u8]) {
+        self.0.write(self.1, bytes);
+    }
+}
+
 /// The guest's stdout or stderr.
 pub(crate) struct GuestOutput(pub(crate) Arc<GuestLink>, pub(crate) Stream);
 

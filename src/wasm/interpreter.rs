@@ -27,7 +27,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::capture::OutputCapture;
-use super::guest_io::{GuestLink, GuestOutput, GuestStdin, Stream, TOKEN_LEN};
+use super::guest_io::{GuestLink, GuestOutput, GuestStdin, GuestWriter, Stream, TOKEN_LEN};
 use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
@@ -110,6 +110,8 @@ pub(crate) struct GuestState {
     stdio_closed: [bool; 3],
     /// Most entries (open files, directories, streams) the guest may hold.
     max_open: usize,
+    /// Where the guest's stdout and stderr go.
+    link: Arc<GuestLink>,
 }
 
 /// Extra room in the WASI resource table beyond `max_open`, for the streams
@@ -149,6 +151,17 @@ impl GuestState {
             // A real fd_allocate: wasmtime-wasi does not support it either.
             _ => ENOTSUP,
         }
+    }
+
+    /// The stream `fd` writes to, while it is still the guest's stdout or
+    /// stderr (not closed, not renumbered over).
+    pub(crate) fn stdio_output(&self, fd: i32) -> Option<GuestWriter> {
+        let stream = match fd {
+            1 => Stream::Stdout,
+            2 => Stream::Stderr,
+            _ => return None,
+        };
+        (!self.stdio_closed[fd as usize]).then(|| GuestWriter(self.link.clone(), stream))
     }
 
     /// Entries the guest holds in its WASI table now.
@@ -341,6 +354,7 @@ impl Interpreter {
             ledger,
             stdio_closed: [false; 3],
             max_open,
+            link: link.clone(),
         };
 
         let task_image = image.clone();

@@ -13,7 +13,7 @@ use super::host_memory::check_compile_memory;
 use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
-use super::{WasmSettings, engine, module_cache, mounts};
+use super::{WasmSettings, door, engine, module_cache, mounts};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{Progress, SandboxError};
@@ -250,7 +250,7 @@ fn link(
                 WASI,
                 "fd_allocate",
                 |mut caller: wasmtime::Caller<'_, GuestState>, fd: i32, offset: i64, len: i64| {
-                    caller.data_mut().answer_gate(fd, offset, len)
+                    door::answer(&mut caller, fd, offset, len)
                 },
             )?;
         }
@@ -265,7 +265,7 @@ fn link(
                  len: i64,
                  _advice: i32| {
                     if offset < 0 {
-                        caller.data_mut().answer_gate(fd, offset, len)
+                        door::answer(&mut caller, fd, offset, len)
                     } else {
                         0
                     }

@@ -53,28 +53,33 @@ pub(crate) struct Loss {
     /// Whether a replacement interpreter should start (not for a sandbox
     /// that is being closed).
     pub replace: bool,
+    /// Whether the client will not see this result (it cancelled the call),
+    /// so the next result must say what was lost.
+    pub unseen: bool,
 }
 
 impl Loss {
-    /// Puts the loss into the result, with `note`, the full state-lost sentence.
-    pub(crate) fn record(&self, execution: &mut Execution, note: String) {
-        match &self.limit {
+    /// Puts the loss into the result: what happened as the limit or error,
+    /// and `consequence` (what it means for the sandbox) as the state lost,
+    /// each said once.
+    pub(crate) fn record(self, execution: &mut Execution, consequence: String) {
+        match self.limit {
             Some((kind, limit)) => {
                 execution.limit = Some(LimitHit {
-                    kind: *kind,
-                    limit: limit.clone(),
-                    message: note.clone(),
+                    kind,
+                    limit,
+                    message: self.why,
                 });
             }
             None => {
                 execution.error = Some(ExecError {
                     name: self.error_name.into(),
-                    value: note.clone(),
+                    value: self.why,
                     traceback: String::new(),
                 });
             }
         }
-        execution.state_lost = Some(note);
+        execution.state_lost = Some(consequence);
     }
 }
 
@@ -102,6 +107,7 @@ pub(crate) fn ending(outcome: Outcome, facts: &Facts<'_>, execution: &mut Execut
                 limit: Some((LimitKind::Timeout, limit)),
                 error_name: "",
                 replace: true,
+                unseen: false,
             })
         }
         Outcome::Cancelled => Ending::Lost(Loss {
@@ -109,6 +115,7 @@ pub(crate) fn ending(outcome: Outcome, facts: &Facts<'_>, execution: &mut Execut
             limit: None,
             error_name: "Cancelled",
             replace: facts.stop_reason == StopReason::Cancelled,
+            unseen: facts.stop_reason == StopReason::Cancelled,
         }),
         Outcome::Exited(exit) => Ending::Lost(exit_loss(&exit, facts)),
     }
@@ -156,6 +163,7 @@ fn exit_loss(exit: &GuestExit, facts: &Facts<'_>) -> Loss {
         limit,
         error_name: "InterpreterExit",
         replace: true,
+        unseen: false,
     }
 }
 

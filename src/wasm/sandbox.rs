@@ -28,6 +28,8 @@ use crate::sandbox::{
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 const OUTPUT_DIR: &str = ".outputs";
+/// What a stopped interpreter means for the sandbox, for the model.
+const STATE_LOST: &str = "the interpreter was stopped and a fresh one is starting in the same sandbox: variables, imports and definitions are lost, files are kept";
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -153,9 +155,12 @@ impl WasmSandbox {
                     "the packages are installed, but the interpreter sent an unreadable reply when picking them up: {e}"
                 ))),
             },
-            _ => Ok(Some(self.lose_state(
-                "picking up the new packages stopped the interpreter",
-            ))),
+            _ => {
+                self.lose_state();
+                Ok(Some(format!(
+                    "picking up the new packages stopped the interpreter: {STATE_LOST}"
+                )))
+            }
         }
     }
 
@@ -176,7 +181,7 @@ impl WasmSandbox {
             return Ok(self.interpreter.as_mut().expect("checked above"));
         }
         if self.interpreter.take().is_some() && self.lost_state.is_none() {
-            self.lost_state = Some("the interpreter had stopped".into());
+            self.lost_state = Some(format!("the interpreter had stopped: {STATE_LOST}"));
         }
         let started = match self.restarting.take() {
             Some(task) => task
@@ -208,16 +213,11 @@ impl WasmSandbox {
         }
     }
 
-    /// Marks the interpreter as stopped, starts its replacement and returns
-    /// the sentence that tells the model what was lost.
-    fn lose_state(&mut self, why: &str) -> String {
+    /// Marks the interpreter as stopped and starts its replacement; the
+    /// caller reports [`STATE_LOST`].
+    fn lose_state(&mut self) {
         self.interpreter = None;
         self.restart_in_background();
-        let note = format!(
-            "{why}; the interpreter was stopped and a fresh one is starting in the same sandbox: variables, imports and definitions are lost, files are kept"
-        );
-        self.lost_state = Some(note.clone());
-        note
     }
 }
 
@@ -275,13 +275,17 @@ impl CodeInterpreter for WasmSandbox {
         let fuel_used = match ending(outcome, &facts, &mut execution) {
             Ending::Answered { fuel_used } => fuel_used,
             Ending::Lost(loss) => {
-                let note = if loss.replace {
-                    self.lose_state(&loss.why)
+                if loss.unseen {
+                    self.lost_state = Some(format!("{}: {STATE_LOST}", loss.why));
+                }
+                let consequence = if loss.replace {
+                    self.lose_state();
+                    STATE_LOST.to_owned()
                 } else {
                     self.interpreter = None;
-                    format!("{}: the interpreter was stopped", loss.why)
+                    "the interpreter was stopped".to_owned()
                 };
-                loss.record(&mut execution, note);
+                loss.record(&mut execution, consequence);
                 None
             }
         };

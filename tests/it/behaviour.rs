@@ -470,23 +470,30 @@ async fn status_shows_each_sandboxs_backend(kind: Kind) {
 }
 
 async fn output_past_the_limit_is_cut_and_kept_in_a_file(kind: Kind) {
-    let h = Harness::start(kind, &[("SANDBOX_OUTPUT_LIMIT_BYTES", "1000")]).await;
+    let h = Harness::start(kind, &[("SANDBOX_OUTPUT_LIMIT_BYTES", "2000")]).await;
     let id = h.server.create().await;
     let result = h
         .server
         .exec(&id, "for i in range(2000):\n    print(f'line {i}')")
         .await;
-    assert_eq!(
+    assert_ne!(
         result.is_error,
         Some(true),
-        "hitting the output limit is reported"
+        "output cut short is not an error: the code ran to the end"
     );
     let s = structured(&result);
-    assert_eq!(s["limit"]["kind"], "output");
+    assert_eq!(
+        s["limit"]["kind"], "output",
+        "hitting the output limit is reported"
+    );
     assert_eq!(s["stdout"]["truncated"], true);
     let inline = s["stdout"]["text"].as_str().unwrap();
-    assert!(inline.len() <= 1000);
-    assert!(inline.starts_with("line 0\nline 1\n"));
+    assert!(inline.len() <= 2000, "{}", inline.len());
+    assert!(inline.starts_with("line 0\nline 1\n"), "the head is kept");
+    assert!(
+        inline.ends_with("line 1998\nline 1999\n"),
+        "the tail is kept: {inline}"
+    );
     let path = s["stdout"]["full_output_path"].as_str().unwrap().to_owned();
     assert!(
         text(&result).contains(&path),

@@ -99,24 +99,34 @@ async fn sigterm_and_sigint_shut_down_cleanly_and_remove_the_sandboxes() {
 }
 
 #[test]
-fn settings_can_come_from_a_dot_env_file() {
+fn settings_come_from_the_dot_env_file_of_the_working_directory_only() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join(".env"),
-        "# settings\nSANDBOX_OUTPUT_LIMIT_BYTES=5\n",
-    )
-    .unwrap();
-    let out = command()
+    let child = dir.path().join("child");
+    std::fs::create_dir(&child).unwrap();
+    let env = "# settings\nSANDBOX_MEMORY_MB=40\n";
+    std::fs::write(dir.path().join(".env"), env).unwrap();
+    let code = "x = bytearray(64 << 20)";
+    let here = command()
         .current_dir(dir.path())
-        .args(["exec", "print('0123456789')"])
+        .args(["exec", code])
         .output()
         .unwrap();
     assert_eq!(
-        out.status.code(),
+        here.status.code(),
         Some(1),
-        "the output limit from .env was hit"
+        "the memory cap from .env was hit"
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "01234");
+    assert!(String::from_utf8_lossy(&here.stderr).contains("MemoryError"));
+    let below = command()
+        .current_dir(&child)
+        .args(["exec", code])
+        .output()
+        .unwrap();
+    assert!(
+        below.status.success(),
+        "a parent directory's .env is not read: {}",
+        String::from_utf8_lossy(&below.stderr)
+    );
 }
 
 #[test]

@@ -142,3 +142,78 @@ async fn oversized_and_wrong_kind_requests_get_clear_errors() {
     assert!(big_code.contains("code is"), "{big_code}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn large_files_are_read_a_page_at_a_time_and_every_byte_can_be_reached() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    server
+        .run(
+            &id,
+            "lines = ''.join(f'row {i:06d}, é\\n' for i in range(20_000))\nopen('/big.txt', 'w').write(lines)\nopen('/bin', 'wb').write(bytes(range(256)) * 1000)",
+        )
+        .await;
+    let whole = server.run(&id, "len(lines.encode())").await["value"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    let mut offset = 0u64;
+    let mut text = String::new();
+    let mut pages = 0;
+    loop {
+        let page = server
+            .ok(
+                "read_file",
+                json!({"session_id": id, "file_path": "big.txt", "offset": offset}),
+            )
+            .await;
+        let content = page["content"].as_str().unwrap();
+        assert!(content.len() <= 64 << 10, "a page is at most 64 KiB");
+        assert!(content.ends_with('\n'), "pages end at a line break");
+        text.push_str(content);
+        pages += 1;
+        match page["next_offset"].as_u64() {
+            Some(next) => {
+                assert_eq!(page["truncated"], true);
+                offset = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        text.len() as u64,
+        whole,
+        "{pages} pages hold the whole file"
+    );
+    assert!(text.starts_with("row 000000, é\n") && text.ends_with("row 019999, é\n"));
+    let tail = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "big.txt", "offset": whole - 15, "length": 100}),
+        )
+        .await;
+    assert_eq!(tail["content"], "row 019999, é\n");
+    assert_eq!(tail["truncated"], false);
+    let binary = server
+        .ok("read_file", json!({"session_id": id, "file_path": "bin"}))
+        .await;
+    assert_eq!(binary["encoding"], "base64");
+    assert_eq!(binary["length"], 256_000, "a binary file comes back whole");
+    let slice = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "bin", "offset": 254, "length": 3}),
+        )
+        .await;
+    assert_eq!(slice["encoding"], "base64");
+    assert_eq!(slice["content"], "/v8A", "bytes 254, 255 and 0");
+    let bad = server
+        .err(
+            "read_file",
+            json!({"session_id": id, "file_path": "bin", "length": 0}),
+        )
+        .await;
+    assert!(bad.contains("length must be between"), "{bad}");
+    server.stop().await;
+}

@@ -364,7 +364,8 @@ async fn resource_bombs_end_in_limits_and_the_sandbox_recovers() {
     ];
     for (code, kind) in cases {
         let r = server.exec(&id, code).await;
-        assert_eq!(r.is_error, Some(true), "{code}");
+        // Output cut short is reported, but the code ran to the end: not an error.
+        assert_eq!(r.is_error, Some(kind != "output"), "{code}");
         assert_eq!(
             structured(&r)["limit"]["kind"],
             kind,
