@@ -247,7 +247,7 @@ fn e2b_settings(
         None => None,
     };
     let template = s.e2b_template.trim();
-    if template.is_empty() || template.contains(char::is_whitespace) {
+    if !crate::e2b::is_template(template) {
         return Err(bad(
             "SANDBOX_E2B_TEMPLATE",
             format!("'{template}' is not a template name or id"),

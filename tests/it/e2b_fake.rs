@@ -76,7 +76,7 @@ impl Recorded {
 }
 
 /// An answer to inject in place of the real one.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Fault {
     /// Only requests with this method (any when `None`).
     pub method: Option<Method>,
@@ -88,6 +88,18 @@ pub struct Fault {
     pub retry_after: Option<u64>,
     /// How many requests get it.
     pub times: usize,
+    /// How the answer misbehaves.
+    pub act: Act,
+}
+
+/// How an injected answer misbehaves.
+#[derive(Clone, Debug, Default)]
+pub enum Act {
+    /// A JSON error body with the fault's status.
+    #[default]
+    Error,
+    /// The real answer to a create, with these fields replaced.
+    Patch(Value),
 }
 
 struct Kernel {
@@ -282,12 +294,13 @@ fn api_error(status: StatusCode, message: &str) -> Response {
     json_response(status, json!({"code": status.as_u16(), "message": message}))
 }
 
-/// Reads the whole request, records it, and applies an injected fault.
+/// Reads the whole request, records it, and picks the injected fault that
+/// applies to it, if any.
 async fn take(
     shared: &Shared,
     service: &'static str,
     request: Request,
-) -> (axum::http::request::Parts, Bytes, Option<Response>) {
+) -> (axum::http::request::Parts, Bytes, Option<Fault>) {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
@@ -319,23 +332,32 @@ async fn take(
     });
     let injected = fault.map(|f| {
         f.times -= 1;
-        let status = StatusCode::from_u16(f.status).unwrap();
-        let mut response = api_error(
+        f.clone()
+    });
+    (parts, body, injected)
+}
+
+/// What an injected fault answers; `None` when the real answer follows
+/// (for a patch that the handler applies).
+async fn misbehave(fault: &Fault) -> Option<Response> {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
+    let mut response = match &fault.act {
+        Act::Patch(_) => return None,
+        Act::Error => api_error(
             status,
-            if f.status == 429 {
+            if fault.status == 429 {
                 "Rate limit exceeded"
             } else {
                 "injected failure"
             },
-        );
-        if let Some(seconds) = f.retry_after {
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from(seconds));
-        }
+        ),
+    };
+    if let Some(seconds) = fault.retry_after {
         response
-    });
-    (parts, body, injected)
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from(seconds));
+    }
+    Some(response)
 }
 
 fn random_id(len: usize) -> String {
@@ -356,13 +378,19 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     if parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(shared.key.as_str()) {
         return api_error(StatusCode::UNAUTHORIZED, "Invalid API key");
     }
-    if let Some(response) = injected {
+    if let Some(fault) = &injected
+        && let Some(response) = misbehave(fault).await
+    {
         return response;
     }
+    let patch = injected.and_then(|f| match f.act {
+        Act::Patch(patch) => Some(patch),
+        _ => None,
+    });
     let segments: Vec<&str> = parts.uri.path().trim_matches('/').split('/').collect();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     match (parts.method.clone(), segments.as_slice()) {
-        (Method::POST, ["sandboxes"]) => create(&shared, &body),
+        (Method::POST, ["sandboxes"]) => create(&shared, &body, patch),
         (Method::DELETE, ["sandboxes", id]) => {
             let mut state = shared.state();
             match state.sandboxes.get_mut(*id) {
@@ -416,7 +444,7 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     }
 }
 
-fn create(shared: &Shared, body: &Value) -> Response {
+fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
     let template = body["templateID"].as_str().unwrap_or_default();
     if template != TEMPLATE {
         return api_error(
@@ -467,6 +495,11 @@ fn create(shared: &Shared, body: &Value) -> Response {
     if let Some(token) = token {
         answer["envdAccessToken"] = json!(token);
     }
+    if let Some(Value::Object(fields)) = patch {
+        for (k, v) in fields {
+            answer[k] = v;
+        }
+    }
     json_response(StatusCode::CREATED, answer)
 }
 
@@ -514,7 +547,9 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             json!({"sandboxId": id, "message": "The sandbox is running but port is not open", "port": port.parse::<u16>().unwrap_or(0), "code": 502}),
         );
     }
-    if let Some(response) = injected {
+    if let Some(fault) = &injected
+        && let Some(response) = misbehave(fault).await
+    {
         return response;
     }
     let path = parts.uri.path().to_owned();
