@@ -261,6 +261,17 @@ fn e2b_settings(
         ));
     }
     e2b.lifetime = Duration::from_secs(s.e2b_lifetime_seconds);
+    if !(1..=3600).contains(&s.e2b_request_timeout_seconds) {
+        return Err(bad(
+            "SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS",
+            format!(
+                "{} is not between 1 and 3600",
+                s.e2b_request_timeout_seconds
+            ),
+        ));
+    }
+    e2b.request_timeout = Duration::from_secs(s.e2b_request_timeout_seconds);
+    e2b.connect_timeout = e2b.connect_timeout.min(e2b.request_timeout);
     Ok(Some(e2b))
 }
 

@@ -110,6 +110,19 @@ pub enum E2bError {
         after: String,
     },
 
+    /// E2B answered with a redirect, which this server never follows.
+    #[error(
+        "E2B answered {what} with a redirect (HTTP {status}) to {target}; redirects are not followed, so that the API key and access tokens never leave the configured address: if E2B moved, set E2B_API_URL, E2B_DOMAIN or E2B_SANDBOX_URL to the new address"
+    )]
+    Redirected {
+        /// What was being done.
+        what: String,
+        /// The redirect's status.
+        status: u16,
+        /// The origin (scheme, host, port) it pointed to.
+        target: String,
+    },
+
     /// E2B answered something this server cannot read.
     #[error("unexpected answer from E2B to {what}: {detail}")]
     Protocol {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::{E2bError, network_error};
 use super::route::{JUPYTER_PORT, Route};
-use super::transport::Failure;
+use super::transport::{Failure, refuse_redirect};
 
 /// Longest single line accepted (a result may carry a large image).
 const MAX_LINE_BYTES: usize = 64 << 20;
@@ -170,6 +170,7 @@ pub(crate) async fn execute(
         _ = tokio::time::sleep_until(deadline) => return Ok(Ended::TimedOut),
         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
     };
+    refuse_redirect(what, &response)?;
     if !response.status().is_success() {
         let failure = Failure::read(response).await;
         if failure.status == StatusCode::NOT_FOUND {

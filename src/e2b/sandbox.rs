@@ -153,7 +153,8 @@ impl E2bSandbox {
     }
 
     /// Runs code until it ends, `deadline` passes or `cancel` fires. A closed
-    /// port (the interpreter still starting) is retried until the deadline.
+    /// port (the interpreter still starting) is retried until the deadline or
+    /// the cancellation.
     async fn stream(
         &self,
         code: &str,
@@ -176,7 +177,10 @@ impl E2bSandbox {
                     if Instant::now() + Duration::from_secs(1) >= deadline {
                         return Err(E2bError::PortClosed(id).into());
                     }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+                    }
                 }
                 Err(e) => return Err(self.fail(e)),
                 Ok(ended) => return Ok(ended),
@@ -314,7 +318,7 @@ impl CodeInterpreter for E2bSandbox {
         &mut self,
         requirements: &[String],
         progress: &(dyn Fn(String) + Send + Sync),
-        _stop: StopSignal,
+        stop: StopSignal,
     ) -> Result<InstallReport, SandboxError> {
         self.check_alive()?;
         let cell = pip::install_cell(requirements)?;
@@ -326,8 +330,9 @@ impl CodeInterpreter for E2bSandbox {
             error: None,
             images: Vec::new(),
         };
-        let never = CancellationToken::new();
-        let ended = self.stream(&cell, deadline, &never, &mut collected).await?;
+        let ended = self
+            .stream(&cell, deadline, stop.token(), &mut collected)
+            .await?;
         let (stdout, _) = collected.stdout.finish();
         let (stderr, _) = collected.stderr.finish();
         let mut log = stdout.text;
@@ -357,7 +362,13 @@ impl CodeInterpreter for E2bSandbox {
                     tail()
                 )));
             }
-            Ended::Cancelled | Ended::Cut(_) => {
+            Ended::Cancelled => {
+                return Err(SandboxError::Install(format!(
+                    "{}: pip was interrupted while installing {wanted} in the E2B sandbox; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether any of it got installed",
+                    stop.reason().describe()
+                )));
+            }
+            Ended::Cut(_) => {
                 return Err(SandboxError::Install(format!(
                     "the connection to the E2B sandbox broke while pip was installing {wanted}; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether it got installed"
                 )));

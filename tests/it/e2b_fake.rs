@@ -98,6 +98,12 @@ pub enum Act {
     /// A JSON error body with the fault's status.
     #[default]
     Error,
+    /// A redirect (the fault's status, 3xx) to this URL.
+    Redirect(String),
+    /// Silence this long, then the real answer.
+    Stall(Duration),
+    /// The fault's status at once, then a body of one byte a second, forever.
+    Trickle,
     /// The real answer to a create, with these fields replaced.
     Patch(Value),
 }
@@ -161,6 +167,9 @@ pub struct FakeE2b {
     pub api_url: String,
     /// The sandboxes' base URL (`E2B_SANDBOX_URL`).
     pub sandbox_url: String,
+    /// Another origin, which only records what reaches it: where hostile
+    /// redirects point.
+    pub elsewhere_url: String,
     shared: Arc<Shared>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -193,19 +202,20 @@ impl FakeE2b {
         });
         let mut tasks = Vec::new();
         let mut urls = Vec::new();
-        for service in ["api", "sandbox"] {
+        for service in ["api", "sandbox", "elsewhere"] {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             urls.push(format!("http://{}", listener.local_addr().unwrap()));
-            let router = if service == "api" {
-                Router::new().fallback(api).with_state(shared.clone())
-            } else {
-                Router::new().fallback(sandbox).with_state(shared.clone())
+            let router = match service {
+                "api" => Router::new().fallback(api).with_state(shared.clone()),
+                "sandbox" => Router::new().fallback(sandbox).with_state(shared.clone()),
+                _ => Router::new().fallback(elsewhere).with_state(shared.clone()),
             };
             tasks.push(tokio::spawn(async move {
                 let _ = axum::serve(listener, router).await;
             }));
         }
         Self {
+            elsewhere_url: urls.pop().unwrap(),
             sandbox_url: urls.pop().unwrap(),
             api_url: urls.pop().unwrap(),
             shared,
@@ -326,7 +336,8 @@ async fn take(
     state.requests.push(recorded);
     let path = parts.uri.path();
     let fault = state.faults.iter_mut().find(|f| {
-        f.times > 0
+        service != "elsewhere"
+            && f.times > 0
             && path.starts_with(&f.path_prefix)
             && f.method.as_ref().is_none_or(|m| *m == parts.method)
     });
@@ -338,10 +349,14 @@ async fn take(
 }
 
 /// What an injected fault answers; `None` when the real answer follows
-/// (for a patch that the handler applies).
+/// (after a stall, or for a patch that the handler applies).
 async fn misbehave(fault: &Fault) -> Option<Response> {
     let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
     let mut response = match &fault.act {
+        Act::Stall(silence) => {
+            tokio::time::sleep(*silence).await;
+            return None;
+        }
         Act::Patch(_) => return None,
         Act::Error => api_error(
             status,
@@ -351,6 +366,22 @@ async fn misbehave(fault: &Fault) -> Option<Response> {
                 "injected failure"
             },
         ),
+        Act::Redirect(to) => {
+            let mut r = status.into_response();
+            r.headers_mut()
+                .insert("location", HeaderValue::from_str(to).unwrap());
+            r
+        }
+        Act::Trickle => {
+            let bytes = futures::stream::unfold(0u64, |n| async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                let byte: &'static [u8] = if n == 0 { b"{" } else { b" " };
+                Some((Ok::<_, std::io::Error>(Bytes::from_static(byte)), n + 1))
+            });
+            (status, Body::from_stream(bytes)).into_response()
+        }
     };
     if let Some(seconds) = fault.retry_after {
         response
@@ -501,6 +532,12 @@ fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
         }
     }
     json_response(StatusCode::CREATED, answer)
+}
+
+/// Another origin: records the request and answers `{}`.
+async fn elsewhere(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let _ = take(&shared, "elsewhere", request).await;
+    json_response(StatusCode::OK, json!({}))
 }
 
 /// Traffic to a sandbox (envd and the code interpreter), routed by headers.

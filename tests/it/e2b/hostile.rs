@@ -1,6 +1,10 @@
-//! Hostile arguments and a hostile E2B, against the E2B backend: no
-//! argument and no value in E2B's answers may change where a request goes or
-//! what its headers say.
+//! A hostile E2B (or something posing as it on the network) and hostile
+//! arguments, against the E2B backend: credentials must not follow a
+//! redirect, a slow or silent endpoint must not hold a sandbox, a cancelled
+//! install must stop, and no argument or value in E2B's answers may change
+//! where a request goes or what its headers say.
+
+use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use serde_json::{Value, json};
@@ -8,6 +12,7 @@ use serde_json::{Value, json};
 use super::server;
 use crate::behaviour::wait_until_none_alive;
 use crate::e2b_fake::{Act, FakeE2b, Fault};
+use crate::support::{structured, text};
 
 /// A fault on the next `times` requests of `method` to paths under `prefix`.
 fn fault(method: Method, prefix: &str, status: u16, act: Act) -> Fault {
@@ -19,6 +24,249 @@ fn fault(method: Method, prefix: &str, status: u16, act: Act) -> Fault {
         act,
         ..Fault::default()
     }
+}
+
+#[tokio::test]
+async fn redirects_are_refused_and_credentials_never_leave_the_origin() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[]).await;
+    let elsewhere = fake.elsewhere_url.trim_start_matches("http://").to_owned();
+
+    fake.fail(fault(
+        Method::POST,
+        "/sandboxes",
+        307,
+        Act::Redirect(format!("{}/sandboxes", fake.elsewhere_url)),
+    ));
+    let msg = server.err("create_sandbox", json!({})).await;
+    assert!(msg.contains("HTTP 307"), "{msg}");
+    assert!(msg.contains("redirect"), "{msg}");
+    assert!(
+        msg.contains(&elsewhere),
+        "the target's origin is named: {msg}"
+    );
+
+    let id = server.create().await;
+    for (method, path, status, tool, args) in [
+        (
+            Method::POST,
+            "/execute",
+            307,
+            "execute_code",
+            json!({"session_id": id, "code": "1"}),
+        ),
+        (
+            Method::GET,
+            "/files",
+            302,
+            "read_file",
+            json!({"session_id": id, "file_path": "f"}),
+        ),
+        (
+            Method::POST,
+            "/filesystem.Filesystem/ListDir",
+            308,
+            "list_files",
+            json!({"session_id": id}),
+        ),
+    ] {
+        fake.fail(fault(
+            method,
+            path,
+            status,
+            Act::Redirect(format!("{}{path}", fake.elsewhere_url)),
+        ));
+        let msg = server.err(tool, args).await;
+        assert!(msg.contains(&format!("HTTP {status}")), "{tool}: {msg}");
+        assert!(msg.contains(&elsewhere), "{tool}: {msg}");
+    }
+    // A redirect to the same origin is not followed either.
+    fake.fail(fault(
+        Method::POST,
+        "/execute",
+        307,
+        Act::Redirect(format!("{}/execute", fake.sandbox_url)),
+    ));
+    let msg = server
+        .err("execute_code", json!({"session_id": id, "code": "1"}))
+        .await;
+    assert!(msg.contains("HTTP 307"), "{msg}");
+    assert_eq!(server.run(&id, "1 + 1").await["value"], "2");
+
+    let leaked: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == "elsewhere")
+        .collect();
+    assert!(leaked.is_empty(), "requests went elsewhere: {leaked:?}");
+    let executes = fake
+        .requests()
+        .iter()
+        .filter(|r| r.service == "sandbox" && r.path == "/execute")
+        .count();
+    assert_eq!(
+        executes, 3,
+        "two refused redirects and one run, nothing followed"
+    );
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_or_closed_install_stops_pip() {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[]).await;
+    let id = server.create().await;
+    let params = CallToolRequestParams::new("install_package").with_arguments(
+        json!({"session_id": id, "package_name": "slow-package"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    handle.cancel(Some("test".into())).await.unwrap();
+    // The next call waits its turn behind the install, which must stop.
+    let next = tokio::time::timeout(Duration::from_secs(20), server.exec(&id, "6 * 7"))
+        .await
+        .expect("the cancelled install stopped");
+    assert_eq!(structured(&next)["value"], "42", "{}", text(&next));
+    assert!(fake.disconnects() >= 1, "the connection was dropped");
+    let installed = server
+        .run(
+            &id,
+            "import importlib.util\nimportlib.util.find_spec('slow_package') is None",
+        )
+        .await;
+    assert_eq!(
+        installed["value"], "True",
+        "pip was stopped before installing"
+    );
+
+    // Closing the sandbox stops an install too.
+    let started = Instant::now();
+    let install = server.call(
+        "install_package",
+        json!({"session_id": id, "package_name": "slow-other"}),
+    );
+    let close = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        server.ok("close_sandbox", json!({"session_id": id})).await
+    };
+    let (install, closed) = tokio::join!(install, close);
+    assert_eq!(closed["closed"], true);
+    assert_eq!(install.is_error, Some(true));
+    assert!(text(&install).contains("closed"), "{}", text(&install));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn a_slow_or_silent_e2b_cannot_hold_a_sandbox() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[("SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS", "2")]).await;
+    let a = server.create().await;
+    let b = server.create().await;
+    server
+        .ok(
+            "write_file",
+            json!({"session_id": a, "file_path": "f", "content": "x"}),
+        )
+        .await;
+    let bound = Duration::from_secs(6);
+
+    // A silent file read fails in time, and another sandbox is not delayed.
+    fake.fail(Fault {
+        times: 10,
+        ..fault(
+            Method::GET,
+            "/files",
+            0,
+            Act::Stall(Duration::from_secs(3600)),
+        )
+    });
+    let started = Instant::now();
+    let read = server.call("read_file", json!({"session_id": a, "file_path": "f"}));
+    let other = async {
+        let value = server.run(&b, "6 * 7").await;
+        (value, started.elapsed())
+    };
+    let (read, (value, other_took)) = tokio::join!(read, other);
+    assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
+    assert_eq!(read.is_error, Some(true));
+    assert!(text(&read).contains("within 2 s"), "{}", text(&read));
+    assert_eq!(value["value"], "42");
+    assert!(other_took < Duration::from_secs(2), "{other_took:?}");
+
+    // A body that trickles forever is cut at the same bound.
+    fake.fail(Fault {
+        times: 10,
+        ..fault(
+            Method::POST,
+            "/filesystem.Filesystem/ListDir",
+            200,
+            Act::Trickle,
+        )
+    });
+    let started = Instant::now();
+    let msg = server.err("list_files", json!({"session_id": a})).await;
+    assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
+    assert!(msg.contains("within 2 s"), "{msg}");
+
+    // An error answer whose body never ends does not outlive the execution.
+    fake.fail(fault(Method::POST, "/execute", 500, Act::Trickle));
+    let started = Instant::now();
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": a, "code": "1", "timeout_seconds": 3}),
+        )
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(result.is_error, Some(true));
+    assert!(text(&result).contains("HTTP 500"), "{}", text(&result));
+
+    // Retries of a silent kill stay within the bound.
+    fake.fail(Fault {
+        times: 10,
+        ..fault(
+            Method::DELETE,
+            "/sandboxes/",
+            0,
+            Act::Stall(Duration::from_secs(3600)),
+        )
+    });
+    let started = Instant::now();
+    server.ok("close_sandbox", json!({"session_id": a})).await;
+    assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
+
+    // A silent create fails in time.
+    fake.fail(fault(
+        Method::POST,
+        "/sandboxes",
+        0,
+        Act::Stall(Duration::from_secs(3600)),
+    ));
+    let started = Instant::now();
+    let msg = server.err("create_sandbox", json!({})).await;
+    assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
+    assert!(msg.contains("within 2 s"), "{msg}");
+    server.stop().await;
 }
 
 #[tokio::test]
