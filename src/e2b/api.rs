@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 use super::config::{ApiKey, E2bSettings};
 use super::error::E2bError;
 use super::names;
-use super::transport::{Failure, Retry, send};
+use super::transport::{Failure, Retry, read_body, send};
 
 /// The API key header, as E2B's API specification names it.
 const API_KEY_HEADER: &str = "x-api-key";
+/// Most bytes of a sandbox description read (E2B's are under 1 KiB).
+const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// A client of E2B's control plane.
 #[derive(Clone, Debug)]
@@ -155,10 +157,12 @@ impl ApiClient {
             }
             return Err(failure.into_api_error(what));
         }
-        let created: CreatedSandbox = response.json().await.map_err(|e| E2bError::Protocol {
-            what: what.to_owned(),
-            detail: format!("the answer is not a sandbox description: {e}"),
-        })?;
+        let body = read_body(response, MAX_ANSWER_BYTES, self.bound, what, "").await?;
+        let created: CreatedSandbox =
+            serde_json::from_slice(&body).map_err(|e| E2bError::Protocol {
+                what: what.to_owned(),
+                detail: format!("the answer is not a sandbox description: {e}"),
+            })?;
         if !names::is_sandbox_id(&created.sandbox_id) {
             return Err(E2bError::Protocol {
                 what: what.to_owned(),

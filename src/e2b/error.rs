@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::sandbox::{SandboxError, human_duration};
+use crate::sandbox::{SandboxError, human_bytes, human_duration};
 
 /// Why a call to E2B failed.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +123,17 @@ pub enum E2bError {
         target: String,
     },
 
+    /// An answer from E2B is larger than this server reads.
+    #[error("E2B's answer to {what} is larger than {limit}, more than this server reads{hint}")]
+    TooLarge {
+        /// What was being done.
+        what: String,
+        /// The limit, in words.
+        limit: String,
+        /// What to do about it ("; ..."), or nothing.
+        hint: String,
+    },
+
     /// E2B answered something this server cannot read.
     #[error("unexpected answer from E2B to {what}: {detail}")]
     Protocol {
@@ -143,6 +154,15 @@ impl E2bError {
         Self::TimedOut {
             what: what.into(),
             after: human_duration(after),
+        }
+    }
+
+    /// An answer to `what` over `limit` bytes; `hint` says what to do ("; ...").
+    pub(crate) fn too_large(what: &str, limit: usize, hint: &str) -> Self {
+        Self::TooLarge {
+            what: what.to_owned(),
+            limit: human_bytes(limit as u64),
+            hint: hint.to_owned(),
         }
     }
 

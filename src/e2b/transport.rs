@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by the E2B clients: the two reqwest clients (which
 //! follow no redirect), retries with backoff that honour `Retry-After` within
-//! one time bound, and reading an error answer into an [`E2bError`].
+//! one time bound, bounded body reads, and reading an error answer into an
+//! [`E2bError`].
 
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(20);
 const MAX_ERROR_BODY: usize = 64 << 10;
 /// Longest time spent reading an error answer's body.
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bodies larger than this are parsed on a blocking thread.
+const INLINE_PARSE_BYTES: usize = 256 << 10;
 
 /// The clients E2B is spoken to with.
 #[derive(Clone, Debug)]
@@ -170,6 +173,51 @@ pub(crate) fn refuse_redirect(what: &str, response: &Response) -> Result<(), E2b
     })
 }
 
+/// Reads a whole body of at most `limit` bytes. A longer one is refused as
+/// soon as it is known to be longer (from its `Content-Length`, or after
+/// `limit` bytes), so no more than `limit` bytes are ever held; `hint`
+/// ("; ...") says what to do about it. `bound` is the request's time bound,
+/// for the error when it ran out while the body was read.
+pub(crate) async fn read_body(
+    response: Response,
+    limit: usize,
+    bound: Duration,
+    what: &str,
+    hint: &str,
+) -> Result<Vec<u8>, E2bError> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(E2bError::too_large(what, limit, hint));
+    }
+    let (body, ended) = read_capped(response, limit.saturating_add(1)).await;
+    ended.map_err(|e| network_error(what, e, bound))?;
+    if body.len() > limit {
+        return Err(E2bError::too_large(what, limit, hint));
+    }
+    Ok(body)
+}
+
+/// Parses a body with `parse`: inline when it is small, on a blocking thread
+/// when it is large, so that the async workers (which serve every other
+/// sandbox) never spend long on one answer.
+pub(crate) async fn parse_off_workers<T: Send + 'static>(
+    what: &str,
+    body: Vec<u8>,
+    parse: impl FnOnce(&[u8]) -> T + Send + 'static,
+) -> Result<T, E2bError> {
+    if body.len() <= INLINE_PARSE_BYTES {
+        return Ok(parse(&body));
+    }
+    tokio::task::spawn_blocking(move || parse(&body))
+        .await
+        .map_err(|e| E2bError::Protocol {
+            what: what.to_owned(),
+            detail: format!("reading the answer failed: {e}"),
+        })
+}
+
 /// The wait a `Retry-After` header asks for (in seconds; dates are ignored).
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
@@ -297,7 +345,8 @@ pub(crate) async fn read_capped(
     mut response: Response,
     limit: usize,
 ) -> (Vec<u8>, Result<(), reqwest::Error>) {
-    let mut body = Vec::new();
+    let expected = response.content_length().unwrap_or(0).min(limit as u64);
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {

@@ -104,6 +104,10 @@ pub enum Act {
     Stall(Duration),
     /// The fault's status at once, then a body of one byte a second, forever.
     Trickle,
+    /// The fault's status with a JSON body of about this many bytes.
+    Huge(usize),
+    /// A `ListDir` answer (200) with this many entries.
+    Listing(usize),
     /// The real answer to a create, with these fields replaced.
     Patch(Value),
 }
@@ -381,6 +385,43 @@ async fn misbehave(fault: &Fault) -> Option<Response> {
                 Some((Ok::<_, std::io::Error>(Bytes::from_static(byte)), n + 1))
             });
             (status, Body::from_stream(bytes)).into_response()
+        }
+        Act::Huge(size) => {
+            let head = Bytes::from_static(b"{\"sandboxID\":\"ihuge\",\"padding\":\"");
+            let chunk = Bytes::from(vec![b'a'; 64 << 10]);
+            let chunks = size / chunk.len() + 1;
+            let body = futures::stream::iter(
+                std::iter::once(head)
+                    .chain(std::iter::repeat_n(chunk, chunks))
+                    .chain(std::iter::once(Bytes::from_static(b"\"}")))
+                    .map(Ok::<_, std::io::Error>),
+            );
+            (
+                status,
+                [("content-type", "application/json")],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
+        Act::Listing(entries) => {
+            let entries = *entries;
+            let body = futures::stream::iter(
+                std::iter::once(Bytes::from_static(b"{\"entries\":["))
+                    .chain((0..entries).map(move |i| {
+                        let comma = if i + 1 < entries { "," } else { "" };
+                        Bytes::from(format!(
+                            "{{\"name\":\"f{i:08}\",\"type\":\"FILE_TYPE_FILE\",\"path\":\"/home/user/big/f{i:08}\",\"size\":\"1\"}}{comma}"
+                        ))
+                    }))
+                    .chain(std::iter::once(Bytes::from_static(b"]}")))
+                    .map(Ok::<_, std::io::Error>),
+            );
+            (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                Body::from_stream(body),
+            )
+                .into_response()
         }
     };
     if let Some(seconds) = fault.retry_after {

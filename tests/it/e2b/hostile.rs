@@ -1,8 +1,8 @@
 //! A hostile E2B (or something posing as it on the network) and hostile
 //! arguments, against the E2B backend: credentials must not follow a
-//! redirect, a slow or silent endpoint must not hold a sandbox, a cancelled
-//! install must stop, and no argument or value in E2B's answers may change
-//! where a request goes or what its headers say.
+//! redirect, answers of any size must stay bounded, a slow or silent endpoint
+//! must not hold a sandbox, a cancelled install must stop, and no argument
+//! may change where a request goes or what its headers say.
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,31 @@ fn fault(method: Method, prefix: &str, status: u16, act: Act) -> Fault {
         act,
         ..Fault::default()
     }
+}
+
+/// The peak resident memory of a process, in bytes (`VmHWM`).
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib << 10
+}
+
+/// The total length of a result's text and image blocks.
+fn answer_bytes(result: &rmcp::model::CallToolResult) -> usize {
+    result
+        .content
+        .iter()
+        .map(|c| c.as_text().map_or(0, |t| t.text.len()) + c.as_image().map_or(0, |i| i.data.len()))
+        .sum::<usize>()
+        + result
+            .structured_content
+            .as_ref()
+            .map_or(0, |s| s.to_string().len())
 }
 
 #[tokio::test]
@@ -108,6 +133,187 @@ async fn redirects_are_refused_and_credentials_never_leave_the_origin() {
         executes, 3,
         "two refused redirects and one run, nothing followed"
     );
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn images_are_bounded_in_count_and_size_and_returned_once() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[]).await;
+    let id = server.create().await;
+
+    let result = server.exec(&id, "for _ in range(30): show_png()").await;
+    let s = structured(&result);
+    assert_eq!(
+        s["images"].as_array().unwrap().len(),
+        8,
+        "{}",
+        text(&result)
+    );
+    let images = result.content.iter().filter(|c| c.as_image().is_some());
+    assert_eq!(images.count(), 8);
+    let stderr = s["stderr"]["text"].as_str().unwrap();
+    assert!(stderr.contains("22 images not returned"), "{stderr}");
+    assert!(stderr.contains("at most 8"), "{stderr}");
+
+    // Images over the size limit are left out; those too large for a line
+    // of the stream are not even read.
+    for (code, note) in [
+        (
+            "for _ in range(5): show_image(2 << 20)\n'drawn'",
+            "5 images not returned: over the image limit of 512 KiB",
+        ),
+        (
+            "for _ in range(5): show_image(10 << 20)\n'drawn'",
+            "skipped a line of E2B's answer (5 in all",
+        ),
+    ] {
+        let result = server.exec(&id, code).await;
+        let s = structured(&result);
+        assert_eq!(s["value"], "drawn");
+        assert!(s["images"].as_array().is_none_or(Vec::is_empty), "{s}");
+        let stderr = s["stderr"]["text"].as_str().unwrap();
+        assert!(stderr.contains(note), "{stderr}");
+        assert!(
+            answer_bytes(&result) < 64 << 10,
+            "the answer holds {} bytes",
+            answer_bytes(&result)
+        );
+    }
+
+    let result = server.exec(&id, "show_png(jpeg=True)").await;
+    let s = structured(&result);
+    assert_eq!(s["images"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s["images"][0]["mime_type"], "image/png");
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn an_exceptions_text_and_traceback_are_capped_like_the_output() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[("SANDBOX_OUTPUT_LIMIT_BYTES", "1000")]).await;
+    let id = server.create().await;
+    let result = server.exec(&id, "raise ValueError('x' * 3_000_000)").await;
+    assert_eq!(result.is_error, Some(true));
+    let s = structured(&result);
+    assert_eq!(s["error"]["name"], "ValueError");
+    let value = s["error"]["value"].as_str().unwrap();
+    let traceback = s["error"]["traceback"].as_str().unwrap();
+    assert!(value.len() < 1200, "{} bytes of message", value.len());
+    assert!(value.contains("left out"), "the cut is marked: {value}");
+    assert!(
+        traceback.len() < 1200,
+        "{} bytes of traceback",
+        traceback.len()
+    );
+    assert!(
+        answer_bytes(&result) < 16 << 10,
+        "{}",
+        answer_bytes(&result)
+    );
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn an_overlong_line_is_skipped_and_said() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[]).await;
+    let id = server.create().await;
+    let result = server
+        .exec(&id, "print('before')\nshow_image(12 << 20)\nprint('after')")
+        .await;
+    let s = structured(&result);
+    assert_eq!(s["stdout"]["text"], "before\nafter\n", "{}", text(&result));
+    let stderr = s["stderr"]["text"].as_str().unwrap();
+    assert!(stderr.contains("skipped a line"), "{stderr}");
+    assert!(stderr.contains("8 MiB"), "{stderr}");
+    assert!(
+        answer_bytes(&result) < 64 << 10,
+        "{}",
+        answer_bytes(&result)
+    );
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn an_endless_stream_is_cut_at_its_total_cap() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[("SANDBOX_OUTPUT_FILE_LIMIT_BYTES", "65536")]).await;
+    let id = server.create().await;
+    let started = Instant::now();
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "while True: print('x' * 65535)", "timeout_seconds": 120}),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(40), "took {took:?}");
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], "output", "{}", text(&result));
+    let message = s["limit"]["message"].as_str().unwrap();
+    assert!(message.contains("32 MiB"), "{message}");
+    assert!(message.contains("interrupt"), "{message}");
+    assert_eq!(server.run(&id, "6 * 7").await["value"], "42");
+    assert!(fake.disconnects() >= 1, "the connection was dropped");
+    server.stop().await;
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
+async fn huge_answers_from_the_api_and_envd_are_refused_without_being_held() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[("SANDBOX_POOL_SIZE", "0")]).await;
+    let id = server.create().await;
+    let before = peak_memory(server.pid);
+
+    fake.fail(fault(Method::POST, "/sandboxes", 201, Act::Huge(400 << 20)));
+    let msg = server.err("create_sandbox", json!({})).await;
+    assert!(msg.contains("creating a sandbox"), "{msg}");
+    assert!(msg.contains("larger than 1 MiB"), "{msg}");
+
+    fake.fail(fault(
+        Method::POST,
+        "/filesystem.Filesystem/ListDir",
+        200,
+        Act::Listing(2_000_000),
+    ));
+    let msg = server
+        .err("list_files", json!({"session_id": id, "path": "big"}))
+        .await;
+    assert!(msg.contains("listing '/big'"), "{msg}");
+    assert!(msg.contains("larger than 32 MiB"), "{msg}");
+
+    fake.fail(fault(Method::GET, "/metrics", 200, Act::Huge(100 << 20)));
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
+    assert!(status.to_string().len() < 16 << 10);
+
+    let grown = peak_memory(server.pid).saturating_sub(before);
+    assert!(
+        grown < 100 << 20,
+        "the peak memory grew by {} MiB",
+        grown >> 20
+    );
+    // A listing that fits is still cut at the entry cap, not refused.
+    fake.fail(fault(
+        Method::POST,
+        "/filesystem.Filesystem/ListDir",
+        200,
+        Act::Listing(20_000),
+    ));
+    let listed = server
+        .ok("list_files", json!({"session_id": id, "path": "big"}))
+        .await;
+    assert_eq!(listed["truncated"], true, "{}", listed["truncated"]);
+    let entries = listed["files"].as_array().unwrap();
+    assert!(!entries.is_empty() && entries.len() < 20_000);
+    assert_eq!(entries[0]["name"], "f00000000");
     server.stop().await;
     wait_until_none_alive(&fake).await;
 }
