@@ -284,6 +284,16 @@ pub struct Settings {
     )]
     pub e2b_lifetime_seconds: u64,
 
+    /// Seconds one request to E2B may take (retries and the answer
+    /// included), other than running code, which has its own timeout.
+    #[arg(
+        long,
+        env = "SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub e2b_request_timeout_seconds: u64,
+
     /// Where install_package gets packages.
     #[command(flatten)]
     pub packages: PackageArgs,

@@ -250,7 +250,7 @@ fn e2b_settings(
         None => None,
     };
     let template = s.e2b_template.trim();
-    if template.is_empty() || template.contains(char::is_whitespace) {
+    if !crate::e2b::is_template(template) {
         return Err(bad(
             "SANDBOX_E2B_TEMPLATE",
             format!("'{template}' is not a template name or id"),
@@ -264,6 +264,17 @@ fn e2b_settings(
         ));
     }
     e2b.lifetime = Duration::from_secs(s.e2b_lifetime_seconds);
+    if !(1..=3600).contains(&s.e2b_request_timeout_seconds) {
+        return Err(bad(
+            "SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS",
+            format!(
+                "{} is not between 1 and 3600",
+                s.e2b_request_timeout_seconds
+            ),
+        ));
+    }
+    e2b.request_timeout = Duration::from_secs(s.e2b_request_timeout_seconds);
+    e2b.connect_timeout = e2b.connect_timeout.min(e2b.request_timeout);
     Ok(Some(e2b))
 }
 
@@ -423,7 +434,7 @@ mod tests {
         assert_eq!(c.manager.default_backend, BackendKind::Wasm);
         assert_eq!(c.manager.limits.timeout, Duration::from_secs(30));
         assert_eq!(c.manager.limits.memory_bytes, 512 << 20);
-        assert_eq!(c.manager.limits.output_bytes, 1 << 20);
+        assert_eq!(c.manager.limits.output_bytes, 16 << 10);
         assert_eq!(c.manager.limits.disk_bytes, 256 << 20);
         assert_eq!(c.manager.max_sandboxes, 64);
         assert_eq!(c.manager.idle_timeout, Some(Duration::from_secs(1800)));

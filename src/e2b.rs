@@ -15,8 +15,11 @@ pub mod config;
 mod envd;
 pub mod error;
 mod jupyter;
+mod listing;
+mod names;
 mod output;
 mod pip;
+mod results;
 mod route;
 mod sandbox;
 mod transport;
@@ -32,6 +35,7 @@ use rand::Rng;
 use self::api::ApiClient;
 pub use self::config::{ApiKey, E2bSettings};
 pub use self::error::E2bError;
+pub(crate) use self::names::is_template;
 use self::route::Route;
 use self::sandbox::E2bSandbox;
 use self::transport::Clients;
@@ -128,6 +132,12 @@ impl Backend for E2bBackend {
             .runtime
             .clone()
             .unwrap_or_else(|| self.settings.template.clone());
+        if !names::is_template(&template) {
+            return Err(SandboxError::InvalidArgument(format!(
+                "'{}' is not an E2B template name: on e2b, `runtime` names an E2B template (letters, digits, '-', '_' and '.', as name, team/name or name:tag); leave it out to get the default",
+                names::shown(&template)
+            )));
+        }
         let metadata = HashMap::from([
             ("mcp-code-sandbox".to_owned(), self.instance.clone()),
             ("session".to_owned(), spec.id.clone()),

@@ -7,6 +7,7 @@
 //! enforces the server-wide rules (ids, counts, expiry).
 
 pub mod budget;
+pub mod clip;
 pub mod disk_usage;
 pub mod error;
 pub mod guest_path;
@@ -21,6 +22,7 @@ pub mod types;
 
 use async_trait::async_trait;
 
+pub use clip::{MARKER_ROOM, StreamClip, cap_exec_error, cap_value_text, head_and_tail};
 pub use error::SandboxError;
 pub use guest_path::GuestPath;
 pub use stop::{StopReason, StopSignal};

@@ -11,10 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{ApiKey, E2bSettings};
 use super::error::E2bError;
-use super::transport::{Failure, Retry, send};
+use super::names;
+use super::transport::{Failure, Retry, read_body, send};
 
 /// The API key header, as E2B's API specification names it.
 const API_KEY_HEADER: &str = "x-api-key";
+/// Most bytes of a sandbox description read (E2B's are under 1 KiB).
+const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// A client of E2B's control plane.
 #[derive(Clone, Debug)]
@@ -76,6 +79,34 @@ impl std::fmt::Debug for CreatedSandbox {
     }
 }
 
+impl CreatedSandbox {
+    /// Checks what goes into the URL and headers of every request to the
+    /// sandbox: the domain must be a DNS name and the tokens header-safe.
+    fn check(&self) -> Result<(), String> {
+        if let Some(domain) = self.domain.as_deref().filter(|d| !d.is_empty())
+            && !names::is_domain(domain)
+        {
+            return Err(format!(
+                "the sandbox's domain '{}' is not a DNS name",
+                names::shown(domain)
+            ));
+        }
+        for (name, token) in [
+            ("envdAccessToken", &self.envd_access_token),
+            ("trafficAccessToken", &self.traffic_access_token),
+        ] {
+            if let Some(token) = token.as_deref().filter(|t| !t.is_empty())
+                && !names::is_token(token)
+            {
+                return Err(format!(
+                    "the {name} is not a usable token (visible ASCII, at most 1 KiB)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ApiClient {
     /// A client for the control plane configured in `settings`.
     pub(crate) fn new(http: Client, settings: &E2bSettings) -> Self {
@@ -126,19 +157,29 @@ impl ApiClient {
             }
             return Err(failure.into_api_error(what));
         }
-        let created: CreatedSandbox = response.json().await.map_err(|e| E2bError::Protocol {
-            what: what.to_owned(),
-            detail: format!("the answer is not a sandbox description: {e}"),
-        })?;
-        if created.sandbox_id.is_empty()
-            || !created
-                .sandbox_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-')
-        {
+        let body = read_body(response, MAX_ANSWER_BYTES, self.bound, what, "").await?;
+        let created: CreatedSandbox =
+            serde_json::from_slice(&body).map_err(|e| E2bError::Protocol {
+                what: what.to_owned(),
+                detail: format!("the answer is not a sandbox description: {e}"),
+            })?;
+        if !names::is_sandbox_id(&created.sandbox_id) {
             return Err(E2bError::Protocol {
                 what: what.to_owned(),
-                detail: format!("the sandbox id {:?} is not usable", created.sandbox_id),
+                detail: format!(
+                    "the sandbox id '{}' is not usable (it must be letters, digits and '-', at most 64)",
+                    names::shown(&created.sandbox_id)
+                ),
+            });
+        }
+        if let Err(detail) = created.check() {
+            // E2B made the sandbox, but it cannot be reached safely: kill it.
+            if let Err(e) = self.kill(&created.sandbox_id).await {
+                tracing::warn!(e2b_id = %created.sandbox_id, "could not kill an E2B sandbox whose description was refused: {e}");
+            }
+            return Err(E2bError::Protocol {
+                what: what.to_owned(),
+                detail,
             });
         }
         Ok(created)

@@ -74,10 +74,11 @@ pub struct E2bSettings {
     /// it every third of that while the sandbox is open, and kills it on close;
     /// the lifetime only matters if this server dies without closing it.
     pub lifetime: Duration,
-    /// Bound of one control-plane or file request (not of an execution, which
-    /// has its own timeout).
+    /// Bound of one control-plane or file request, its retries and its answer
+    /// included (`SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS`; not of an execution,
+    /// which has its own timeout).
     pub request_timeout: Duration,
-    /// Bound of opening a connection.
+    /// Bound of opening a connection (at most `request_timeout`).
     pub connect_timeout: Duration,
 }
 

@@ -14,17 +14,21 @@ use async_trait::async_trait;
 use reqwest::multipart::{Form, Part};
 use reqwest::{Client, Method, StatusCode};
 use serde::Deserialize;
-use serde::de::{self, Deserializer};
 
 use super::error::E2bError;
+use super::listing::{EntryInfo, parse_listing, to_seconds};
 use super::route::{ENVD_PORT, Route};
-use super::transport::{Failure, Retry, read_capped, send};
+use super::transport::{Failure, Retry, parse_off_workers, read_body, read_capped, send};
 use crate::sandbox::{
     EntryKind, FileContent, FileEntry, FileInterface, GuestPath, Listing, SandboxError,
 };
 
 /// Furthest offset `read_file` reads from (envd sends a file from its start).
 const MAX_READ_OFFSET: u64 = 256 << 20;
+/// Most bytes of a `ListDir` answer read: about 100 000 entries.
+const MAX_LISTING_BYTES: usize = 32 << 20;
+/// Most bytes of any other answer of envd read (`Stat`, `/metrics`).
+const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
 
 /// The directory of the VM that the file tools call `/`: the default user's
 /// home, where the code interpreter runs.
@@ -57,26 +61,6 @@ pub(crate) struct Envd {
     bound: Duration,
 }
 
-/// A file's metadata as envd describes it (proto-JSON `EntryInfo`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct EntryInfo {
-    name: String,
-    #[serde(rename = "type", deserialize_with = "file_type")]
-    kind: Option<EntryKind>,
-    path: String,
-    #[serde(deserialize_with = "int64")]
-    size: u64,
-    modified_time: Option<String>,
-    symlink_target: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ListDirResponse {
-    entries: Vec<EntryInfo>,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct StatResponse {
@@ -93,46 +77,13 @@ pub(crate) struct Metrics {
     pub disk_used: Option<u64>,
 }
 
-/// Reads a proto-JSON enum `FileType`, by name or number.
-fn file_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<EntryKind>, D::Error> {
-    let value = serde_json::Value::deserialize(d)?;
-    Ok(match &value {
-        serde_json::Value::String(s) => match s.as_str() {
-            "FILE_TYPE_FILE" => Some(EntryKind::File),
-            "FILE_TYPE_DIRECTORY" => Some(EntryKind::Directory),
-            "FILE_TYPE_SYMLINK" => Some(EntryKind::Symlink),
-            "FILE_TYPE_UNSPECIFIED" => None,
-            _ => Some(EntryKind::Other),
-        },
-        serde_json::Value::Number(n) => match n.as_u64() {
-            Some(1) => Some(EntryKind::File),
-            Some(2) => Some(EntryKind::Directory),
-            Some(3) => Some(EntryKind::Symlink),
-            Some(0) | None => None,
-            Some(_) => Some(EntryKind::Other),
-        },
-        _ => None,
-    })
-}
-
-/// Reads a proto-JSON 64-bit integer, sent as a string or a number.
-fn int64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(s) => s.trim().parse().map_err(de::Error::custom),
-        serde_json::Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| de::Error::custom(format!("{n} is not a size"))),
-        serde_json::Value::Null => Ok(0),
-        other => Err(de::Error::custom(format!("{other} is not a size"))),
+/// The error for an answer that is not the JSON expected.
+fn unexpected(what: &str, e: &serde_json::Error) -> SandboxError {
+    E2bError::Protocol {
+        what: what.to_owned(),
+        detail: format!("the answer is not the expected JSON: {e}"),
     }
-}
-
-/// An RFC 3339 time (envd sends nanoseconds) cut to seconds, like local listings.
-fn to_seconds(time: &str) -> String {
-    match humantime::parse_rfc3339_weak(time.trim_end_matches('Z')) {
-        Ok(t) if time.ends_with('Z') => humantime::format_rfc3339_seconds(t).to_string(),
-        _ => time.to_owned(),
-    }
+    .into()
 }
 
 impl Envd {
@@ -141,7 +92,7 @@ impl Envd {
         Self { http, route, bound }
     }
 
-    /// Reads a file, at most `max_bytes` of it.
+    /// Reads at most `max_bytes` of a file, from byte `offset`.
     pub(crate) async fn read(
         &self,
         path: &GuestPath,
@@ -154,6 +105,12 @@ impl Envd {
                 path: shown,
                 what: "the sandbox's root directory; use list_files to see what it holds".into(),
             });
+        }
+        if offset > MAX_READ_OFFSET {
+            return Err(SandboxError::InvalidArgument(format!(
+                "offset {offset} is past the {} that read_file pages through on the e2b backend; read the end of a larger file with execute_code (e.g. print(open(path).read()[-2000:]))",
+                crate::sandbox::human_bytes(MAX_READ_OFFSET)
+            )));
         }
         let vm = vm_path(path);
         let what = format!("reading '{shown}'");
@@ -168,12 +125,6 @@ impl Envd {
         }
         // envd sends the whole file: read up to the end of the page (and a
         // byte more, to learn whether the file goes on), then keep the page.
-        if offset > MAX_READ_OFFSET {
-            return Err(SandboxError::InvalidArgument(format!(
-                "offset {offset} is past the {} that read_file pages through on the e2b backend; read the end of a larger file with execute_code (e.g. print(open(path).read()[-2000:]))",
-                crate::sandbox::human_bytes(MAX_READ_OFFSET)
-            )));
-        }
         let end = offset.saturating_add(max_bytes);
         let cap = usize::try_from(end.saturating_add(1)).unwrap_or(usize::MAX);
         let (mut bytes, ended) = read_capped(response, cap).await;
@@ -232,6 +183,8 @@ impl Envd {
     }
 
     /// Lists a directory, at most `max_entries` entries, sorted by name.
+    /// envd sends a directory whole: its answer is read up to 32 MiB, and of
+    /// that only the first `max_entries` entries are built.
     pub(crate) async fn list(
         &self,
         path: &GuestPath,
@@ -240,11 +193,22 @@ impl Envd {
         let shown = path.to_string();
         let what = format!("listing '{shown}'");
         let body = serde_json::json!({ "path": vm_path(path), "depth": 1 });
-        let listed: ListDirResponse = self
-            .rpc("/filesystem.Filesystem/ListDir", &body, &shown, &what)
+        let answer = self
+            .rpc(
+                "/filesystem.Filesystem/ListDir",
+                &body,
+                &shown,
+                &what,
+                MAX_LISTING_BYTES,
+                "; the directory has too many entries to list: list a subdirectory, or count them with execute_code",
+            )
             .await?;
+        let listed = parse_off_workers(&what, answer, move |b| parse_listing(b, max_entries))
+            .await?
+            .map_err(|e| unexpected(&what, &e))?;
+        let truncated = listed.total > listed.kept.len();
         let mut entries: Vec<FileEntry> = listed
-            .entries
+            .kept
             .into_iter()
             .filter_map(|e| {
                 let kind = if e.symlink_target.as_deref().is_some_and(|t| !t.is_empty()) {
@@ -269,8 +233,6 @@ impl Envd {
             })
             .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let truncated = entries.len() > max_entries;
-        entries.truncate(max_entries);
         Ok(Listing { entries, truncated })
     }
 
@@ -279,9 +241,21 @@ impl Envd {
         let shown = path.to_string();
         let what = format!("looking up '{shown}'");
         let body = serde_json::json!({ "path": vm_path(path) });
-        let stat: StatResponse = self
-            .rpc("/filesystem.Filesystem/Stat", &body, &shown, &what)
+        let answer = self
+            .rpc(
+                "/filesystem.Filesystem/Stat",
+                &body,
+                &shown,
+                &what,
+                MAX_SMALL_ANSWER_BYTES,
+                "",
+            )
             .await?;
+        let stat: StatResponse = if answer.iter().all(u8::is_ascii_whitespace) {
+            StatResponse::default()
+        } else {
+            serde_json::from_slice(&answer).map_err(|e| unexpected(&what, &e))?
+        };
         stat.entry.ok_or_else(|| {
             E2bError::Protocol {
                 what,
@@ -304,7 +278,11 @@ impl Envd {
         if !response.status().is_success() {
             return None;
         }
-        response.json().await.ok()
+        let (body, ended) = read_capped(response, MAX_SMALL_ANSWER_BYTES + 1).await;
+        if ended.is_err() || body.len() > MAX_SMALL_ANSWER_BYTES {
+            return None;
+        }
+        serde_json::from_slice(&body).ok()
     }
 
     /// Whether the sandbox still answers: `Some(false)` when E2B's edge says
@@ -324,14 +302,17 @@ impl Envd {
         }
     }
 
-    /// A unary Connect call with the JSON codec.
-    async fn rpc<T: for<'de> Deserialize<'de>>(
+    /// A unary Connect call with the JSON codec; returns the answer's body,
+    /// refused when it is over `limit` bytes (`hint` says what to do then).
+    async fn rpc(
         &self,
         method: &str,
         body: &serde_json::Value,
         shown: &str,
         what: &str,
-    ) -> Result<T, SandboxError> {
+        limit: usize,
+        hint: &str,
+    ) -> Result<Vec<u8>, SandboxError> {
         let deadline_ms = self.bound.as_millis().to_string();
         let response = send(what, Retry::Idempotent, self.bound, || {
             self.route
@@ -344,22 +325,7 @@ impl Envd {
         if !response.status().is_success() {
             return Err(self.file_error(Failure::read(response).await, shown, what));
         }
-        let text = response
-            .bytes()
-            .await
-            .map_err(|e| super::error::network_error(what, e, self.bound))?;
-        let text = if text.iter().all(u8::is_ascii_whitespace) {
-            &b"{}"[..]
-        } else {
-            &text[..]
-        };
-        serde_json::from_slice(text).map_err(|e| {
-            E2bError::Protocol {
-                what: what.to_owned(),
-                detail: format!("the answer is not the expected JSON: {e}"),
-            }
-            .into()
-        })
+        Ok(read_body(response, limit, self.bound, what, hint).await?)
     }
 
     /// The error for a failed file request: not found, wrong kind, disk full,
@@ -436,26 +402,5 @@ mod tests {
         assert_eq!(guest_path_of("/home/user").as_deref(), Some("/"));
         assert_eq!(guest_path_of("/home/username"), None);
         assert_eq!(guest_path_of("/etc/passwd"), None);
-    }
-
-    #[test]
-    fn entries_are_read_in_proto_json() {
-        let listed: ListDirResponse = serde_json::from_str(
-            r#"{"entries":[{"name":"a.csv","type":"FILE_TYPE_FILE","path":"/home/user/a.csv","size":"8","mode":420,"modifiedTime":"2026-08-21T10:00:00.5Z","future":1},
-                {"name":"d","type":2,"path":"/home/user/d","size":4096},
-                {"name":"l","type":"FILE_TYPE_FILE","path":"/home/user/l","symlinkTarget":"/home/user/a.csv"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(listed.entries.len(), 3);
-        assert_eq!(listed.entries[0].kind, Some(EntryKind::File));
-        assert_eq!(listed.entries[0].size, 8);
-        assert_eq!(listed.entries[1].kind, Some(EntryKind::Directory));
-        assert_eq!(listed.entries[1].size, 4096);
-        assert_eq!(
-            to_seconds(listed.entries[0].modified_time.as_deref().unwrap()),
-            "2026-08-21T10:00:00Z"
-        );
-        let empty: ListDirResponse = serde_json::from_str("{}").unwrap();
-        assert!(empty.entries.is_empty());
     }
 }

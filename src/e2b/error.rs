@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::sandbox::{SandboxError, human_duration};
+use crate::sandbox::{SandboxError, human_bytes, human_duration};
 
 /// Why a call to E2B failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +110,30 @@ pub enum E2bError {
         after: String,
     },
 
+    /// E2B answered with a redirect, which this server never follows.
+    #[error(
+        "E2B answered {what} with a redirect (HTTP {status}) to {target}; redirects are not followed, so that the API key and access tokens never leave the configured address: if E2B moved, set E2B_API_URL, E2B_DOMAIN or E2B_SANDBOX_URL to the new address"
+    )]
+    Redirected {
+        /// What was being done.
+        what: String,
+        /// The redirect's status.
+        status: u16,
+        /// The origin (scheme, host, port) it pointed to.
+        target: String,
+    },
+
+    /// An answer from E2B is larger than this server reads.
+    #[error("E2B's answer to {what} is larger than {limit}, more than this server reads{hint}")]
+    TooLarge {
+        /// What was being done.
+        what: String,
+        /// The limit, in words.
+        limit: String,
+        /// What to do about it ("; ..."), or nothing.
+        hint: String,
+    },
+
     /// E2B answered something this server cannot read.
     #[error("unexpected answer from E2B to {what}: {detail}")]
     Protocol {
@@ -130,6 +154,15 @@ impl E2bError {
         Self::TimedOut {
             what: what.into(),
             after: human_duration(after),
+        }
+    }
+
+    /// An answer to `what` over `limit` bytes; `hint` says what to do ("; ...").
+    pub(crate) fn too_large(what: &str, limit: usize, hint: &str) -> Self {
+        Self::TooLarge {
+            what: what.to_owned(),
+            limit: human_bytes(limit as u64),
+            hint: hint.to_owned(),
         }
     }
 

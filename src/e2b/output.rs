@@ -1,60 +1,62 @@
 //! [`Capture`]: one output stream of a remote execution, bounded like the
-//! local backend's: the first bytes inline, the whole stream (up to the file
-//! limit) kept aside so it can be saved in the sandbox when the inline part
-//! overflows.
+//! local backend's: its head and tail inline (a [`StreamClip`]), the whole
+//! stream (up to the file limit) kept aside so it can be saved in the sandbox
+//! when the inline part is cut.
 
-use crate::sandbox::CapturedText;
+use crate::sandbox::{CapturedText, StreamClip};
 
 /// A bounded capture of one output stream.
 #[derive(Debug)]
 pub(crate) struct Capture {
-    inline_limit: usize,
+    clip: StreamClip,
     file_limit: usize,
-    inline: String,
     full: Vec<u8>,
-    total: u64,
 }
 
 impl Capture {
     /// Keeps `inline_limit` bytes inline and up to `file_limit` bytes in all.
     pub(crate) fn new(inline_limit: usize, file_limit: u64) -> Self {
         Self {
-            inline_limit,
+            clip: StreamClip::new(inline_limit),
             file_limit: usize::try_from(file_limit).unwrap_or(usize::MAX),
-            inline: String::new(),
             full: Vec::new(),
-            total: 0,
         }
     }
 
     /// Takes a chunk of text the program wrote.
     pub(crate) fn push(&mut self, text: &str) {
-        self.total = self.total.saturating_add(text.len() as u64);
-        // Once cut, the inline text stays cut: it is a prefix of the stream.
-        if self.total - text.len() as u64 == self.inline.len() as u64 {
-            let room = self.inline_limit.saturating_sub(self.inline.len());
-            let mut take = room.min(text.len());
-            while !text.is_char_boundary(take) {
-                take -= 1;
-            }
-            self.inline.push_str(&text[..take]);
-        }
+        self.clip.push(text.as_bytes());
         let room = self.file_limit.saturating_sub(self.full.len());
         self.full
             .extend_from_slice(&text.as_bytes()[..room.min(text.len())]);
     }
 
-    /// The captured text, and the whole stream when the inline part is cut.
-    pub(crate) fn finish(self) -> (CapturedText, Option<Vec<u8>>) {
-        let truncated = self.total > self.inline.len() as u64;
-        let text = CapturedText {
-            text: self.inline,
-            total_bytes: self.total,
-            truncated,
-            full_output_path: None,
-            saved_bytes: None,
+    /// The whole stream (up to the file limit) when the inline part is cut,
+    /// to be saved; then [`Capture::finish`] says where it went.
+    pub(crate) fn whole_if_cut(&mut self) -> Option<Vec<u8>> {
+        self.clip.is_cut().then(|| std::mem::take(&mut self.full))
+    }
+
+    /// The captured text; `saved` is where the whole stream was saved, and
+    /// how many bytes of it.
+    pub(crate) fn finish(self, saved: Option<(String, u64)>) -> CapturedText {
+        let total = self.clip.total();
+        let whereabouts = match &saved {
+            Some((path, bytes)) if *bytes < total => {
+                format!("; its first {bytes} bytes are in {path} (the file limit stopped it)")
+            }
+            Some((path, _)) => format!(
+                "; the whole stream is in {path}: read it in pages with read_file (offset, length)"
+            ),
+            None => String::new(),
         };
-        (text, truncated.then_some(self.full))
+        CapturedText {
+            text: self.clip.text(&whereabouts),
+            total_bytes: total,
+            truncated: self.clip.is_cut(),
+            full_output_path: saved.as_ref().map(|(path, _)| path.clone()),
+            saved_bytes: saved.map(|(_, bytes)| bytes),
+        }
     }
 }
 
@@ -63,19 +65,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn output_is_cut_on_a_character_boundary_and_kept_whole_up_to_the_file_limit() {
-        let mut c = Capture::new(5, 9);
-        c.push("abcdé");
-        c.push("123456789");
-        let (text, full) = c.finish();
-        assert_eq!(text.text, "abcd");
-        assert!(text.truncated);
-        assert_eq!(text.total_bytes, 15);
-        assert_eq!(full.unwrap(), "abcdé123".as_bytes());
+    fn output_keeps_its_head_and_tail_and_is_kept_whole_up_to_the_file_limit() {
+        let mut c = Capture::new(200, 1000);
+        for i in 0..100 {
+            c.push(&format!("line {i:02}\n"));
+        }
+        let whole = c.whole_if_cut().unwrap();
+        assert_eq!(whole.len(), 800);
+        let text = c.finish(Some(("/out.txt".into(), 800)));
+        assert!(text.truncated && text.text.len() <= 200);
+        assert!(text.text.starts_with("line 00\n") && text.text.ends_with("line 99\n"));
+        assert!(text.text.contains("/out.txt"), "{}", text.text);
         let mut short = Capture::new(10, 10);
         short.push("hi");
-        let (text, full) = short.finish();
+        assert!(short.whole_if_cut().is_none());
+        let text = short.finish(None);
         assert_eq!(text.text, "hi");
-        assert!(!text.truncated && full.is_none());
+        assert!(!text.truncated);
     }
 }

@@ -1,18 +1,46 @@
 //! `install_package` on E2B: the cell that runs pip inside the sandbox's own
 //! interpreter, and reading what pip installed from its log.
 //!
-//! Requirements are checked as PEP 508 requirements first (so nothing that
-//! pip would read as an option gets through) and passed to pip as a list of
-//! Python string literals, never as shell text.
+//! Requirements are checked first (PEP 508, printable ASCII, at most 1 KiB
+//! each and 64 at once, so nothing that pip would read as an option gets
+//! through) and passed to pip as a list of Python string literals, never as
+//! shell text.
 
 use std::str::FromStr;
 
 use crate::sandbox::{InstalledPackage, PackageSource, SandboxError};
 
+/// Most requirements installed at once.
+const MAX_REQUIREMENTS: usize = 64;
+/// Longest requirement accepted (a name, extras, versions, markers or a URL).
+const MAX_REQUIREMENT_BYTES: usize = 1024;
+
 /// Checks the requirements and returns the cell that installs them; the
 /// cell's value is pip's exit status, its output is pip's log.
 pub(crate) fn install_cell(requirements: &[String]) -> Result<String, SandboxError> {
+    if requirements.len() > MAX_REQUIREMENTS {
+        return Err(SandboxError::InvalidArgument(format!(
+            "{} requirements are more than the {MAX_REQUIREMENTS} one install takes; install them in several calls",
+            requirements.len()
+        )));
+    }
     for r in requirements {
+        if !r.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+            return Err(SandboxError::InvalidArgument(format!(
+                "'{}' is not a package requirement (it holds a character other than printable ASCII); give a name such as \"attrs\" or \"attrs==23.2.0\"",
+                r.chars()
+                    .take(40)
+                    .flat_map(char::escape_debug)
+                    .collect::<String>()
+            )));
+        }
+        if r.len() > MAX_REQUIREMENT_BYTES {
+            let start: String = r.chars().take(40).flat_map(char::escape_debug).collect();
+            return Err(SandboxError::InvalidArgument(format!(
+                "the requirement '{start}…' is {} bytes long, more than the {MAX_REQUIREMENT_BYTES} accepted; give a package name such as \"attrs\" or \"attrs==23.2.0\"",
+                r.len()
+            )));
+        }
         if let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(r) {
             return Err(SandboxError::InvalidArgument(format!(
                 "'{}' is not a package requirement ({}); give a name such as \"attrs\" or \"attrs==23.2.0\"",
@@ -106,9 +134,22 @@ mod tests {
 
     #[test]
     fn options_and_garbage_are_refused_before_reaching_pip() {
-        for bad in ["--index-url=http://evil", "-e .", "a b", "x; rm -rf /", ""] {
+        let long = "a".repeat(1025);
+        for bad in [
+            "--index-url=http://evil",
+            "-e .",
+            "a b",
+            "x; rm -rf /",
+            "",
+            "x\"]); import os #",
+            "a\0b",
+            long.as_str(),
+        ] {
             assert!(install_cell(&[bad.to_owned()]).is_err(), "{bad}");
         }
+        assert!(install_cell(&vec!["attrs".to_owned(); 65]).is_err());
+        let cell = install_cell(&["a\u{2028}".to_owned()]);
+        assert!(cell.is_err(), "only what PEP 508 reads reaches the cell");
         let cell = install_cell(&["attrs==23.2.0".into(), "requests[socks]".into()]).unwrap();
         assert!(
             cell.contains(r#"(["attrs==23.2.0","requests[socks]"])"#),

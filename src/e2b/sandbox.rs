@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,15 +15,16 @@ use super::Tracker;
 use super::api::ApiClient;
 use super::envd::Envd;
 use super::error::E2bError;
-use super::jupyter::{self, Ended, Line};
+use super::jupyter::{self, Ended, StreamLimits};
 use super::output::Capture;
 use super::pip;
+use super::results::{Collected, ResultLimits};
 use super::route::Route;
 use super::transport::Clients;
 use crate::sandbox::{
-    CapturedText, CodeInterpreter, ExecError, ExecImage, ExecRequest, Execution, FileInterface,
-    GuestPath, InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, StopSignal, Usage,
-    cap_value_text, human_duration,
+    CapturedText, CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, GuestPath,
+    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, StopSignal, Usage,
+    human_bytes, human_duration,
 };
 
 /// How long `pip install` may take.
@@ -49,65 +49,6 @@ pub(crate) struct E2bSandbox {
     keepalive: Option<(CancellationToken, JoinHandle<()>)>,
     executions: u64,
     closed: bool,
-}
-
-/// Everything an execution's stream said.
-struct Collected {
-    stdout: Capture,
-    stderr: Capture,
-    value: Option<String>,
-    error: Option<ExecError>,
-    images: Vec<ExecImage>,
-}
-
-impl Collected {
-    fn take(&mut self, line: Line) {
-        match line {
-            Line::Stdout { text } => self.stdout.push(&text),
-            Line::Stderr { text } => self.stderr.push(&text),
-            Line::Error {
-                name,
-                value,
-                traceback,
-            } => {
-                self.error = Some(ExecError {
-                    name,
-                    value,
-                    traceback,
-                })
-            }
-            Line::Result(result) => {
-                let mut has_image = false;
-                for (mime, data) in [("image/png", &result.png), ("image/jpeg", &result.jpeg)] {
-                    if let Some(data) = data {
-                        let data: String = data.chars().filter(|c| !c.is_whitespace()).collect();
-                        if base64::engine::general_purpose::STANDARD
-                            .decode(data.as_bytes())
-                            .is_ok()
-                        {
-                            has_image = true;
-                            self.images.push(ExecImage {
-                                mime_type: mime.to_owned(),
-                                data_base64: data,
-                                path: None,
-                            });
-                        }
-                    }
-                }
-                if result.is_main_result {
-                    self.value = result.text;
-                } else if !has_image && let Some(text) = result.text {
-                    // A displayed value shows where a notebook would show it.
-                    self.stdout.push(&text);
-                    self.stdout.push("\n");
-                }
-            }
-            Line::NumberOfExecutions {}
-            | Line::Keepalive
-            | Line::EndOfExecution
-            | Line::Unknown => {}
-        }
-    }
 }
 
 impl E2bSandbox {
@@ -152,13 +93,15 @@ impl E2bSandbox {
         e.into()
     }
 
-    /// Runs code until it ends, `deadline` passes or `cancel` fires. A closed
-    /// port (the interpreter still starting) is retried until the deadline.
+    /// Runs code until it ends, `deadline` passes, `cancel` fires or the
+    /// stream goes past `limits`. A closed port (the interpreter still
+    /// starting) is retried until the deadline or the cancellation.
     async fn stream(
         &self,
         code: &str,
         deadline: Instant,
         cancel: &CancellationToken,
+        limits: StreamLimits,
         collected: &mut Collected,
     ) -> Result<Ended, SandboxError> {
         loop {
@@ -168,6 +111,7 @@ impl E2bSandbox {
                 code,
                 deadline,
                 cancel,
+                limits,
                 |line| collected.take(line),
             )
             .await
@@ -176,7 +120,10 @@ impl E2bSandbox {
                     if Instant::now() + Duration::from_secs(1) >= deadline {
                         return Err(E2bError::PortClosed(id).into());
                     }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+                    }
                 }
                 Err(e) => return Err(self.fail(e)),
                 Ok(ended) => return Ok(ended),
@@ -200,14 +147,17 @@ impl E2bSandbox {
         }
     }
 
-    async fn finish_stream(&self, name: &str, capture: Capture) -> CapturedText {
-        let (mut text, full) = capture.finish();
-        if let Some(full) = full {
-            let saved = full.len() as u64;
-            text.full_output_path = self.save_output(name, full).await;
-            text.saved_bytes = text.full_output_path.is_some().then_some(saved);
-        }
-        text
+    async fn finish_stream(&self, name: &str, mut capture: Capture) -> CapturedText {
+        let saved = match capture.whole_if_cut() {
+            Some(whole) => {
+                let bytes = whole.len() as u64;
+                self.save_output(name, whole)
+                    .await
+                    .map(|path| (path, bytes))
+            }
+            None => None,
+        };
+        capture.finish(saved)
     }
 
     fn release(&mut self) -> bool {
@@ -235,30 +185,49 @@ impl CodeInterpreter for E2bSandbox {
         self.executions += 1;
         let started = Instant::now();
         let deadline = started + limits.timeout;
-        let mut collected = Collected {
-            stdout: Capture::new(limits.output_bytes, limits.output_file_bytes),
-            stderr: Capture::new(limits.output_bytes, limits.output_file_bytes),
-            value: None,
-            error: None,
-            images: Vec::new(),
-        };
+        let stream_limits = StreamLimits::for_execution(&limits);
+        let mut collected = Collected::new(
+            Capture::new(limits.output_bytes, limits.output_file_bytes),
+            Capture::new(limits.output_bytes, limits.output_file_bytes),
+            ResultLimits {
+                text_bytes: limits.output_bytes,
+                image_bytes: limits.image_bytes,
+                max_images: limits.max_images,
+                line_bytes: stream_limits.max_line,
+            },
+        );
         let ended = self
-            .stream(&request.code, deadline, stop.token(), &mut collected)
+            .stream(
+                &request.code,
+                deadline,
+                stop.token(),
+                stream_limits,
+                &mut collected,
+            )
             .await?;
         let wall = started.elapsed();
+        collected.note_left_out();
 
         let mut execution = Execution {
             stdout: self.finish_stream("stdout", collected.stdout).await,
             stderr: self.finish_stream("stderr", collected.stderr).await,
-            value: collected
-                .value
-                .map(|v| cap_value_text(v, limits.output_bytes)),
+            value: collected.value,
             error: collected.error,
             images: collected.images,
             ..Execution::default()
         };
         match ended {
             Ended::Finished => {}
+            Ended::Overflow(limit) => {
+                let limit = human_bytes(limit);
+                execution.limit = Some(LimitHit {
+                    kind: LimitKind::Output,
+                    limit: format!("{limit} from E2B per execution"),
+                    message: format!(
+                        "E2B sent more than {limit} for this execution, more than this server reads: the connection was dropped, which makes the sandbox's interpreter interrupt the code (KeyboardInterrupt); what came before is kept, and so are variables and files. Write large outputs to files instead of printing them"
+                    ),
+                });
+            }
             Ended::TimedOut => {
                 let limit = human_duration(limits.timeout);
                 execution.limit = Some(LimitHit {
@@ -314,22 +283,27 @@ impl CodeInterpreter for E2bSandbox {
         &mut self,
         requirements: &[String],
         progress: &(dyn Fn(String) + Send + Sync),
-        _stop: StopSignal,
+        stop: StopSignal,
     ) -> Result<InstallReport, SandboxError> {
         self.check_alive()?;
         let cell = pip::install_cell(requirements)?;
         let deadline = Instant::now() + INSTALL_TIMEOUT;
-        let mut collected = Collected {
-            stdout: Capture::new(MAX_INSTALL_LOG, 0),
-            stderr: Capture::new(MAX_INSTALL_LOG, 0),
-            value: None,
-            error: None,
-            images: Vec::new(),
-        };
-        let never = CancellationToken::new();
-        let ended = self.stream(&cell, deadline, &never, &mut collected).await?;
-        let (stdout, _) = collected.stdout.finish();
-        let (stderr, _) = collected.stderr.finish();
+        let stream_limits = StreamLimits::default();
+        let mut collected = Collected::new(
+            Capture::new(MAX_INSTALL_LOG, 0),
+            Capture::new(MAX_INSTALL_LOG, 0),
+            ResultLimits {
+                text_bytes: MAX_INSTALL_LOG,
+                image_bytes: 0,
+                max_images: 0,
+                line_bytes: stream_limits.max_line,
+            },
+        );
+        let ended = self
+            .stream(&cell, deadline, stop.token(), stream_limits, &mut collected)
+            .await?;
+        let stdout = collected.stdout.finish(None);
+        let stderr = collected.stderr.finish(None);
         let mut log = stdout.text;
         if !stderr.text.is_empty() {
             if !log.is_empty() && !log.ends_with('\n') {
@@ -357,7 +331,19 @@ impl CodeInterpreter for E2bSandbox {
                     tail()
                 )));
             }
-            Ended::Cancelled | Ended::Cut(_) => {
+            Ended::Cancelled => {
+                return Err(SandboxError::Install(format!(
+                    "{}: pip was interrupted while installing {wanted} in the E2B sandbox; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether any of it got installed",
+                    stop.reason().describe()
+                )));
+            }
+            Ended::Overflow(limit) => {
+                return Err(SandboxError::Install(format!(
+                    "E2B sent more than {} while pip was installing {wanted}, more than this server reads: the connection was dropped, which interrupts pip; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether any of it got installed",
+                    human_bytes(limit)
+                )));
+            }
+            Ended::Cut(_) => {
                 return Err(SandboxError::Install(format!(
                     "the connection to the E2B sandbox broke while pip was installing {wanted}; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether it got installed"
                 )));

@@ -1,11 +1,13 @@
-//! HTTP plumbing shared by the E2B clients: the two reqwest clients, retries
-//! with backoff that honour `Retry-After`, and reading an error answer into an
+//! HTTP plumbing shared by the E2B clients: the two reqwest clients (which
+//! follow no redirect), retries with backoff that honour `Retry-After` within
+//! one time bound, bounded body reads, and reading an error answer into an
 //! [`E2bError`].
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
+use tokio::time::Instant;
 
 use super::config::E2bSettings;
 use super::error::{E2bError, network_error};
@@ -19,6 +21,10 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 /// Most bytes of an error answer read.
 const MAX_ERROR_BODY: usize = 64 << 10;
+/// Longest time spent reading an error answer's body.
+const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bodies larger than this are parsed on a blocking thread.
+const INLINE_PARSE_BYTES: usize = 256 << 10;
 
 /// The clients E2B is spoken to with.
 #[derive(Clone, Debug)]
@@ -35,14 +41,18 @@ pub(crate) struct Clients {
 
 impl Clients {
     /// Builds both clients: rustls with the ring provider and the platform's
-    /// certificate verifier, a connect timeout, and no whole-request timeout
-    /// (each call bounds itself; an execution can run for minutes).
+    /// certificate verifier, a connect timeout, no redirects followed (a
+    /// redirect is an error: the API key and access tokens go to the
+    /// configured origin only, never over a downgrade to plain HTTP), and no
+    /// whole-request timeout (each call bounds itself; an execution can run
+    /// for minutes).
     pub(crate) fn new(settings: &E2bSettings) -> Result<Self, E2bError> {
         // Only the first install in a process wins; later ones are no-ops.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let build = |http1_only: bool| {
             let mut builder = Client::builder()
                 .user_agent(concat!("mcp-code-sandbox/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(settings.connect_timeout)
                 .pool_idle_timeout(Duration::from_secs(60));
             if http1_only {
@@ -72,50 +82,32 @@ pub(crate) enum Retry {
 }
 
 /// Sends the request `make` builds, retrying as `retry` allows, with
-/// exponential backoff that honours `Retry-After`. Returns the last answer,
-/// whatever its status; `what` names the request in errors.
+/// exponential backoff that honours `Retry-After`. Every try, every wait and
+/// the reading of the answer's body fit in `bound` together: a slow or silent
+/// E2B holds the caller that long at most. Returns the last answer, whatever
+/// its status, except a redirect, which is an error; `what` names the
+/// request in errors.
 pub(crate) async fn send(
     what: &str,
     retry: Retry,
     bound: Duration,
     make: impl Fn() -> RequestBuilder,
 ) -> Result<Response, E2bError> {
+    let deadline = Instant::now() + bound;
     let mut backoff = FIRST_BACKOFF;
-    let mut attempt = 0;
+    let mut attempt = 1;
     loop {
-        attempt += 1;
-        let last = attempt == ATTEMPTS || retry == Retry::Never;
-        let wait = match make().timeout(bound).send().await {
-            Ok(response) => {
-                let status = response.status();
-                let retryable = match status {
-                    StatusCode::TOO_MANY_REQUESTS => true,
-                    s if s.is_server_error() => {
-                        retry == Retry::Idempotent && s != StatusCode::NOT_IMPLEMENTED
-                    }
-                    _ => false,
-                };
-                if !retryable || last {
-                    return Ok(response);
-                }
-                match retry_after(response.headers()) {
-                    Some(asked) if asked > MAX_BACKOFF => return Ok(response),
-                    Some(asked) => asked,
-                    None => backoff,
-                }
-            }
-            Err(e) => {
-                let unapplied = e.is_connect();
-                let retryable = match retry {
-                    Retry::Never => false,
-                    Retry::Unapplied => unapplied,
-                    Retry::Idempotent => unapplied || e.is_timeout() || e.is_request(),
-                };
-                if !retryable || last {
-                    return Err(network_error(what, e, bound));
-                }
-                backoff
-            }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let outcome = make().timeout(left).send().await;
+        let wait = match &outcome {
+            Ok(response) => answer_wait(retry, response, backoff),
+            Err(e) => failure_wait(retry, e, backoff),
+        }
+        .filter(|wait| attempt < ATTEMPTS && Instant::now() + *wait < deadline);
+        let Some(wait) = wait else {
+            let response = outcome.map_err(|e| network_error(what, e, bound))?;
+            refuse_redirect(what, &response)?;
+            return Ok(response);
         };
         tracing::debug!(
             what,
@@ -125,7 +117,105 @@ pub(crate) async fn send(
         );
         tokio::time::sleep(wait).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
+        attempt += 1;
     }
+}
+
+/// How long to wait before retrying after `response`; `None`: do not retry.
+fn answer_wait(retry: Retry, response: &Response, backoff: Duration) -> Option<Duration> {
+    let retryable = match response.status() {
+        StatusCode::TOO_MANY_REQUESTS => retry != Retry::Never,
+        s if s.is_server_error() => retry == Retry::Idempotent && s != StatusCode::NOT_IMPLEMENTED,
+        _ => false,
+    };
+    if !retryable {
+        return None;
+    }
+    match retry_after(response.headers()) {
+        Some(asked) if asked > MAX_BACKOFF => None,
+        Some(asked) => Some(asked),
+        None => Some(backoff),
+    }
+}
+
+/// How long to wait before retrying after the request failed; `None`: do not retry.
+fn failure_wait(retry: Retry, e: &reqwest::Error, backoff: Duration) -> Option<Duration> {
+    let unapplied = e.is_connect();
+    let retryable = match retry {
+        Retry::Never => false,
+        Retry::Unapplied => unapplied,
+        Retry::Idempotent => unapplied || e.is_timeout() || e.is_request(),
+    };
+    retryable.then_some(backoff)
+}
+
+/// Refuses a redirect (any 3xx answer), naming its status and the origin it
+/// points to; redirects are never followed, so credentials stay where the
+/// settings sent them.
+pub(crate) fn refuse_redirect(what: &str, response: &Response) -> Result<(), E2bError> {
+    let status = response.status();
+    if !status.is_redirection() {
+        return Ok(());
+    }
+    let target = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|l| l.to_str().ok())
+        .map(|l| match response.url().join(l) {
+            Ok(url) => url.origin().ascii_serialization(),
+            Err(_) => "an address that is not a URL".to_owned(),
+        })
+        .unwrap_or_else(|| "no address".to_owned());
+    Err(E2bError::Redirected {
+        what: what.to_owned(),
+        status: status.as_u16(),
+        target,
+    })
+}
+
+/// Reads a whole body of at most `limit` bytes. A longer one is refused as
+/// soon as it is known to be longer (from its `Content-Length`, or after
+/// `limit` bytes), so no more than `limit` bytes are ever held; `hint`
+/// ("; ...") says what to do about it. `bound` is the request's time bound,
+/// for the error when it ran out while the body was read.
+pub(crate) async fn read_body(
+    response: Response,
+    limit: usize,
+    bound: Duration,
+    what: &str,
+    hint: &str,
+) -> Result<Vec<u8>, E2bError> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(E2bError::too_large(what, limit, hint));
+    }
+    let (body, ended) = read_capped(response, limit.saturating_add(1)).await;
+    ended.map_err(|e| network_error(what, e, bound))?;
+    if body.len() > limit {
+        return Err(E2bError::too_large(what, limit, hint));
+    }
+    Ok(body)
+}
+
+/// Parses a body with `parse`: inline when it is small, on a blocking thread
+/// when it is large, so that the async workers (which serve every other
+/// sandbox) never spend long on one answer.
+pub(crate) async fn parse_off_workers<T: Send + 'static>(
+    what: &str,
+    body: Vec<u8>,
+    parse: impl FnOnce(&[u8]) -> T + Send + 'static,
+) -> Result<T, E2bError> {
+    if body.len() <= INLINE_PARSE_BYTES {
+        return Ok(parse(&body));
+    }
+    tokio::task::spawn_blocking(move || parse(&body))
+        .await
+        .map_err(|e| E2bError::Protocol {
+            what: what.to_owned(),
+            detail: format!("reading the answer failed: {e}"),
+        })
 }
 
 /// The wait a `Retry-After` header asks for (in seconds; dates are ignored).
@@ -155,11 +245,14 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    /// Reads an error answer (at most 64 KiB of it).
+    /// Reads an error answer: at most 64 KiB of it, for at most 5 s.
     pub(crate) async fn read(response: Response) -> Self {
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        let (body, _) = read_capped(response, MAX_ERROR_BODY).await;
+        let body = tokio::time::timeout(ERROR_BODY_TIMEOUT, read_capped(response, MAX_ERROR_BODY))
+            .await
+            .map(|(body, _)| body)
+            .unwrap_or_default();
         let text = String::from_utf8_lossy(&body).trim().to_owned();
         let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
         let field = |name: &str| json.as_ref().and_then(|j| j.get(name));
@@ -167,7 +260,8 @@ impl Failure {
             .and_then(|m| m.as_str())
             .map(str::to_owned)
             .or_else(|| field("detail").map(|d| d.to_string()))
-            .unwrap_or_else(|| shorten(&text));
+            .unwrap_or(text);
+        let message = shorten(&message);
         let message = if message.is_empty() {
             status.canonical_reason().unwrap_or("no message").to_owned()
         } else {
@@ -251,7 +345,8 @@ pub(crate) async fn read_capped(
     mut response: Response,
     limit: usize,
 ) -> (Vec<u8>, Result<(), reqwest::Error>) {
-    let mut body = Vec::new();
+    let expected = response.content_length().unwrap_or(0).min(limit as u64);
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {

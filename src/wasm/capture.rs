@@ -10,14 +10,13 @@
 //! (or the server's disk budget) is full. The guest is never blocked or failed
 //! by any of this.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
 use cap_std::fs::{File, OpenOptions};
 
 use crate::sandbox::quota::QuotaLedger;
-use crate::sandbox::{CapturedText, MARKER_ROOM, head_and_tail};
+use crate::sandbox::{CapturedText, StreamClip};
 
 /// Where a stream's full text goes once it overflows the inline part.
 #[derive(Clone)]
@@ -32,12 +31,8 @@ pub(crate) struct SpillTarget {
 
 /// A bounded capture of one output stream.
 pub(crate) struct OutputCapture {
-    inline_limit: usize,
-    /// The first bytes of the stream, up to the inline limit.
-    inline: Vec<u8>,
-    /// The last bytes of the stream, up to half the inline limit.
-    tail: VecDeque<u8>,
-    total: u64,
+    /// What of the stream is returned inline.
+    clip: StreamClip,
     spill: Option<SpillTarget>,
     file: Option<File>,
     file_bytes: u64,
@@ -48,10 +43,7 @@ impl OutputCapture {
     /// Keeps up to `inline_limit` bytes; spills to `spill` past that.
     pub(crate) fn new(inline_limit: usize, spill: Option<SpillTarget>) -> Self {
         Self {
-            inline_limit,
-            inline: Vec::new(),
-            tail: VecDeque::new(),
-            total: 0,
+            clip: StreamClip::new(inline_limit),
             spill,
             file: None,
             file_bytes: 0,
@@ -71,34 +63,19 @@ impl OutputCapture {
 
     /// Takes bytes written by the program.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
-        self.total = self.total.saturating_add(bytes.len() as u64);
-        let room = self.inline_limit.saturating_sub(self.inline.len());
-        let overflowing = bytes.len() > room || self.file.is_some();
-        if overflowing && self.file.is_none() && !self.file_failed {
-            self.open_spill();
+        let before = self.clip.total();
+        self.clip.push(bytes);
+        if self.clip.is_cut() && self.file.is_none() && !self.file_failed {
+            self.open_spill(before);
         }
         if self.file.is_some() {
             self.spill_bytes(bytes);
         }
-        self.inline
-            .extend_from_slice(&bytes[..room.min(bytes.len())]);
-        self.keep_tail(bytes);
     }
 
-    /// Keeps the last half inline limit of bytes written.
-    fn keep_tail(&mut self, bytes: &[u8]) {
-        let keep = self.tail_len();
-        let bytes = &bytes[bytes.len().saturating_sub(keep)..];
-        self.tail.extend(bytes);
-        let excess = self.tail.len().saturating_sub(keep);
-        self.tail.drain(..excess);
-    }
-
-    fn tail_len(&self) -> usize {
-        self.inline_limit.saturating_sub(MARKER_ROOM) / 2
-    }
-
-    fn open_spill(&mut self) {
+    /// Opens the whole-output file and writes into it the `earlier` bytes the
+    /// stream held before the write that overflowed it.
+    fn open_spill(&mut self, earlier: u64) {
         let Some(target) = &self.spill else {
             self.file_failed = true;
             return;
@@ -122,9 +99,8 @@ impl OutputCapture {
         match opened {
             Ok(file) => {
                 self.file = Some(file);
-                let inline = std::mem::take(&mut self.inline);
-                self.spill_bytes(&inline);
-                self.inline = inline;
+                let earlier = self.clip.head()[..earlier as usize].to_vec();
+                self.spill_bytes(&earlier);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "could not create the full-output file");
@@ -161,7 +137,7 @@ impl OutputCapture {
     /// The captured text: the whole stream, or its head and tail around a
     /// marker that says where the whole is.
     pub(crate) fn finish(self) -> CapturedText {
-        let truncated = self.total > self.inline.len() as u64;
+        let truncated = self.clip.is_cut();
         let full_output_path = match &self.spill {
             Some(target) if truncated && self.file_bytes > 0 => {
                 Some(format!("/{}", target.relative))
@@ -169,23 +145,14 @@ impl OutputCapture {
             _ => None,
         };
         let saved_bytes = full_output_path.as_ref().map(|_| self.file_bytes);
-        let text = if truncated {
-            let whereabouts = whereabouts(full_output_path.as_deref(), saved_bytes, self.total);
-            // Head, marker and tail together within the inline limit.
-            let half = self
-                .inline_limit
-                .saturating_sub(MARKER_ROOM + whereabouts.len())
-                / 2;
-            let head = &self.inline[..half.min(self.inline.len())];
-            let tail: Vec<u8> = self.tail.iter().copied().collect();
-            let tail = &tail[tail.len().saturating_sub(half)..];
-            head_and_tail(head, tail, self.total, &whereabouts)
-        } else {
-            String::from_utf8_lossy(&self.inline).into_owned()
-        };
+        let total = self.clip.total();
         CapturedText {
-            text,
-            total_bytes: self.total,
+            text: self.clip.text(&whereabouts(
+                full_output_path.as_deref(),
+                saved_bytes,
+                total,
+            )),
+            total_bytes: total,
             truncated,
             full_output_path,
             saved_bytes,
@@ -211,6 +178,7 @@ fn whereabouts(path: Option<&str>, saved: Option<u64>, total: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::MARKER_ROOM;
     use crate::sandbox::budget::Budget;
     use crate::sandbox::quota::DiskQuota;
     use cap_std::ambient_authority;

@@ -12,6 +12,8 @@ use crate::behaviour::wait_until_none_alive;
 use crate::e2b_fake::{FakeE2b, Fault};
 use crate::support::{Server, binary, structured, text};
 
+mod hostile;
+
 /// A server pointed at `fake` (E2B as default backend), with extra settings.
 async fn server(fake: &FakeE2b, extra: &[(&str, &str)]) -> Server {
     let mut env = fake.env();
@@ -260,6 +262,7 @@ async fn rate_limits_are_retried_honouring_retry_after() {
         status: 429,
         retry_after: Some(1),
         times: 2,
+        ..Fault::default()
     });
     let id = server.create().await;
     let creates = fake
@@ -276,6 +279,7 @@ async fn rate_limits_are_retried_honouring_retry_after() {
         status: 429,
         retry_after: Some(1),
         times: 100,
+        ..Fault::default()
     });
     let msg = server.err("create_sandbox", json!({})).await;
     assert!(msg.contains("rate-limiting"), "{msg}");
@@ -308,6 +312,7 @@ async fn server_errors_are_retried_only_where_it_is_safe() {
         status: 503,
         retry_after: None,
         times: 1,
+        ..Fault::default()
     });
     let msg = server.err("create_sandbox", json!({})).await;
     assert!(msg.contains("HTTP 503"), "{msg}");
@@ -331,6 +336,7 @@ async fn server_errors_are_retried_only_where_it_is_safe() {
             status: 503,
             retry_after: None,
             times: 2,
+            ..Fault::default()
         });
     }
     server.ok("list_files", json!({"session_id": id})).await;
@@ -344,6 +350,7 @@ async fn server_errors_are_retried_only_where_it_is_safe() {
         status: 500,
         retry_after: None,
         times: 1,
+        ..Fault::default()
     });
     server.ok("close_sandbox", json!({"session_id": id})).await;
     assert!(fake.live().is_empty(), "the kill was retried");

@@ -76,7 +76,7 @@ impl Recorded {
 }
 
 /// An answer to inject in place of the real one.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Fault {
     /// Only requests with this method (any when `None`).
     pub method: Option<Method>,
@@ -88,6 +88,28 @@ pub struct Fault {
     pub retry_after: Option<u64>,
     /// How many requests get it.
     pub times: usize,
+    /// How the answer misbehaves.
+    pub act: Act,
+}
+
+/// How an injected answer misbehaves.
+#[derive(Clone, Debug, Default)]
+pub enum Act {
+    /// A JSON error body with the fault's status.
+    #[default]
+    Error,
+    /// A redirect (the fault's status, 3xx) to this URL.
+    Redirect(String),
+    /// Silence this long, then the real answer.
+    Stall(Duration),
+    /// The fault's status at once, then a body of one byte a second, forever.
+    Trickle,
+    /// The fault's status with a JSON body of about this many bytes.
+    Huge(usize),
+    /// A `ListDir` answer (200) with this many entries.
+    Listing(usize),
+    /// The real answer to a create, with these fields replaced.
+    Patch(Value),
 }
 
 struct Kernel {
@@ -149,6 +171,9 @@ pub struct FakeE2b {
     pub api_url: String,
     /// The sandboxes' base URL (`E2B_SANDBOX_URL`).
     pub sandbox_url: String,
+    /// Another origin, which only records what reaches it: where hostile
+    /// redirects point.
+    pub elsewhere_url: String,
     shared: Arc<Shared>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -181,19 +206,20 @@ impl FakeE2b {
         });
         let mut tasks = Vec::new();
         let mut urls = Vec::new();
-        for service in ["api", "sandbox"] {
+        for service in ["api", "sandbox", "elsewhere"] {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             urls.push(format!("http://{}", listener.local_addr().unwrap()));
-            let router = if service == "api" {
-                Router::new().fallback(api).with_state(shared.clone())
-            } else {
-                Router::new().fallback(sandbox).with_state(shared.clone())
+            let router = match service {
+                "api" => Router::new().fallback(api).with_state(shared.clone()),
+                "sandbox" => Router::new().fallback(sandbox).with_state(shared.clone()),
+                _ => Router::new().fallback(elsewhere).with_state(shared.clone()),
             };
             tasks.push(tokio::spawn(async move {
                 let _ = axum::serve(listener, router).await;
             }));
         }
         Self {
+            elsewhere_url: urls.pop().unwrap(),
             sandbox_url: urls.pop().unwrap(),
             api_url: urls.pop().unwrap(),
             shared,
@@ -282,12 +308,13 @@ fn api_error(status: StatusCode, message: &str) -> Response {
     json_response(status, json!({"code": status.as_u16(), "message": message}))
 }
 
-/// Reads the whole request, records it, and applies an injected fault.
+/// Reads the whole request, records it, and picks the injected fault that
+/// applies to it, if any.
 async fn take(
     shared: &Shared,
     service: &'static str,
     request: Request,
-) -> (axum::http::request::Parts, Bytes, Option<Response>) {
+) -> (axum::http::request::Parts, Bytes, Option<Fault>) {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
@@ -313,29 +340,96 @@ async fn take(
     state.requests.push(recorded);
     let path = parts.uri.path();
     let fault = state.faults.iter_mut().find(|f| {
-        f.times > 0
+        service != "elsewhere"
+            && f.times > 0
             && path.starts_with(&f.path_prefix)
             && f.method.as_ref().is_none_or(|m| *m == parts.method)
     });
     let injected = fault.map(|f| {
         f.times -= 1;
-        let status = StatusCode::from_u16(f.status).unwrap();
-        let mut response = api_error(
+        f.clone()
+    });
+    (parts, body, injected)
+}
+
+/// What an injected fault answers; `None` when the real answer follows
+/// (after a stall, or for a patch that the handler applies).
+async fn misbehave(fault: &Fault) -> Option<Response> {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
+    let mut response = match &fault.act {
+        Act::Stall(silence) => {
+            tokio::time::sleep(*silence).await;
+            return None;
+        }
+        Act::Patch(_) => return None,
+        Act::Error => api_error(
             status,
-            if f.status == 429 {
+            if fault.status == 429 {
                 "Rate limit exceeded"
             } else {
                 "injected failure"
             },
-        );
-        if let Some(seconds) = f.retry_after {
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from(seconds));
+        ),
+        Act::Redirect(to) => {
+            let mut r = status.into_response();
+            r.headers_mut()
+                .insert("location", HeaderValue::from_str(to).unwrap());
+            r
         }
+        Act::Trickle => {
+            let bytes = futures::stream::unfold(0u64, |n| async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                let byte: &'static [u8] = if n == 0 { b"{" } else { b" " };
+                Some((Ok::<_, std::io::Error>(Bytes::from_static(byte)), n + 1))
+            });
+            (status, Body::from_stream(bytes)).into_response()
+        }
+        Act::Huge(size) => {
+            let head = Bytes::from_static(b"{\"sandboxID\":\"ihuge\",\"padding\":\"");
+            let chunk = Bytes::from(vec![b'a'; 64 << 10]);
+            let chunks = size / chunk.len() + 1;
+            let body = futures::stream::iter(
+                std::iter::once(head)
+                    .chain(std::iter::repeat_n(chunk, chunks))
+                    .chain(std::iter::once(Bytes::from_static(b"\"}")))
+                    .map(Ok::<_, std::io::Error>),
+            );
+            (
+                status,
+                [("content-type", "application/json")],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
+        Act::Listing(entries) => {
+            let entries = *entries;
+            let body = futures::stream::iter(
+                std::iter::once(Bytes::from_static(b"{\"entries\":["))
+                    .chain((0..entries).map(move |i| {
+                        let comma = if i + 1 < entries { "," } else { "" };
+                        Bytes::from(format!(
+                            "{{\"name\":\"f{i:08}\",\"type\":\"FILE_TYPE_FILE\",\"path\":\"/home/user/big/f{i:08}\",\"size\":\"1\"}}{comma}"
+                        ))
+                    }))
+                    .chain(std::iter::once(Bytes::from_static(b"]}")))
+                    .map(Ok::<_, std::io::Error>),
+            );
+            (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
+    };
+    if let Some(seconds) = fault.retry_after {
         response
-    });
-    (parts, body, injected)
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from(seconds));
+    }
+    Some(response)
 }
 
 fn random_id(len: usize) -> String {
@@ -356,13 +450,19 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     if parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(shared.key.as_str()) {
         return api_error(StatusCode::UNAUTHORIZED, "Invalid API key");
     }
-    if let Some(response) = injected {
+    if let Some(fault) = &injected
+        && let Some(response) = misbehave(fault).await
+    {
         return response;
     }
+    let patch = injected.and_then(|f| match f.act {
+        Act::Patch(patch) => Some(patch),
+        _ => None,
+    });
     let segments: Vec<&str> = parts.uri.path().trim_matches('/').split('/').collect();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     match (parts.method.clone(), segments.as_slice()) {
-        (Method::POST, ["sandboxes"]) => create(&shared, &body),
+        (Method::POST, ["sandboxes"]) => create(&shared, &body, patch),
         (Method::DELETE, ["sandboxes", id]) => {
             let mut state = shared.state();
             match state.sandboxes.get_mut(*id) {
@@ -416,7 +516,7 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     }
 }
 
-fn create(shared: &Shared, body: &Value) -> Response {
+fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
     let template = body["templateID"].as_str().unwrap_or_default();
     if template != TEMPLATE {
         return api_error(
@@ -467,7 +567,18 @@ fn create(shared: &Shared, body: &Value) -> Response {
     if let Some(token) = token {
         answer["envdAccessToken"] = json!(token);
     }
+    if let Some(Value::Object(fields)) = patch {
+        for (k, v) in fields {
+            answer[k] = v;
+        }
+    }
     json_response(StatusCode::CREATED, answer)
+}
+
+/// Another origin: records the request and answers `{}`.
+async fn elsewhere(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let _ = take(&shared, "elsewhere", request).await;
+    json_response(StatusCode::OK, json!({}))
 }
 
 /// Traffic to a sandbox (envd and the code interpreter), routed by headers.
@@ -514,7 +625,9 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             json!({"sandboxId": id, "message": "The sandbox is running but port is not open", "port": port.parse::<u16>().unwrap_or(0), "code": 502}),
         );
     }
-    if let Some(response) = injected {
+    if let Some(fault) = &injected
+        && let Some(response) = misbehave(fault).await
+    {
         return response;
     }
     let path = parts.uri.path().to_owned();

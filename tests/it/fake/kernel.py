@@ -6,10 +6,12 @@ JSON lines on stdout in the shape of the code interpreter's /execute stream
 State persists between executions; a final expression's repr is the main
 result (with one pair of quotes stripped, as the real bridge does); SIGINT
 interrupts the running code with KeyboardInterrupt; show_png() displays a
-tiny PNG as a non-main result.
+tiny PNG as a non-main result (with a JPEG of it too when asked), and
+show_image(size) an image of that many bytes.
 """
 
 import ast
+import base64
 import datetime
 import io
 import json
@@ -54,8 +56,20 @@ class Stream(io.TextIOBase):
         return True
 
 
-def show_png():
-    emit({"type": "result", "png": PNG, "text": "<Figure size 640x480 with 1 Axes>",
+def show_png(jpeg=False):
+    """Displays a tiny figure, as a PNG (and also as a JPEG when asked, as a
+    figure rendered in both formats comes)."""
+    result = {"type": "result", "png": PNG, "text": "<Figure size 640x480 with 1 Axes>",
+              "extra": {}, "is_main_result": False}
+    if jpeg:
+        result["jpeg"] = PNG
+    emit(result)
+
+
+def show_image(size):
+    """Displays an image of `size` bytes (base64 in the stream)."""
+    data = base64.b64encode(b"\x89PNG" + bytes(max(0, size - 4))).decode()
+    emit({"type": "result", "png": data, "text": f"<image of {size} bytes>",
           "extra": {}, "is_main_result": False})
 
 
@@ -72,7 +86,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.stdout = Stream("stdout")
 sys.stderr = Stream("stderr")
 sys.stdin = io.StringIO("")
-namespace = {"__name__": "__main__", "show_png": show_png}
+namespace = {"__name__": "__main__", "show_png": show_png, "show_image": show_image}
 
 while True:
     try:

@@ -2,13 +2,15 @@
 
 It prints what pip prints and "installs" a one-line module next to itself, so
 that tests never reach a package index: a name starting with "no-such" fails
-as an unknown package does, "six" is already satisfied, anything else
-installs as version 1.0.0.
+as an unknown package does, one starting with "slow-" takes a minute before
+installing, "six" is already satisfied, anything else installs as version
+1.0.0.
 """
 
 import os
 import re
 import sys
+import time
 
 args = sys.argv[1:]
 if not args or args[0] != "install":
@@ -31,6 +33,9 @@ for requirement in requirements:
         print(f"ERROR: Could not find a version that satisfies the requirement {requirement} (from versions: none)", file=sys.stderr)
         print(f"ERROR: No matching distribution found for {requirement}", file=sys.stderr)
         sys.exit(1)
+    if name.startswith("slow-"):
+        print(f"Collecting {requirement}", flush=True)
+        time.sleep(60)
     if name == "six":
         print(f"Requirement already satisfied: {requirement} in /usr/local/lib/python3.13/site-packages (1.16.0)")
         continue

@@ -1,0 +1,212 @@
+//! Cutting text to a model-sized bound by leaving out its middle: values,
+//! messages and tracebacks ([`cap_value_text`]), and output streams as they
+//! are written ([`StreamClip`]). Both backends use these, so a result reads
+//! the same whichever ran it (the local driver mirrors `cap_value_text` in
+//! Python).
+
+use std::collections::VecDeque;
+
+use super::types::ExecError;
+
+/// Room [`cap_value_text`] keeps for its marker line, in bytes.
+pub const MARKER_ROOM: usize = 80;
+
+/// Cuts text to at most `limit` bytes by leaving out its middle: the head
+/// and the tail are kept (each ending or starting at a line break when one is
+/// near), with a marker line between them saying how much was left out. Both
+/// backends cut values, exception messages and tracebacks with it (the local
+/// backend's driver does the same in Python), so a result reads the same
+/// whichever ran it, and a traceback keeps its last line.
+pub fn cap_value_text(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let half = limit.saturating_sub(MARKER_ROOM) / 2;
+    let bytes = text.as_bytes();
+    head_and_tail(
+        &bytes[..half],
+        &bytes[bytes.len() - half..],
+        bytes.len() as u64,
+        "",
+    )
+}
+
+/// The text of something `total` bytes long of which only `head` (its first
+/// bytes) and `tail` (its last bytes) were kept: the head up to its last line
+/// break when one is in its second half, a marker line saying how many bytes
+/// are left out (followed by `whereabouts`, e.g. where the whole is), and the
+/// tail from its first line break when one is in its first half. Neither
+/// part ends in half a character.
+pub fn head_and_tail(head: &[u8], tail: &[u8], total: u64, whereabouts: &str) -> String {
+    let mut head_end = match std::str::from_utf8(head) {
+        Ok(_) => head.len(),
+        Err(e) => e.valid_up_to(),
+    };
+    if let Some(newline) = head[..head_end].iter().rposition(|&b| b == b'\n')
+        && newline >= head_end / 2
+    {
+        head_end = newline + 1;
+    }
+    let mut tail_start = tail
+        .iter()
+        .position(|&b| b & 0xC0 != 0x80)
+        .unwrap_or(tail.len());
+    if let Some(newline) = tail[tail_start..].iter().position(|&b| b == b'\n')
+        && newline < (tail.len() - tail_start) / 2
+    {
+        tail_start += newline + 1;
+    }
+    let (head, tail) = (&head[..head_end], &tail[tail_start..]);
+    let left_out = total.saturating_sub((head.len() + tail.len()) as u64);
+    let break_before = if head.is_empty() || head.ends_with(b"\n") {
+        ""
+    } else {
+        "\n"
+    };
+    format!(
+        "{}{break_before}… [{left_out} of {total} bytes left out{whereabouts}] …\n{}",
+        String::from_utf8_lossy(head),
+        String::from_utf8_lossy(tail)
+    )
+}
+
+/// An exception with its message and traceback cut to `limit` bytes each.
+pub fn cap_exec_error(error: ExecError, limit: usize) -> ExecError {
+    ExecError {
+        name: cap_value_text(error.name, 256),
+        value: cap_value_text(error.value, limit),
+        traceback: cap_value_text(error.traceback, limit),
+    }
+}
+
+/// The head and the tail of an output stream as it is written, for a result
+/// of at most `limit` bytes.
+#[derive(Debug)]
+pub struct StreamClip {
+    limit: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl StreamClip {
+    /// Keeps enough of a stream for `limit` bytes of result.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    /// Takes bytes the program wrote.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.total = self.total.saturating_add(bytes.len() as u64);
+        let room = self.limit.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        let keep = self.limit / 2;
+        self.tail.extend(&bytes[bytes.len().saturating_sub(keep)..]);
+        let excess = self.tail.len().saturating_sub(keep);
+        self.tail.drain(..excess);
+    }
+
+    /// The first bytes written, up to the limit.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// Bytes written in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether the stream is longer than the limit.
+    pub fn is_cut(&self) -> bool {
+        self.total > self.head.len() as u64
+    }
+
+    /// The stream's text: whole, or its head and tail (with `whereabouts`
+    /// after the marker, e.g. where the whole stream is) within the limit.
+    pub fn text(&self, whereabouts: &str) -> String {
+        if !self.is_cut() {
+            return String::from_utf8_lossy(&self.head).into_owned();
+        }
+        let half = self.limit.saturating_sub(MARKER_ROOM + whereabouts.len()) / 2;
+        let head = &self.head[..half.min(self.head.len())];
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        head_and_tail(
+            head,
+            &tail[tail.len().saturating_sub(half)..],
+            self.total,
+            whereabouts,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_text_keeps_its_head_and_tail_within_the_limit() {
+        let rows: String = (0..1000).map(|i| format!("row {i:04}\n")).collect();
+        let cut = cap_value_text(rows.clone(), 400);
+        assert!(cut.len() <= 400, "{}", cut.len());
+        assert!(cut.starts_with("row 0000\nrow 0001\n"), "{cut}");
+        assert!(cut.ends_with("row 0998\nrow 0999\n"), "{cut}");
+        assert!(
+            cut.contains("bytes left out] …\nrow"),
+            "the tail starts a line: {cut}"
+        );
+        let left_out: usize = cut
+            .split("… [")
+            .nth(1)
+            .and_then(|m| m.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        let kept = cut.len() - cut.lines().find(|l| l.contains("left out")).unwrap().len() - 1;
+        assert_eq!(
+            left_out + kept,
+            rows.len(),
+            "the marker counts what is missing"
+        );
+        assert_eq!(cap_value_text(rows.clone(), rows.len()), rows);
+    }
+
+    #[test]
+    fn one_long_line_is_cut_in_its_middle_on_character_boundaries() {
+        let line = "é".repeat(10_000);
+        let cut = cap_value_text(line.clone(), 300);
+        assert!(cut.len() <= 300);
+        assert!(cut.starts_with("éé") && cut.ends_with("éé"), "{cut}");
+        assert!(
+            cut.contains(&format!("of {} bytes left out", line.len())),
+            "{cut}"
+        );
+        assert!(
+            cap_value_text(line, 10).starts_with("… ["),
+            "a tiny limit keeps the marker"
+        );
+    }
+
+    #[test]
+    fn a_long_stream_keeps_its_head_and_tail_within_the_limit() {
+        let mut clip = StreamClip::new(300);
+        for i in 0..1000 {
+            clip.push(format!("line {i:04}\n").as_bytes());
+        }
+        let text = clip.text("; the whole stream is in /x");
+        assert!(text.len() <= 300, "{}", text.len());
+        assert!(text.starts_with("line 0000\n"), "{text}");
+        assert!(text.ends_with("line 0999\n"), "{text}");
+        assert!(
+            text.contains("bytes left out; the whole stream is in /x] …\nline"),
+            "{text}"
+        );
+        let mut short = StreamClip::new(300);
+        short.push(b"hi\n");
+        assert!(!short.is_cut());
+        assert_eq!(short.text("ignored"), "hi\n");
+    }
+}
