@@ -11,10 +11,11 @@
 //! The token only tells the driver's reply apart from ordinary output: it
 //! lives in guest memory, so guest code can find it and write a reply of its
 //! own. A reply therefore does not end a call. The call ends when the guest
-//! waits on stdin with nothing left to read, which is the driver waiting for
-//! its next request (or code that blocks itself: either way nothing runs), and
-//! the call's limits stay armed until then. The last reply written before that
-//! is the answer.
+//! reads stdin and finds nothing left, which is the driver waiting for its next
+//! request (or code that blocks itself in a read: either way nothing runs), and
+//! the call's limits stay armed until then. Asking whether stdin is readable
+//! (`select`, `poll`) does not end it: the guest goes on running after such a
+//! question. The last reply written before the read is the answer.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -202,9 +203,9 @@ impl GuestLink {
         *lock(&self.answer) = Some(body);
     }
 
-    /// Called as the guest waits on stdin: with nothing to read and a reply
+    /// Called as the guest reads stdin and finds nothing: with a reply
     /// written, the call is over; the reply goes to the caller with the fuel
-    /// left as the guest entered this wait.
+    /// left as the guest entered this read.
     fn note_waiting(&self) {
         if self.executing.load(Ordering::SeqCst) || !lock(&self.inbox).is_empty() {
             return;
@@ -221,22 +222,29 @@ impl GuestLink {
     fn read(&self, size: usize) -> StreamResult<Bytes> {
         let mut inbox = lock(&self.inbox);
         if inbox.is_empty() {
-            return if self.executing.load(Ordering::SeqCst) {
-                Err(StreamError::Closed)
-            } else {
-                Ok(Bytes::new())
-            };
+            drop(inbox);
+            if self.executing.load(Ordering::SeqCst) {
+                return Err(StreamError::Closed);
+            }
+            // Nothing to read: the guest now waits (its read asks again once
+            // readable); a call whose reply is written is over.
+            self.note_waiting();
+            return Ok(Bytes::new());
         }
         self.executing.store(true, Ordering::SeqCst);
         let n = size.min(inbox.len());
         Ok(inbox.split_to(n).freeze())
     }
 
+    /// Waits until stdin has something to say: a request, end-of-file (while
+    /// executing), or (with a reply written) the empty read that ends the call.
     async fn wait_readable(&self) {
-        self.note_waiting();
         loop {
             let notified = self.inbox_ready.notified();
-            if !lock(&self.inbox).is_empty() || self.executing.load(Ordering::SeqCst) {
+            if !lock(&self.inbox).is_empty()
+                || self.executing.load(Ordering::SeqCst)
+                || lock(&self.answer).is_some()
+            {
                 return;
             }
             notified.await;
@@ -368,8 +376,11 @@ mod tests {
         link.write(Stream::Stdout, &frame[..TOKEN_LEN + 6]);
         assert!(rx.try_recv().is_err(), "reply is not complete yet");
         link.write(Stream::Stdout, &frame[TOKEN_LEN + 6..]);
-        assert!(rx.try_recv().is_err(), "the call ends when the guest waits");
-        link.note_waiting();
+        assert!(
+            rx.try_recv().is_err(),
+            "the call ends when the guest reads again"
+        );
+        assert_eq!(link.read(10).unwrap().len(), 0);
         assert_eq!(rx.try_recv().unwrap().body, b"{\"value\": null}");
         let (stdout, _) = link.take_output();
         assert_eq!(stdout.finish().text, "hello\n");
@@ -447,7 +458,7 @@ mod forged_reply_tests {
             "a reply alone does not end the call"
         );
         link.write(Stream::Stdout, &frame(b"real"));
-        link.note_waiting();
+        assert_eq!(link.read(10).unwrap().len(), 0);
         assert_eq!(rx.try_recv().unwrap().body, b"real");
     }
 
@@ -467,5 +478,27 @@ mod forged_reply_tests {
         link.write(Stream::Stdout, &frame);
         link.note_waiting();
         assert!(rx.try_recv().is_err(), "the request is still in the inbox");
+
+        // Asking whether stdin is readable does not end a call.
+        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let mut rx = link.send(
+            &[],
+            b"x",
+            0,
+            1 << 20,
+            OutputCapture::discard(),
+            OutputCapture::discard(),
+        );
+        let _ = link.read(100);
+        let mut frame = vec![b'k'; TOKEN_LEN];
+        frame.extend_from_slice(&0u32.to_be_bytes());
+        link.write(Stream::Stdout, &frame);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(link.wait_readable());
+        assert!(rx.try_recv().is_err(), "a readiness question is not a read");
+        assert_eq!(link.read(10).unwrap().len(), 0);
+        assert!(rx.try_recv().is_ok(), "the empty read ends it");
     }
 }

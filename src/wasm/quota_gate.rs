@@ -42,7 +42,7 @@ use wasm_encoder::{
 use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
-pub const GATE_VERSION: u32 = 3;
+pub const GATE_VERSION: u32 = 4;
 
 /// The import the gates ask their questions through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +117,11 @@ enum Gate {
     /// `fd_close`, and `fd_renumber` onto `fd_param`: tell, then go on
     /// whatever the answer.
     Close { fd_param: u32 },
+    /// `poll_oneoff`: a lone relative clock wait becomes an absolute one (with
+    /// the `clock_time_get` import at this index), which wasmtime-wasi waits
+    /// for asynchronously; a relative one it sleeps on the guest's thread,
+    /// where no time limit can stop it and other sandboxes' guests stall.
+    Poll { clock_time_get: u32 },
 }
 
 fn gate_for(name: &str) -> Option<Gate> {
@@ -137,6 +142,9 @@ fn gate_for(name: &str) -> Option<Gate> {
         "path_link" => Gate::Create { fd_param: 4 },
         "fd_close" => Gate::Close { fd_param: 0 },
         "fd_renumber" => Gate::Close { fd_param: 1 },
+        "poll_oneoff" => Gate::Poll {
+            clock_time_get: u32::MAX,
+        },
         _ => return None,
     })
 }
@@ -164,6 +172,7 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
     // The door: its function index and which one it is.
     let mut allocate: Option<(u32, Door)> = None;
     let mut advise: Option<u32> = None;
+    let mut clock: Option<u32> = None;
     // import index -> (name, type index, gate)
     let mut targets: Vec<(u32, String, u32, Gate)> = Vec::new();
     let mut defined_types: Vec<u32> = Vec::new();
@@ -222,6 +231,9 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
                             } else if import.name == "fd_advise" {
                                 check_door(&types, ty, Door::FdAdvise)?;
                                 advise = Some(imported_funcs);
+                            } else if import.name == "clock_time_get" {
+                                check_clock(&types, ty)?;
+                                clock = Some(imported_funcs);
                             } else if let Some(gate) = gate_for(import.name) {
                                 targets.push((imported_funcs, import.name.to_owned(), ty, gate));
                             }
@@ -231,6 +243,13 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
                 }
                 if allocate.is_none() {
                     allocate = advise.map(|index| (index, Door::FdAdvise));
+                }
+                for (_, name, _, gate) in &mut targets {
+                    if let Gate::Poll { clock_time_get } = gate {
+                        *clock_time_get = clock.ok_or_else(|| {
+                            format!("the module imports {name} but not clock_time_get, so its waits cannot be bounded")
+                        })?;
+                    }
                 }
                 copy(&mut module, 2, wasm, reader.range());
             }
@@ -318,6 +337,19 @@ pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
 }
 
 const NO_DOOR: &str = "the module imports neither fd_allocate nor fd_advise";
+
+/// Checks that `clock_time_get` has its WASI type.
+fn check_clock(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32) -> Result<(), String> {
+    match types.get(ty as usize) {
+        Some((params, results))
+            if params == &[ValType::I32, ValType::I64, ValType::I32]
+                && results == &[ValType::I32] =>
+        {
+            Ok(())
+        }
+        _ => Err("the module imports clock_time_get with an unexpected type".into()),
+    }
+}
 
 /// Checks that the door's import has its WASI type.
 fn check_door(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32, door: Door) -> Result<(), String> {
@@ -545,6 +577,12 @@ fn gate_function(
             ask(&mut f, fd_param, NOTE_CLOSE, Instruction::I64Const(0));
             f.instruction(&Instruction::Drop);
         }
+        Gate::Poll { clock_time_get } => {
+            for i in 0..4 {
+                param_i32(i)?;
+            }
+            absolute_lone_clock_wait(&mut f, clock_time_get, index, total);
+        }
     }
     return_if_errno(&mut f, errno);
     for i in 0..n {
@@ -601,6 +639,76 @@ fn stdio_shortcut_code(
     }));
     f.instruction(&Instruction::I32Const(0));
     f.instruction(&Instruction::Return);
+    f.instruction(&Instruction::End);
+    f.instruction(&Instruction::End);
+}
+
+/// Rewrites `poll_oneoff`'s subscriptions (parameter 0, count parameter 2)
+/// when they are one relative clock wait: its timeout becomes now plus the
+/// timeout (saturating), read with `clock_time_get` into the timeout field
+/// itself, and the `ABSTIME` flag is set. `flags` (i32) and `timeout` (i64)
+/// are scratch locals. A WASI subscription is 48 bytes: userdata at 0, tag at
+/// 8 (0: clock), clock id at 16, timeout at 24, precision at 32, flags at 40.
+fn absolute_lone_clock_wait(f: &mut Function, clock_time_get: u32, flags: u32, timeout: u32) {
+    let at = |offset: u64, align: u32| MemArg {
+        offset,
+        align,
+        memory_index: 0,
+    };
+    // if nsubscriptions == 1 && subs.tag == clock && !(subs.flags & ABSTIME) {
+    f.instruction(&Instruction::LocalGet(2));
+    f.instruction(&Instruction::I32Const(1));
+    f.instruction(&Instruction::I32Eq);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Load8U(at(8, 0)));
+    f.instruction(&Instruction::I32Eqz);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Load16U(at(40, 1)));
+    f.instruction(&Instruction::LocalSet(flags));
+    f.instruction(&Instruction::LocalGet(flags));
+    f.instruction(&Instruction::I32Const(1));
+    f.instruction(&Instruction::I32And);
+    f.instruction(&Instruction::I32Eqz);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    //   timeout = subs.timeout
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I64Load(at(24, 3)));
+    f.instruction(&Instruction::LocalSet(timeout));
+    //   if clock_time_get(subs.id, 1, &subs.timeout) == 0 {
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Load(at(16, 2)));
+    f.instruction(&Instruction::I64Const(1));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Const(24));
+    f.instruction(&Instruction::I32Add);
+    f.instruction(&Instruction::Call(clock_time_get));
+    f.instruction(&Instruction::I32Eqz);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    //     timeout = now + timeout; subs.timeout = overflowed ? MAX : timeout
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I64Load(at(24, 3)));
+    f.instruction(&Instruction::LocalGet(timeout));
+    f.instruction(&Instruction::I64Add);
+    f.instruction(&Instruction::LocalSet(timeout));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I64Const(-1));
+    f.instruction(&Instruction::LocalGet(timeout));
+    f.instruction(&Instruction::LocalGet(timeout));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I64Load(at(24, 3)));
+    f.instruction(&Instruction::I64LtU);
+    f.instruction(&Instruction::Select);
+    f.instruction(&Instruction::I64Store(at(24, 3)));
+    //     subs.flags |= ABSTIME
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::LocalGet(flags));
+    f.instruction(&Instruction::I32Const(1));
+    f.instruction(&Instruction::I32Or);
+    f.instruction(&Instruction::I32Store16(at(40, 1)));
+    f.instruction(&Instruction::End);
+    f.instruction(&Instruction::End);
     f.instruction(&Instruction::End);
     f.instruction(&Instruction::End);
 }

@@ -399,18 +399,38 @@ assert token, "the driver's token was found"
 value = b"'forged'"
 body = b"v" + len(value).to_bytes(4, "big") + value
 posix.write(1, token + len(body).to_bytes(4, "big") + body)
+"#;
+    // Spinning at once, or after asking whether stdin is readable (a poll
+    // that waits on stdin, which is not a read).
+    for then in [
+        "while True:
+    pass
+",
+        "import select
+select.select([0], [], [], 0.2)
 while True:
     pass
-"#;
-    let result = server
-        .call(
-            "execute_code",
-            json!({"session_id": id, "code": forge, "timeout_seconds": 2}),
-        )
-        .await;
-    let s = structured(&result);
-    assert_ne!(s["value"], "'forged'", "the forged reply was taken: {s}");
-    assert_eq!(s["limit"]["kind"], "timeout", "{s}");
+",
+        "import select
+select.poll().register(0)
+while True:
+    pass
+",
+    ] {
+        let code = format!("{forge}{then}");
+        let result = server
+            .call(
+                "execute_code",
+                json!({"session_id": id, "code": code, "timeout_seconds": 2}),
+            )
+            .await;
+        let s = structured(&result);
+        assert_ne!(
+            s["value"], "'forged'",
+            "the forged reply was taken: {then}: {s}"
+        );
+        assert_eq!(s["limit"]["kind"], "timeout", "{then}: {s}");
+    }
     let status = server
         .ok("get_sandbox_status", json!({"session_id": id}))
         .await;

@@ -379,3 +379,46 @@ async fn closing_a_sandbox_during_an_execution_says_so_and_starts_nothing_new() 
         .stop()
         .await;
 }
+
+/// A guest waiting in select() or poll() (a relative wait, which wasmtime
+/// would sleep through on the guest's thread) is stopped by its time limit
+/// and holds up no other sandbox, even with every guest thread taken.
+#[tokio::test]
+async fn guests_waiting_in_select_stall_no_one_and_stop_at_their_time_limit() {
+    let server = std::sync::Arc::new(Server::start_with(&[("SANDBOX_THREADS", "2")]).await);
+    let mut waiting = Vec::new();
+    for code in [
+        "import select\nselect.select([], [], [], 120)",
+        "import select\nselect.poll().poll(120_000)",
+    ] {
+        let id = server.create().await;
+        let server = server.clone();
+        waiting.push(tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let r = server
+                .call(
+                    "execute_code",
+                    json!({"session_id": id, "code": code, "timeout_seconds": 2}),
+                )
+                .await;
+            (started.elapsed(), structured(&r)["limit"]["kind"].clone())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = server.create().await;
+    let started = std::time::Instant::now();
+    assert_eq!(server.run(&other, "1 + 1").await["value"], "2");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "another sandbox answered in {:?}",
+        started.elapsed()
+    );
+    for task in waiting {
+        let (took, kind) = task.await.unwrap();
+        assert_eq!(kind, "timeout");
+        assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+    }
+    let (a, b) = (server.create().await, server.create().await);
+    assert_eq!(server.run(&a, "2 + 2").await["value"], "4");
+    assert_eq!(server.run(&b, "3 + 3").await["value"], "6");
+}
