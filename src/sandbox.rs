@@ -13,7 +13,7 @@ pub mod error;
 pub mod guest_path;
 pub mod local_files;
 pub mod manager;
-mod open_files;
+pub mod open_files;
 pub mod quota;
 pub mod remove_tree;
 pub mod root;

@@ -309,7 +309,8 @@ impl Installer {
         notes.extend(resolution.notes);
         if !fetched.is_empty() {
             progress(format!("unpacking {} wheel(s)", fetched.len()));
-            let room = room_for(target, &self.settings.limits, budget.stop())?;
+            // Held until what was placed has been measured and charged.
+            let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
             let (placed, more_notes) = place(
                 target,
                 &mut fetched,

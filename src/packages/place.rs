@@ -23,6 +23,8 @@ use super::staging::{Free, NoRoom, StagingRoom};
 use super::stop::InstallStop;
 use super::unpack::{UnpackLimits, WheelError, unpack_wheel, write_installed_record};
 use super::wheel_name::WheelFilename;
+use crate::sandbox::quota::RoomHold;
+use crate::sandbox::remove_tree::remove_tree_in;
 use crate::sandbox::{GuestPath, InstalledPackage};
 
 /// What installed files are marked with (`*.dist-info/INSTALLER`).
@@ -46,15 +48,18 @@ pub struct Fetched {
 
 /// The room staging has: what the sandbox's disk quota and the server's
 /// disk budget leave free now, at most what one install may unpack, until
-/// the install must stop. A sandbox that cannot be measured has no room.
+/// the install must stop. The room is held in the server's budget until the
+/// returned hold is dropped (which measures what the install really wrote),
+/// so two installs cannot both take the same free space. A sandbox that
+/// cannot be measured has no room.
 pub fn room_for(
     target: &InstallTarget,
     limits: &InstallLimits,
     stop: &InstallStop,
-) -> Result<StagingRoom, PackageError> {
-    let room = target
+) -> Result<(StagingRoom, RoomHold), PackageError> {
+    let (room, hold) = target
         .ledger
-        .room()
+        .hold_room(limits.max_install_unpacked_bytes)
         .map_err(|e| PackageError::Quota(e.to_string()))?;
     let quota = target.ledger.quota();
     let free = Free {
@@ -63,11 +68,8 @@ pub fn room_for(
         quota_bytes: quota.max_bytes(),
         quota_entries: quota.max_files(),
     };
-    Ok(StagingRoom::new(
-        free,
-        limits.max_install_unpacked_bytes,
-        stop.clone(),
-    ))
+    let staging = StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone());
+    Ok((staging, hold))
 }
 
 /// The error for staging that ran out of room or had to stop.
@@ -210,7 +212,8 @@ fn stage_and_place(
             .collect();
         Ok((placed, notes))
     })();
-    if let Err(e) = parent.remove_dir_all(&staging_name) {
+    // The guest may have moved a deep tree into staging: removed without recursion.
+    if let Err(e) = remove_tree_in(&parent, &staging_name) {
         tracing::warn!(error = %e, "could not remove a staging directory");
     }
     result

@@ -17,10 +17,12 @@ use std::path::Path;
 
 use cap_std::fs::{Dir, Metadata, MetadataExt, ReadDir};
 
-use super::open_files::deleted_open_files;
+use super::open_files::{Freshness, deleted_open_files};
 
-/// Deepest directory tree measured.
-pub const MAX_DEPTH: usize = 100;
+/// Deepest directory tree measured: deeper than any path the file tools
+/// accept ([`super::guest_path::MAX_DEPTH`]), so only a tree a guest nested
+/// on purpose is too deep.
+pub const MAX_DEPTH: usize = super::guest_path::MAX_DEPTH + 32;
 
 /// What a sandbox directory holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,9 +60,14 @@ fn unreadable(what: &'static str) -> impl FnOnce(io::Error) -> MeasureError {
 /// Measures `dir` (whose host path is `host_path`, to find its deleted files
 /// that are still open), stopping early once usage passes `stop_at` in bytes
 /// or entries: the caller only needs to know it is over.
-pub fn measure(dir: &Dir, host_path: &Path, stop_at: DiskUsage) -> Result<DiskUsage, MeasureError> {
+pub fn measure(
+    dir: &Dir,
+    host_path: &Path,
+    stop_at: DiskUsage,
+    freshness: Freshness,
+) -> Result<DiskUsage, MeasureError> {
     let mut usage = DiskUsage {
-        bytes: deleted_open_files(host_path).map_err(unreadable("open files"))?,
+        bytes: deleted_open_files(host_path, freshness).map_err(unreadable("open files"))?,
         files: 0,
     };
     let mut linked: HashSet<(u64, u64)> = HashSet::new();
@@ -77,6 +84,11 @@ pub fn measure(dir: &Dir, host_path: &Path, stop_at: DiskUsage) -> Result<DiskUs
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(unreadable("an entry")(e)),
         };
+        match entry.metadata() {
+            Ok(meta) => usage.bytes = usage.bytes.saturating_add(held(&meta, &mut linked)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(unreadable("an entry")(e)),
+        }
         if file_type.is_dir() {
             if levels.len() >= MAX_DEPTH {
                 return Err(MeasureError::TooDeep);
@@ -86,12 +98,6 @@ pub fn measure(dir: &Dir, host_path: &Path, stop_at: DiskUsage) -> Result<DiskUs
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(unreadable("a directory")(e)),
             }
-        } else if file_type.is_file() {
-            match entry.metadata() {
-                Ok(meta) => usage.bytes = usage.bytes.saturating_add(held(&meta, &mut linked)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(unreadable("a file")(e)),
-            }
         }
         if usage.bytes > stop_at.bytes || usage.files > stop_at.files {
             break;
@@ -100,19 +106,24 @@ pub fn measure(dir: &Dir, host_path: &Path, stop_at: DiskUsage) -> Result<DiskUs
     Ok(usage)
 }
 
-/// Bytes a file holds on disk: its length, or its allocated blocks when
-/// fewer (sparse); 0 for a second name of a file already counted.
+/// Bytes an entry holds on disk (see [`held_bytes`]); 0 for a second name
+/// of a file already counted.
 fn held(meta: &Metadata, linked: &mut HashSet<(u64, u64)>) -> u64 {
-    if meta.nlink() > 1 && !linked.insert((meta.dev(), meta.ino())) {
+    if meta.is_file() && meta.nlink() > 1 && !linked.insert((meta.dev(), meta.ino())) {
         return 0;
     }
     held_bytes(meta)
 }
 
-/// Bytes a file holds on disk: its length, or its allocated blocks when
-/// fewer (a sparse file).
+/// Bytes an entry holds on disk: a file its length, or its allocated blocks
+/// when fewer (a sparse file); a directory or a link the blocks it takes.
 pub fn held_bytes(meta: &Metadata) -> u64 {
-    meta.len().min(meta.blocks().saturating_mul(512))
+    let blocks = meta.blocks().saturating_mul(512);
+    if meta.is_file() {
+        meta.len().min(blocks)
+    } else {
+        blocks
+    }
 }
 
 #[cfg(test)]
@@ -138,11 +149,11 @@ mod tests {
         std::os::unix::fs::symlink("/", tmp.path().join("root-link")).unwrap();
         let sparse = std::fs::File::create(tmp.path().join("sparse")).unwrap();
         sparse.set_len(1 << 40).unwrap();
-        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP).unwrap();
+        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP, Freshness::Now).unwrap();
         assert_eq!(usage.files, 6, "a, a/b, a/b/f, g, root-link, sparse");
         assert!(
-            (10_000..20_000).contains(&usage.bytes),
-            "one copy of f, nothing for the hole: {}",
+            (10_000..40_000).contains(&usage.bytes),
+            "one copy of f, the two directories' blocks, nothing for the hole: {}",
             usage.bytes
         );
     }
@@ -153,7 +164,7 @@ mod tests {
         for i in 0..1500 {
             std::fs::create_dir(tmp.path().join(format!("d{i}"))).unwrap();
         }
-        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP).unwrap();
+        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP, Freshness::Now).unwrap();
         assert_eq!(usage.files, 1500);
 
         let deep = tempfile::tempdir().unwrap();
@@ -162,7 +173,7 @@ mod tests {
             path.push("d");
         }
         std::fs::create_dir_all(&path).unwrap();
-        let err = measure(&open(deep.path()), deep.path(), NO_STOP).unwrap_err();
+        let err = measure(&open(deep.path()), deep.path(), NO_STOP, Freshness::Now).unwrap_err();
         assert!(matches!(err, MeasureError::TooDeep), "{err}");
     }
 
@@ -174,12 +185,12 @@ mod tests {
         file.write_all(&vec![7u8; 1 << 20]).unwrap();
         file.sync_all().unwrap();
         std::fs::remove_file(tmp.path().join("gone")).unwrap();
-        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP).unwrap();
+        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP, Freshness::Now).unwrap();
         if cfg!(target_os = "linux") {
             assert!(usage.bytes >= 1 << 20, "{usage:?}");
         }
         drop(file);
-        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP).unwrap();
+        let usage = measure(&open(tmp.path()), tmp.path(), NO_STOP, Freshness::Now).unwrap();
         assert_eq!(usage.bytes, 0);
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions};
 use rand::Rng;
 
 use super::FileInterface;
@@ -169,6 +169,23 @@ fn read(
     })
 }
 
+/// How many directories of `parent` (a directory path) do not exist yet.
+fn missing_directories(dir: &Dir, parent: &GuestPath) -> u64 {
+    if parent.is_root() {
+        return 0;
+    }
+    let relative = parent.relative();
+    let components: Vec<_> = relative.components().collect();
+    let mut prefix = std::path::PathBuf::new();
+    for (i, component) in components.iter().enumerate() {
+        prefix.push(component);
+        if dir.symlink_metadata(&prefix).is_err() {
+            return (components.len() - i) as u64;
+        }
+    }
+    0
+}
+
 fn write(
     dir: &Dir,
     ledger: &QuotaLedger,
@@ -183,6 +200,32 @@ fn write(
         });
     };
     let parent = path.parent();
+    // Everything the write adds is checked before anything is created.
+    let new_dirs = missing_directories(dir, &parent);
+    let replaced = if new_dirs > 0 {
+        None
+    } else {
+        match dir.symlink_metadata(path.relative()) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(SandboxError::WrongKind {
+                    path: shown,
+                    what: "a symbolic link; write to the file it points to instead".into(),
+                });
+            }
+            Ok(meta) if meta.is_dir() => {
+                return Err(SandboxError::io(
+                    "write",
+                    &shown,
+                    std::io::Error::from(std::io::ErrorKind::IsADirectory),
+                ));
+            }
+            // Replacing a file frees its bytes only when no other name keeps them.
+            Ok(meta) if meta.nlink() > 1 => Some(0),
+            Ok(meta) => Some(held_bytes(&meta)),
+            Err(_) => None,
+        }
+    };
+    ledger.check_write(&shown, data.len() as u64, replaced, new_dirs)?;
     if !parent.is_root() {
         dir.create_dir_all(parent.relative()).map_err(|e| {
             // Say why: a link that leads out, or a file in the way.
@@ -195,24 +238,6 @@ fn write(
     let parent_dir = dir
         .open_dir(parent.relative())
         .map_err(|e| SandboxError::io("open the directory of", &shown, e))?;
-    let replaced = match parent_dir.symlink_metadata(name) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(SandboxError::WrongKind {
-                path: shown,
-                what: "a symbolic link; write to the file it points to instead".into(),
-            });
-        }
-        Ok(meta) if meta.is_dir() => {
-            return Err(SandboxError::io(
-                "write",
-                &shown,
-                std::io::Error::from(std::io::ErrorKind::IsADirectory),
-            ));
-        }
-        Ok(meta) => Some(held_bytes(&meta)),
-        Err(_) => None,
-    };
-    ledger.check_write(&shown, data.len() as u64, replaced)?;
 
     let temp = format!(".{name}.partial-{:08x}", rand::rng().random::<u32>());
     let temp = if temp.len() > 255 {

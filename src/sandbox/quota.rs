@@ -12,6 +12,7 @@ use cap_std::fs::Dir;
 use super::budget::Budget;
 use super::disk_usage::{DiskUsage, MeasureError, measure};
 use super::error::SandboxError;
+use super::open_files::Freshness;
 use super::types::human_bytes;
 
 /// The limits on a sandbox's directory.
@@ -180,25 +181,51 @@ impl QuotaLedger {
     }
 
     /// Measures afresh, replacing the account and its charge to the budget.
+    /// A measurement that fails leaves the charge as it was (the bytes are
+    /// still there) and the account empty, so every request measures again.
     fn remeasure(&self, account: &mut Account) -> Result<(), MeasureError> {
-        let fresh = measure(&self.dir, &self.host_path, self.quota.stop_at());
+        let fresh = measure(
+            &self.dir,
+            &self.host_path,
+            self.quota.stop_at(),
+            Freshness::Now,
+        );
         account.pending_bytes = 0;
         account.pending_entries = 0;
-        self.budget.release(account.charged);
-        account.charged = 0;
         account.measured = None;
         let fresh = fresh?;
+        self.budget.release(account.charged);
         self.budget.charge(fresh.bytes);
         account.charged = fresh.bytes;
         account.measured = Some(fresh);
         Ok(())
     }
 
-    /// Drops the account after writes it did not see (package installs);
-    /// the next request measures afresh.
+    /// Drops the account after writes it did not see; the next request
+    /// measures afresh.
     pub fn forget(&self) {
         let mut account = self.account();
         account.measured = None;
+    }
+
+    /// The room the sandbox has now (see [`QuotaLedger::room`]), at most
+    /// `most` bytes of it held in the server's budget until the returned
+    /// hold is dropped, which measures what was written meanwhile.
+    pub fn hold_room(self: &Arc<Self>, most: u64) -> Result<(Room, RoomHold), SandboxError> {
+        let room = self.room()?;
+        let held = room.bytes.min(most);
+        self.budget.charge(held);
+        let hold = RoomHold {
+            ledger: self.clone(),
+            held,
+        };
+        Ok((
+            Room {
+                bytes: held,
+                entries: room.entries,
+            },
+            hold,
+        ))
     }
 
     /// Whether a request was refused since the last call.
@@ -211,6 +238,18 @@ impl QuotaLedger {
         let mut account = self.account();
         self.remeasure(&mut account)?;
         Ok(account.measured.unwrap_or_default())
+    }
+
+    /// Measures the directory for a report, where a reading of the process's
+    /// open files a few milliseconds old will do; the account is left as it
+    /// is (quota decisions always measure afresh).
+    pub fn reported_usage(&self) -> Result<DiskUsage, MeasureError> {
+        measure(
+            &self.dir,
+            &self.host_path,
+            self.quota.stop_at(),
+            Freshness::Recent,
+        )
     }
 
     /// Whether the sandbox is over its quota, measured now (a sandbox that
@@ -234,13 +273,15 @@ impl QuotaLedger {
         })
     }
 
-    /// Books a host write of `new_size` bytes to `path`, replacing a file of
-    /// `replaced` bytes (or none), or refuses it with what to do.
+    /// Books a host write of `new_size` bytes to `path`, replacing a file
+    /// that frees `replaced` bytes (or none), after creating `new_dirs`
+    /// directories for it, or refuses it with what to do.
     pub fn check_write(
         &self,
         path: &str,
         new_size: u64,
         replaced: Option<u64>,
+        new_dirs: u64,
     ) -> Result<(), SandboxError> {
         let mut account = self.account();
         self.remeasure(&mut account).map_err(measure_error)?;
@@ -257,10 +298,12 @@ impl QuotaLedger {
                 human_bytes(self.quota.max_bytes)
             )));
         }
-        if replaced.is_none() && usage.files + 1 > self.quota.max_files {
+        let new_entries = new_dirs + u64::from(replaced.is_none());
+        if usage.files.saturating_add(new_entries) > self.quota.max_files {
             return Err(SandboxError::QuotaExceeded(format!(
-                "the sandbox already holds {} files and directories, its limit; delete some before writing '{path}'",
-                usage.files
+                "writing '{path}' would make {} files and directories, over the sandbox's limit of {}; delete some first",
+                usage.files.saturating_add(new_entries),
+                self.quota.max_files
             )));
         }
         let growth = after.saturating_sub(usage.bytes);
@@ -274,8 +317,26 @@ impl QuotaLedger {
         }
         account.charged += growth;
         account.pending_bytes += growth;
-        account.pending_entries += u64::from(replaced.is_none());
+        account.pending_entries += new_entries;
         Ok(())
+    }
+}
+
+/// Room held in the server's disk budget for writes the ledger does not see
+/// one by one (an install's staging); dropping it measures the sandbox,
+/// charging what was really written, and gives the hold back.
+#[derive(Debug)]
+pub struct RoomHold {
+    ledger: Arc<QuotaLedger>,
+    held: u64,
+}
+
+impl Drop for RoomHold {
+    fn drop(&mut self) {
+        if let Err(e) = self.ledger.usage() {
+            tracing::debug!(error = %e, "measuring after an install failed; the next write measures again");
+        }
+        self.ledger.budget.release(self.held);
     }
 }
 
@@ -335,13 +396,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("g"), vec![1u8; 500]).unwrap();
         let ledger = ledger(tmp.path(), DiskQuota::new(2000, 10), Budget::unlimited());
-        assert!(ledger.check_write("/x", 400, None).is_ok());
-        assert!(ledger.check_write("/x", 1600, None).is_err());
-        assert!(ledger.check_write("/g", 1500, Some(500)).is_ok());
+        assert!(ledger.check_write("/x", 400, None, 0).is_ok());
+        assert!(ledger.check_write("/x", 1600, None, 0).is_err());
+        assert!(ledger.check_write("/g", 1500, Some(500), 0).is_ok());
         let full = ledger_with_files(5);
-        assert!(full.check_write("/new", 1, None).is_err());
+        assert!(full.check_write("/new", 1, None, 0).is_err());
         assert!(
-            full.check_write("/f0", 1, Some(1)).is_ok(),
+            full.check_write("/f0", 1, Some(1), 0).is_ok(),
             "rewriting is no new file"
         );
     }
@@ -372,7 +433,24 @@ mod tests {
             second.reserve(400, 1),
             "a closed sandbox gives its share back"
         );
-        assert!(second.check_write("/big", 5000, None).is_err());
+        assert!(second.check_write("/big", 5000, None, 0).is_err());
+    }
+
+    #[test]
+    fn room_held_for_an_install_is_charged_until_what_was_written_is_measured() {
+        let budget = Budget::new(10_000);
+        let tmp = tempfile::tempdir().unwrap();
+        let ledger = ledger(tmp.path(), DiskQuota::new(8_000, 100), budget.clone());
+        let (room, hold) = ledger.hold_room(6_000).unwrap();
+        assert_eq!(room.bytes, 6_000);
+        assert_eq!(budget.used(), 6_000, "held while the install runs");
+        std::fs::write(tmp.path().join("installed"), vec![1u8; 3_000]).unwrap();
+        drop(hold);
+        let used = budget.used();
+        assert!(
+            (3_000..6_000).contains(&used),
+            "what was written, measured: {used}"
+        );
     }
 
     #[test]
@@ -389,7 +467,7 @@ mod tests {
             Budget::unlimited(),
         );
         assert!(!ledger.reserve(1, 0), "never counted as zero");
-        assert!(ledger.check_write("/x", 1, None).is_err());
+        assert!(ledger.check_write("/x", 1, None, 0).is_err());
         assert!(ledger.usage().is_err());
     }
 }

@@ -148,10 +148,17 @@ async fn check_input<R: AsyncRead + Unpin>(
 #[derive(serde::Deserialize)]
 struct Envelope {
     jsonrpc: Option<serde_json::Value>,
+    /// `Some(Null)` for `"id": null`, which is not a valid id; `None` when absent.
+    #[serde(default, deserialize_with = "present")]
     id: Option<serde_json::Value>,
     method: Option<serde_json::Value>,
     result: Option<serde::de::IgnoredAny>,
     error: Option<serde::de::IgnoredAny>,
+}
+
+/// A member that is present, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
 }
 
 /// The error reply for a line that is not a JSON-RPC message, if it is not.

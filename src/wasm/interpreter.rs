@@ -36,6 +36,7 @@ use super::trap::{GuestExit, classify};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::budget::Budget;
+use crate::sandbox::open_files::note_closed;
 use crate::sandbox::quota::QuotaLedger;
 
 /// The driver program, passed with `python -S -c` (`-S`: `site` is imported
@@ -138,7 +139,7 @@ impl GuestState {
                 _ if self.ledger.reserve(amount, 0) => 0,
                 _ => EDQUOT,
             },
-            ASK_CREATE if self.ledger.reserve(0, amount) => 0,
+            ASK_CREATE if self.ledger.reserve(amount, 1) => 0,
             ASK_CREATE => EDQUOT,
             ASK_OPEN if self.open_entries() < self.max_open => 0,
             ASK_OPEN => EMFILE,
@@ -146,6 +147,7 @@ impl GuestState {
                 if let Some(fd) = stdio {
                     self.stdio_closed[fd] = true;
                 }
+                note_closed();
                 0
             }
             // A real fd_allocate: wasmtime-wasi does not support it either.
@@ -510,6 +512,7 @@ impl Interpreter {
     pub(crate) fn kill(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+            note_closed();
         }
     }
 }

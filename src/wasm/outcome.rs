@@ -11,8 +11,8 @@ use super::protocol::{Reply, decode_reply};
 use super::trap::GuestExit;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{
-    ExecError, ExecImage, ExecLimits, Execution, LimitHit, LimitKind, StopReason, cap_exec_error,
-    cap_value_text, human_bytes, human_duration,
+    ExecError, ExecImage, ExecLimits, Execution, GuestPath, LimitHit, LimitKind, StopReason,
+    cap_exec_error, cap_value_text, human_bytes, human_duration,
 };
 
 /// What the sandbox knew as the call ended.
@@ -199,6 +199,9 @@ fn note_memory_error(execution: &mut Execution, facts: &Facts<'_>) {
     });
 }
 
+/// The first bytes of every PNG file.
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
 /// Most bytes of an execution's reply: its images, and a value, message and
 /// traceback of at most the output limit each, with room for framing.
 pub(crate) fn reply_bytes(limits: &ExecLimits) -> usize {
@@ -214,18 +217,18 @@ pub(crate) fn reply_bytes(limits: &ExecLimits) -> usize {
 fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
     execution.value = reply.value.map(|v| cap_value_text(v, limits.output_bytes));
     execution.error = reply.error.map(|e| cap_exec_error(e, limits.output_bytes));
-    let (fitting, too_large): (Vec<_>, Vec<_>) = reply
-        .images
-        .into_iter()
-        .partition(|image| image.png.len() <= limits.image_bytes);
-    let dropped = too_large.len() + fitting.len().saturating_sub(limits.max_images);
+    let (fitting, refused): (Vec<_>, Vec<_>) = reply.images.into_iter().partition(|image| {
+        image.png.len() <= limits.image_bytes && image.png.starts_with(PNG_SIGNATURE)
+    });
+    let dropped = refused.len() + fitting.len().saturating_sub(limits.max_images);
     execution.images = fitting
         .into_iter()
         .take(limits.max_images)
         .map(|image| ExecImage {
             mime_type: "image/png".into(),
             data_base64: base64::engine::general_purpose::STANDARD.encode(image.png),
-            path: image.full_size_path,
+            // Only a path that could name a file in the sandbox.
+            path: image.full_size_path.filter(|p| GuestPath::parse(p).is_ok()),
         })
         .collect();
     if dropped > 0 {

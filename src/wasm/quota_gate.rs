@@ -17,9 +17,9 @@
 //! | offset | question | fd | len |
 //! |---|---|---|---|
 //! | [`ASK_WRITE`] | may `len` bytes be written to `fd`? | file | bytes |
-//! | [`ASK_CREATE`] | may an entry be created under `fd`? | directory | 1 |
+//! | [`ASK_CREATE`] | may an entry taking `len` bytes be created under `fd`? | directory | bytes |
 //! | [`ASK_OPEN`] | may one more file or directory be opened? | directory | 0 |
-//! | [`NOTE_CLOSE`] | `fd` is being closed (or replaced by `fd_renumber`) | any | 0 |
+//! | [`NOTE_CLOSE`] | `fd` is being closed (or renumbered, from or onto) | any | 0 |
 //! | [`WRITE_STDIO`] | write these to stdout/stderr (0: done, else go on) | 1 or 2 | iovecs |
 //!
 //! The last is a shortcut, not a gate: a program's output goes to the host in
@@ -42,7 +42,7 @@ use wasm_encoder::{
 use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
-pub const GATE_VERSION: u32 = 4;
+pub const GATE_VERSION: u32 = 6;
 
 /// The import the gates ask their questions through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,8 @@ const OFLAGS_CREAT: i32 = 1;
 const OFLAGS_EXCL: i32 = 4;
 /// WASI preview 1's `ENOENT`.
 const ERRNO_NOENT: i32 = 44;
+/// Bytes booked for a new directory or link: one file-system block.
+const ENTRY_BLOCK: i64 = 4096;
 
 /// Which imports get a gate, and how the gate asks.
 #[derive(Clone, Copy)]
@@ -114,9 +116,11 @@ enum Gate {
     Open,
     /// An entry-creating call: ask to create under the descriptor parameter.
     Create { fd_param: u32 },
-    /// `fd_close`, and `fd_renumber` onto `fd_param`: tell, then go on
-    /// whatever the answer.
-    Close { fd_param: u32 },
+    /// `fd_close`: tell, then go on whatever the answer.
+    Close,
+    /// `fd_renumber(from, to)`: both numbers stop naming what they named
+    /// (`to` takes `from`'s file, `from` is freed): tell about both.
+    Renumber,
     /// `poll_oneoff`: a lone relative clock wait becomes an absolute one (with
     /// the `clock_time_get` import at this index), which wasmtime-wasi waits
     /// for asynchronously; a relative one it sleeps on the guest's thread,
@@ -140,8 +144,8 @@ fn gate_for(name: &str) -> Option<Gate> {
         "path_create_directory" => Gate::Create { fd_param: 0 },
         "path_symlink" => Gate::Create { fd_param: 2 },
         "path_link" => Gate::Create { fd_param: 4 },
-        "fd_close" => Gate::Close { fd_param: 0 },
-        "fd_renumber" => Gate::Close { fd_param: 1 },
+        "fd_close" => Gate::Close,
+        "fd_renumber" => Gate::Renumber,
         "poll_oneoff" => Gate::Poll {
             clock_time_get: u32::MAX,
         },
@@ -562,20 +566,33 @@ fn gate_function(
             f.instruction(&Instruction::Return);
             f.instruction(&Instruction::End);
             f.instruction(&Instruction::End);
-            //   errno = ask(dirfd, CREATE, 1) }
-            ask(&mut f, 0, ASK_CREATE, Instruction::I64Const(1));
+            //   errno = ask(dirfd, CREATE, 0) }  (a new file holds what is written to it)
+            ask(&mut f, 0, ASK_CREATE, Instruction::I64Const(0));
             f.instruction(&Instruction::LocalSet(errno));
             f.instruction(&Instruction::End);
         }
         Gate::Create { fd_param } => {
             param_i32(fd_param)?;
-            ask(&mut f, fd_param, ASK_CREATE, Instruction::I64Const(1));
+            // A directory or a link may take a block of its own.
+            ask(
+                &mut f,
+                fd_param,
+                ASK_CREATE,
+                Instruction::I64Const(ENTRY_BLOCK),
+            );
             f.instruction(&Instruction::LocalSet(errno));
         }
-        Gate::Close { fd_param } => {
-            param_i32(fd_param)?;
-            ask(&mut f, fd_param, NOTE_CLOSE, Instruction::I64Const(0));
+        Gate::Close => {
+            param_i32(0)?;
+            ask(&mut f, 0, NOTE_CLOSE, Instruction::I64Const(0));
             f.instruction(&Instruction::Drop);
+        }
+        Gate::Renumber => {
+            for fd in [0, 1] {
+                param_i32(fd)?;
+                ask(&mut f, fd, NOTE_CLOSE, Instruction::I64Const(0));
+                f.instruction(&Instruction::Drop);
+            }
         }
         Gate::Poll { clock_time_get } => {
             for i in 0..4 {

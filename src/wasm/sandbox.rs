@@ -361,9 +361,10 @@ impl CodeInterpreter for WasmSandbox {
 
     async fn usage(&self) -> ResourceUsage {
         let ledger = self.ledger.clone();
-        let disk = tokio::task::spawn_blocking(move || ledger.usage().map_err(|e| e.to_string()))
-            .await
-            .unwrap_or_else(|e| Err(format!("measuring failed: {e}")));
+        let disk =
+            tokio::task::spawn_blocking(move || ledger.reported_usage().map_err(|e| e.to_string()))
+                .await
+                .unwrap_or_else(|e| Err(format!("measuring failed: {e}")));
         let (disk, disk_error) = match disk {
             Ok(usage) => (Some(usage), None),
             Err(e) => (None, Some(e)),
@@ -381,14 +382,19 @@ impl CodeInterpreter for WasmSandbox {
     }
 
     async fn close(&mut self) {
-        self.release();
+        if let Some(remove) = self.release() {
+            let _ = tokio::task::spawn_blocking(remove).await;
+        }
     }
 }
 
 impl WasmSandbox {
-    fn release(&mut self) {
+    /// Stops the interpreter; returns the removal of the sandbox's directory,
+    /// to run off the async workers (a directory can hold many files), or
+    /// `None` when already released.
+    fn release(&mut self) -> Option<impl FnOnce() + Send + 'static> {
         if self.closed {
-            return;
+            return None;
         }
         self.closed = true;
         if let Some(mut interpreter) = self.interpreter.take() {
@@ -397,13 +403,21 @@ impl WasmSandbox {
         if let Some(task) = self.restarting.take() {
             task.abort();
         }
-        self.root.remove_sandbox_dir(&self.host_dir);
+        let root = self.root.clone();
+        let dir = self.host_dir.clone();
+        Some(move || root.remove_sandbox_dir(&dir))
     }
 }
 
 impl Drop for WasmSandbox {
     fn drop(&mut self) {
-        self.release();
+        let Some(remove) = self.release() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(remove)),
+            Err(_) => remove(),
+        }
     }
 }
 

@@ -49,12 +49,14 @@ async fn output_files_count_against_the_disk_quota() {
     let dir = &server.sandbox_dirs()[0];
     let held = held_on_disk(dir);
     assert!(held <= 21 << 20, "{held} bytes held under a 20 MiB quota");
-    let last = server.exec(&id, "print('x' * 100_000)").await;
-    let note = structured(&last)["limit"]["message"].to_string();
-    assert!(
-        note.contains("disk quota") || note.contains("saved in"),
-        "the result says where the output went, or that it could not: {note}"
-    );
+    let files = server
+        .run(
+            &id,
+            "import os\nsorted((f, os.stat('/.outputs/' + f).st_size) for f in os.listdir('/.outputs'))",
+        )
+        .await;
+    let listing = files["value"].as_str().unwrap().to_owned();
+    assert!(listing.contains("exec-1-stdout.txt"), "{listing}");
     server.stop().await;
 }
 
@@ -193,7 +195,7 @@ async fn a_guest_cannot_hold_the_servers_descriptors() {
 
 #[tokio::test]
 async fn many_subdirectories_are_measured_and_a_very_deep_tree_is_removed_on_close() {
-    let server = Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "8")]).await;
+    let server = Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "64")]).await;
     let id = server.create().await;
     server
         .run(
@@ -202,7 +204,7 @@ async fn many_subdirectories_are_measured_and_a_very_deep_tree_is_removed_on_clo
         )
         .await;
     let over = server
-        .exec(&id, "open('/big', 'wb').write(b'x' * (9 << 20))")
+        .exec(&id, "open('/big', 'wb').write(b'x' * (65 << 20))")
         .await;
     assert_eq!(
         structured(&over)["limit"]["kind"],
@@ -317,5 +319,141 @@ async fn sandboxes_together_stay_within_the_server_budgets() {
         (180u64 << 20).to_string(),
         "a closed sandbox gives its memory back"
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn write_file_counts_the_directories_it_would_create_before_creating_any() {
+    let server = Server::start_with(&[("SANDBOX_MAX_FILES", "100")]).await;
+    let id = server.create().await;
+    let deep: String = (0..120).map(|i| format!("d{i}/")).collect::<String>() + "f.txt";
+    for _ in 0..5 {
+        let msg = server
+            .err(
+                "write_file",
+                json!({"session_id": id, "file_path": deep, "content": "x"}),
+            )
+            .await;
+        assert!(msg.contains("files and directories"), "{msg}");
+    }
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
+    let files = status["sandboxes"][0]["usage"]["disk_files"]
+        .as_u64()
+        .unwrap();
+    assert!(files < 10, "nothing was created by refused writes: {files}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn replacing_a_hard_linked_file_frees_nothing_and_directories_take_room() {
+    let server = Server::start_with(&[
+        ("SANDBOX_DISK_QUOTA_MB", "4"),
+        ("SANDBOX_MAX_FILES", "2000"),
+    ])
+    .await;
+    let id = server.create().await;
+    server
+        .run(
+            &id,
+            "import os\nopen('/big', 'wb').write(b'b' * (3 << 20))\nos.link('/big', '/twin')",
+        )
+        .await;
+    let content = "c".repeat(3 << 20);
+    let msg = server
+        .err(
+            "write_file",
+            json!({"session_id": id, "file_path": "big", "content": content}),
+        )
+        .await;
+    assert!(msg.contains("quota"), "the twin keeps the old bytes: {msg}");
+    let dirs = server
+        .exec(
+            &id,
+            "import os\nmade = 0\ntry:\n    for i in range(1900):\n        os.mkdir(f'/dir{i}')\n        made += 1\nexcept OSError as e:\n    err = e.errno\n(made, err)",
+        )
+        .await;
+    let value = structured(&dirs)["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        value.ends_with(", 19)"),
+        "directories take disk: {}",
+        text(&dirs)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_sandbox_too_deep_to_measure_keeps_its_share_of_the_disk_budget() {
+    let server = Server::start_with(&[
+        ("SANDBOX_DISK_BUDGET_MB", "32"),
+        ("SANDBOX_DISK_QUOTA_MB", "16"),
+    ])
+    .await;
+    let id = server.create().await;
+    server
+        .run(&id, "open('/data', 'wb').write(b'd' * (6 << 20))")
+        .await;
+    let nest = server
+        .exec(
+            &id,
+            "import os\nos.mkdir('/t')\nfor _ in range(170):\n    os.mkdir('/n')\n    os.rename('/t', '/n/t')\n    os.rename('/n', '/t')\n'nested'",
+        )
+        .await;
+    assert_eq!(structured(&nest)["value"], "'nested'", "{}", text(&nest));
+    let refused = server
+        .exec(&id, "open('/more', 'wb').write(b'm' * (12 << 20))")
+        .await;
+    assert_eq!(
+        structured(&refused)["error"]["name"],
+        "OSError",
+        "{}",
+        text(&refused)
+    );
+    let status = server.ok("get_sandbox_status", json!({})).await;
+    let used = status["budgets"]["disk"]["used_bytes"].as_u64().unwrap();
+    assert!(used >= 6 << 20, "its bytes still count: {used}");
+    let usage = &status["sandboxes"][0]["usage"];
+    assert!(usage["disk_error"].is_string(), "never a zero: {usage}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_forged_image_must_be_a_png_and_its_path_a_sandbox_path() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let forge = r#"
+import sys, posix
+frame, token = sys._getframe(), None
+while frame is not None and token is None:
+    candidate = frame.f_locals.get("token")
+    token = candidate if isinstance(candidate, bytes) else None
+    frame = frame.f_back
+def field(kind, data):
+    return kind + len(data).to_bytes(4, "big") + data
+body = field(b"i", b"/ok.png\n\x89PNG\r\n\x1a\n" + bytes(100))
+body += field(b"i", b"x" * 5000 + b"\n\x89PNG\r\n\x1a\n" + bytes(100))
+body += field(b"i", b"/gif\nGIF89a" + bytes(100))
+posix.write(1, token + len(body).to_bytes(4, "big") + body)
+posix.read(0, 1)
+"#;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": forge, "timeout_seconds": 5}),
+        )
+        .await;
+    let s = structured(&result);
+    let images = s["images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 2, "the GIF is not passed off as a PNG: {s}");
+    assert_eq!(images[0]["path"], "/ok.png");
+    assert!(
+        images[1]["path"].is_null(),
+        "a path that is no sandbox path is dropped"
+    );
+    server.ok("close_sandbox", json!({"session_id": id})).await;
     server.stop().await;
 }
