@@ -12,6 +12,7 @@ use crate::e2b::E2bBackend;
 use crate::packages::Installer;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, BackendKind, SandboxError};
+use crate::server::offer::Offer;
 use crate::server::{SandboxServer, framing};
 use crate::wasm::{WasmBackend, host_resources};
 
@@ -79,7 +80,12 @@ impl App {
 
     /// The MCP tool server over this app's sandboxes.
     pub fn server(&self) -> SandboxServer {
-        SandboxServer::new(self.manager.clone(), self.config.requests.clone())
+        let offer = Offer {
+            runtimes: self.wasm.offered_runtimes(),
+            default_backend: self.config.manager.default_backend,
+            e2b_template: self.config.e2b.as_ref().map(|e| e.template.clone()),
+        };
+        SandboxServer::new(self.manager.clone(), self.config.requests.clone(), offer)
     }
 
     /// Serves MCP on stdin/stdout until stdin closes or SIGINT/SIGTERM

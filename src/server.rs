@@ -5,6 +5,7 @@
 //! message written for the model; only unusable requests are protocol errors.
 
 pub mod framing;
+pub mod offer;
 pub mod params;
 mod progress;
 pub mod results;
@@ -24,6 +25,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use self::offer::Offer;
 use self::params::*;
 use self::progress::ProgressForwarder;
 use self::results::*;
@@ -34,19 +36,12 @@ use crate::sandbox::{
     human_bytes,
 };
 
-const INSTRUCTIONS: &str = "This server runs Python 3 in isolated sandboxes. Call create_sandbox \
-(or create_run_close for a one-off), then execute_code; variables and imports persist between \
-calls in a sandbox, and a final expression's value is returned. Local sandboxes have no network \
-and see only their own directory, which is '/'; move files with write_file, upload_file, \
-read_file and list_files. Every execution has a time, memory and output limit; results say \
-when one was hit. For data work, create the sandbox with runtime \"scientific\": numpy, pandas, \
-scipy, scikit-learn and matplotlib are built in, and plots come back as images.";
-
 /// The MCP tool server.
 #[derive(Clone)]
 pub struct SandboxServer {
     manager: Arc<SandboxManager>,
     limits: RequestLimits,
+    offer: Arc<Offer>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -99,12 +94,16 @@ fn backend(name: Option<&str>) -> Result<Option<BackendKind>, SandboxError> {
 
 #[tool_router]
 impl SandboxServer {
-    /// A server over `manager`, with per-request `limits`.
-    pub fn new(manager: Arc<SandboxManager>, limits: RequestLimits) -> Self {
+    /// A server over `manager`, with per-request `limits`, describing its
+    /// tools with what it `offer`s.
+    pub fn new(manager: Arc<SandboxManager>, limits: RequestLimits, offer: Offer) -> Self {
+        let mut tool_router = Self::tool_router();
+        offer.describe(&mut tool_router);
         Self {
             manager,
             limits,
-            tool_router: Self::tool_router(),
+            offer: Arc::new(offer),
+            tool_router,
         }
     }
 
@@ -135,13 +134,19 @@ impl SandboxServer {
 
     /// The request `create_sandbox` and `create_run_close` hand the manager.
     fn create_request(
+        &self,
         id: Option<String>,
         options: SandboxOptions,
         progress: &ProgressForwarder,
     ) -> Result<CreateRequest, SandboxError> {
+        let backend = backend(options.backend.as_deref())?;
+        self.offer.check(
+            backend.unwrap_or(self.manager.settings().default_backend),
+            options.runtime.as_deref(),
+        )?;
         Ok(CreateRequest {
             id,
-            backend: backend(options.backend.as_deref())?,
+            backend,
             timeout: seconds(options.timeout_seconds, "timeout_seconds")?,
             memory_bytes: options.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             runtime: options.runtime,
@@ -150,13 +155,7 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Create a Python sandbox and return its session_id. A local sandbox is CPython \
-compiled to WebAssembly: no network, only its own directory ('/'), and time, memory and output \
-limits on every execution. runtime picks the Python: \"python-3.12\" (standard library only, \
-starts in milliseconds) or \"scientific\" (CPython 3.15 with numpy, pandas, scipy, scikit-learn, \
-statsmodels and matplotlib built in; matplotlib plots come back as PNG images). Optional: \
-session_id (your own id; an existing one is reported, not replaced), backend (\"wasm\" or \
-\"e2b\"), timeout_seconds, memory_mb, runtime.",
+        description = "Create a Python sandbox and return its session_id (the server fills in the runtimes and backends it has).",
         output_schema = schema_for_output::<CreateResult>()
     )]
     async fn create_sandbox(
@@ -179,7 +178,7 @@ session_id (your own id; an existing one is reported, not replaced), backend (\"
             memory_mb: p.memory_mb,
             runtime: p.runtime,
         };
-        let request = Self::create_request(p.session_id, options, &forwarder)?;
+        let request = self.create_request(p.session_id, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
         let (sandbox, created) = created?;
@@ -307,11 +306,12 @@ when it expires if left idle, executions, memory and disk used, and its limits."
         description = "Run Python code in a sandbox. State persists between calls (like a notebook); \
 the value of a final expression is returned (e.g. `y + 2` shows 42; a pandas DataFrame as a text \
 table). Returns stdout, stderr, the value, and on failure the exception with its traceback \
-(isError). matplotlib figures (plt.show(), or any left open at the end) come back as PNG image \
-content; no need to save them to files. Limits: a wall-clock timeout \
-(timeout_seconds, default 30), memory, fuel and output (1 MiB per stream inline; the rest is saved \
-to a file whose path is returned). If a limit stops the interpreter, variables are lost but files \
-are kept. No network access in local sandboxes.",
+(isError). Top-level await and asyncio.run() work. matplotlib figures (plt.show(), or any left \
+open at the end) come back as PNG image content; no need to save them to files. Limits: a \
+wall-clock timeout (timeout_seconds, default 30, refused above the server's maximum), memory, fuel \
+and output: long output keeps its head and tail, and the whole stream is saved in a file (its path \
+is in the cut) that read_file pages through. If a limit stops the interpreter, variables are lost \
+but files are kept. No network access in local sandboxes.",
         output_schema = schema_for_output::<ExecutionResult>()
     )]
     async fn execute_code(
@@ -360,7 +360,7 @@ For one-off computations that need no state afterwards.",
             memory_mb: p.memory_mb,
             runtime: p.runtime,
         };
-        let request = Self::create_request(None, options, &forwarder)?;
+        let request = self.create_request(None, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
         let (sandbox, _) = created?;
@@ -727,7 +727,7 @@ impl ServerHandler for SandboxServer {
                 "mcp-code-sandbox",
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.offer.instructions())
     }
 }
 

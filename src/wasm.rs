@@ -143,6 +143,19 @@ impl WasmBackend {
         &self.settings
     }
 
+    /// The runtimes a sandbox can start with now (their files are fetched):
+    /// name and summary, the default first.
+    pub fn offered_runtimes(&self) -> Vec<(String, String)> {
+        let mut offered: Vec<(String, String)> = self
+            .catalog
+            .fetched(&self.settings.runtime_dir)
+            .into_iter()
+            .map(|m| (m.name.clone(), m.summary.clone().unwrap_or_default()))
+            .collect();
+        offered.sort_by_key(|(name, _)| *name != self.settings.default_runtime);
+        offered
+    }
+
     /// The manifest of a known runtime (unknown names are refused with the
     /// list of known ones).
     pub fn manifest(&self, name: &str) -> Result<&RuntimeManifest, SandboxError> {

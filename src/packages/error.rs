@@ -32,7 +32,7 @@ pub enum PackageError {
 
     /// A requirement is a URL or a path.
     #[error(
-        "'{input}' names a URL or a path; only packages from the configured index or wheelhouse can be installed: give a name and version instead (e.g. attrs==23.2.0)"
+        "'{input}' names a URL, a file or a version-control link; only packages from the server's configured index or wheelhouse can be installed: give a package name and version instead (e.g. attrs==23.2.0); a wheel of your own can go into the server's wheelhouse (SANDBOX_WHEELHOUSE)"
     )]
     DirectReference {
         /// The requirement as given.
@@ -161,7 +161,7 @@ pub enum PackageError {
 
     /// A requirement rules out the version of a package the runtime carries.
     #[error(
-        "{name} {version} is built into this sandbox's runtime and cannot be replaced, but {origin} asks for {name}{wanted}. Use the built-in {name} {version}: drop or relax that requirement, or pick a version of the package asking for it that accepts {name} {version}"
+        "{name} {version} is built into this sandbox's runtime and cannot be replaced, and {origin}, which {version} does not satisfy. Use the built-in {name} {version}: drop or relax that requirement, or pick a version of the package asking for it that accepts {name} {version}"
     )]
     BuiltIn {
         /// The project.

@@ -167,6 +167,13 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
             "options such as --index-url are not accepted; the server's configuration chooses the index".into(),
         ));
     }
+    // A URL, a path or a version-control link is refused as such, before
+    // the parser can suggest a `name @ URL` form that is refused too.
+    if looks_like_a_location(input) {
+        return Err(PackageError::DirectReference {
+            input: quote(input),
+        });
+    }
     let requirement = parse_pep508(input).map_err(bad)?;
     if matches!(requirement.version_or_url, Some(VersionOrUrl::Url(_))) || input.contains(" @ ") {
         return Err(PackageError::DirectReference {
@@ -177,6 +184,18 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
         return Err(bad(format!("the name is over {MAX_NAME_CHARS} characters")));
     }
     Ok(requirement)
+}
+
+/// Whether a requirement is written as a location rather than a name: a URL
+/// (`https://…`, `git+https://…`), or a file path (`./pkg`, `/tmp/x.whl`,
+/// `~/x`, `pkg.whl`, `pkg.tar.gz`).
+fn looks_like_a_location(input: &str) -> bool {
+    let input = input.trim();
+    input.contains("://")
+        || input.starts_with(['.', '/', '~', '\\'])
+        || [".whl", ".tar.gz", ".zip", ".tgz"]
+            .iter()
+            .any(|ext| input.to_ascii_lowercase().ends_with(ext))
 }
 
 /// Parses PEP 508 text (from a user or from an index's metadata) without
@@ -323,6 +342,25 @@ mod tests {
             "six; python_version > '3'",
         ] {
             parse_requirement(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+
+    #[test]
+    fn locations_are_refused_without_suggesting_a_form_that_is_refused_too() {
+        for location in [
+            "git+https://example.test/a/b.git",
+            "https://example.test/a-1.0-py3-none-any.whl",
+            "./local",
+            "/tmp/x.whl",
+            "~/pkg",
+            "dist/pkg-1.0.tar.gz",
+        ] {
+            let err = parse_requirement(location).unwrap_err();
+            assert!(
+                matches!(err, PackageError::DirectReference { .. }),
+                "{location}: {err}"
+            );
+            assert!(!err.to_string().contains("@"), "{err}");
         }
     }
 

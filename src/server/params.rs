@@ -17,8 +17,7 @@ pub struct CreateSandboxParams {
     /// when absent. If a sandbox with this id exists, it is reported as is.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Backend: "wasm" (local WebAssembly sandbox, the usual default) or "e2b"
-    /// (an E2B cloud VM, when the server is configured for it).
+    /// Backend of the sandbox (the server describes the ones it has).
     #[serde(default)]
     pub backend: Option<String>,
     /// Default time limit of each execution in this sandbox, in seconds
@@ -29,10 +28,8 @@ pub struct CreateSandboxParams {
     /// server's maximum).
     #[serde(default)]
     pub memory_mb: Option<u64>,
-    /// Python runtime of a local sandbox: "python-3.12" (small, starts in
-    /// milliseconds, standard library only) or "scientific" (CPython 3.15
-    /// with numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib
-    /// built in; plots come back as images). The server's default when absent.
+    /// Python runtime of the sandbox, by name (the server describes the ones
+    /// it has); its default when absent.
     #[serde(default)]
     pub runtime: Option<String>,
 }
@@ -61,7 +58,7 @@ pub struct ExecuteCodeParams {
     /// between calls; the value of a final expression is returned, as in a
     /// notebook cell.
     pub code: String,
-    /// Time limit for this execution, in seconds (capped at the server's
+    /// Time limit for this execution, in seconds (at most the server's
     /// maximum); the sandbox's default when absent.
     #[serde(default)]
     pub timeout_seconds: Option<f64>,
@@ -78,12 +75,11 @@ pub struct CreateRunCloseParams {
     /// Memory limit, in MiB.
     #[serde(default)]
     pub memory_mb: Option<u64>,
-    /// Backend ("wasm" or "e2b"); the server's default when absent.
+    /// Backend of the sandbox (the server describes the ones it has).
     #[serde(default)]
     pub backend: Option<String>,
-    /// Python runtime of a local sandbox: "python-3.12" or "scientific"
-    /// (numpy, pandas, scipy, scikit-learn, matplotlib built in); the
-    /// server's default when absent.
+    /// Python runtime of the sandbox, by name (the server describes the ones
+    /// it has); its default when absent.
     #[serde(default)]
     pub runtime: Option<String>,
 }

@@ -88,6 +88,9 @@ pub struct HostStub {
 pub struct RuntimeManifest {
     /// Name users select it by, e.g. `python-3.12`.
     pub name: String,
+    /// One line on what it is, for the model choosing a runtime.
+    #[serde(default)]
+    pub summary: Option<String>,
     /// Full Python version, e.g. `3.12.0`.
     pub python_version: String,
     /// Path of the module, relative to the runtime directory.
@@ -345,6 +348,17 @@ impl RuntimeCatalog {
     /// Names of all known runtimes, sorted.
     pub fn names(&self) -> Vec<&str> {
         self.manifests.keys().map(String::as_str).collect()
+    }
+
+    /// The runtimes whose files are in `dir` (fetched), sorted by name.
+    pub fn fetched(&self, dir: &Path) -> Vec<&RuntimeManifest> {
+        self.manifests
+            .values()
+            .filter(|m| {
+                dir.join(&m.module).is_file()
+                    && m.artifacts.iter().all(|a| dir.join(&a.file).is_file())
+            })
+            .collect()
     }
 }
 

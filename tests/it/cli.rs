@@ -143,3 +143,50 @@ fn an_unknown_default_runtime_stops_the_server_at_start() {
         "{err}"
     );
 }
+
+#[test]
+fn exec_prints_whole_output_keeps_the_value_on_its_own_line_and_saves_figures_here() {
+    let out = command()
+        .args(["exec", "print('x' * 100_000)\nprint('tail', end='')\n6 * 7"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.len(),
+        100_001 + 4 + 1 + 3,
+        "the whole stream: {}",
+        &stdout[..80]
+    );
+    assert!(
+        stdout.ends_with("tail\n42\n"),
+        "{}",
+        &stdout[stdout.len() - 40..]
+    );
+    assert!(!stdout.contains("left out") && !stdout.contains("/.outputs/"));
+
+    let here = tempfile::tempdir().unwrap();
+    let out = command()
+        .current_dir(here.path())
+        .env("SANDBOX_CACHE_DIR", crate::support::scientific_cache())
+        .args([
+            "--runtime",
+            "scientific",
+            "exec",
+            "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("figure 1 saved as ./figure-1.png"),
+        "{stderr}"
+    );
+    let png = std::fs::read(here.path().join("figure-1.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+}

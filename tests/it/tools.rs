@@ -96,3 +96,48 @@ async fn malformed_arguments_get_tool_errors_and_the_server_keeps_serving() {
     assert_eq!(server.run(&id, "1 + 1").await["value"], "2");
     server.stop().await;
 }
+
+/// Descriptions offer only what this server has: a runtime that is not
+/// fetched is not offered, nor is a backend that is not configured.
+#[tokio::test]
+async fn tools_offer_only_the_runtimes_and_backends_that_work() {
+    let full = Server::start().await;
+    let describe = |tools: &[rmcp::model::Tool]| -> String {
+        let create = tools.iter().find(|t| t.name == "create_sandbox").unwrap();
+        format!(
+            "{} {}",
+            create.description.as_deref().unwrap_or_default(),
+            serde_json::to_string(&create.input_schema).unwrap()
+        )
+    };
+    let text = describe(&full.client.list_all_tools().await.unwrap());
+    assert!(text.contains("\"scientific\""), "{text}");
+    assert!(
+        !text.contains("e2b"),
+        "no E2B key, no e2b backend offered: {text}"
+    );
+    full.stop().await;
+
+    let small = tempfile::tempdir().unwrap();
+    let repo_runtime = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime");
+    std::os::unix::fs::symlink(
+        repo_runtime.join("python-3.12.0.wasm"),
+        small.path().join("python-3.12.0.wasm"),
+    )
+    .unwrap();
+    let server =
+        Server::start_with(&[("SANDBOX_RUNTIME_DIR", small.path().to_str().unwrap())]).await;
+    let text = describe(&server.client.list_all_tools().await.unwrap());
+    assert!(text.contains("python-3.12"), "{text}");
+    assert!(
+        !text.contains("scientific"),
+        "not fetched, not offered: {text}"
+    );
+    let instructions = server
+        .client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(!instructions.contains("scientific"), "{instructions}");
+    server.stop().await;
+}
