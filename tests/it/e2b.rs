@@ -418,9 +418,19 @@ async fn an_unknown_template_and_an_unreachable_e2b_are_explained() {
     let fake = FakeE2b::start().await;
     let server = server(&fake, &[]).await;
     let msg = server
+        .err("create_sandbox", json!({"runtime": "no-such-template"}))
+        .await;
+    assert!(
+        msg.contains("E2B has no template 'no-such-template'"),
+        "{msg}"
+    );
+    let msg = server
         .err("create_sandbox", json!({"runtime": "python-3.12"}))
         .await;
-    assert!(msg.contains("E2B has no template 'python-3.12'"), "{msg}");
+    assert!(
+        msg.contains("is a runtime of local sandboxes") && msg.contains("backend \"wasm\""),
+        "{msg}"
+    );
     server.stop().await;
 
     let closed = {

@@ -668,12 +668,16 @@ async fn unusable_requirements_are_refused_before_any_request() {
     let server = start(&index).await;
     let id = server.create().await;
     for (bad, expect) in [
-        ("pkg @ file:///etc/passwd", "URL or a path"),
+        (
+            "pkg @ file:///etc/passwd",
+            "names a URL, a file or a version-control link",
+        ),
         (
             "--index-url=http://evil.test/",
             "options such as --index-url",
         ),
-        ("../../x", "not a requirement"),
+        ("../../x", "names a URL, a file"),
+        ("six>>1", "not a requirement"),
     ] {
         let err = install_err(&server, &id, bad).await;
         assert!(err.contains(expect), "{bad}: {err}");

@@ -605,3 +605,63 @@ async fn a_wheelhouse_for_the_scientific_runtime_leaves_out_what_it_carries() {
         "matplotlib is built in, so only tinyplot is added: {stdout}"
     );
 }
+
+/// A typical data-analysis session on a 20k-row table is sized for a model:
+/// under 64 KiB of text and structured content in all, a 660 KB print keeps
+/// its head and tail, and nothing is lost: the whole print can be paged
+/// through with read_file.
+#[tokio::test]
+async fn a_data_analysis_session_returns_model_sized_results_and_loses_nothing() {
+    let server = start(&[]).await;
+    let id = create(&server, json!({})).await;
+    let mut bytes = 0usize;
+    let mut count = |result: &rmcp::model::CallToolResult| {
+        bytes += text(result).len()
+            + serde_json::to_string(&result.structured_content)
+                .unwrap()
+                .len();
+    };
+    let steps = [
+        "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\nn = 20_000\npd.DataFrame({'id': range(n), 'city': rng.choice(['Lisbon', 'Oslo', 'Lima', 'Pune'], n), 'x': rng.normal(size=n).round(4), 'y': rng.integers(0, 100, n)}).to_csv('data.csv', index=False)",
+        "df = pd.read_csv('data.csv')\ndf.head()",
+        "df.describe()",
+        "df.groupby('city').agg(['mean', 'count'])",
+        "print(df.to_string())",
+        "import matplotlib.pyplot as plt\ndf.groupby('city')['x'].mean().plot.bar()\nplt.show()",
+    ];
+    let mut printed = Value::Null;
+    for code in steps {
+        let result = exec(&server, &id, code).await;
+        assert_ne!(result.is_error, Some(true), "{}", text(&result));
+        count(&result);
+        if code.starts_with("print") {
+            printed = structured(&result)["stdout"].clone();
+        }
+    }
+    assert!(bytes < 64 << 10, "{bytes} bytes reached the model");
+    let total = printed["total_bytes"].as_u64().unwrap();
+    assert!(total > 600_000, "{total}");
+    let shown = printed["text"].as_str().unwrap();
+    assert!(shown.contains("bytes left out"), "{shown}");
+    let last_line = shown.trim_end().lines().last().unwrap();
+    assert!(
+        last_line.trim_start().starts_with("19999"),
+        "the tail is kept: {last_line}"
+    );
+    let path = printed["full_output_path"].as_str().unwrap();
+    let (mut offset, mut whole) = (0u64, 0u64);
+    while let Some(next) = {
+        let page = server
+            .ok(
+                "read_file",
+                json!({"session_id": id, "file_path": path, "offset": offset}),
+            )
+            .await;
+        whole += page["length"].as_u64().unwrap();
+        page["next_offset"].as_u64()
+    } {
+        offset = next;
+    }
+    assert_eq!(whole, total, "every byte of the print can be read");
+    server.stop().await;
+}
