@@ -210,6 +210,39 @@ pub struct Settings {
     )]
     pub disk_budget_mb: u64,
 
+    /// Modules imported once into the snapshot that sandboxes of a runtime
+    /// driven turn by turn (the scientific one) start from, so no sandbox pays
+    /// for importing them; separated by commas or spaces, "none" for none.
+    /// Changing it rebuilds the snapshot at the next start.
+    #[arg(
+        long,
+        env = "SANDBOX_PRELOAD",
+        default_value = "numpy, pandas, matplotlib.pyplot",
+        global = true
+    )]
+    pub preload: String,
+
+    /// How long a local sandbox saved when the server stopped is kept for a
+    /// later start to restore (0: sandboxes are not saved, and close with
+    /// the server).
+    #[arg(
+        long,
+        env = "SANDBOX_KEEP_SAVED_SECONDS",
+        default_value_t = 7 * 24 * 3600,
+        global = true
+    )]
+    pub keep_saved_seconds: u64,
+
+    /// Most disk all saved sandboxes together may take, in MiB; the oldest go
+    /// first (0: sandboxes are not saved).
+    #[arg(
+        long,
+        env = "SANDBOX_SAVED_MAX_MB",
+        default_value_t = 4096,
+        global = true
+    )]
+    pub saved_max_mb: u64,
+
     /// Most sandboxes alive at once.
     #[arg(
         long,

@@ -152,6 +152,9 @@ impl Config {
             pool_limits: limits.clone(),
             memory_budget_bytes: (s.memory_budget_mb > 0).then_some(s.memory_budget_mb << 20),
             disk_budget_bytes: (s.disk_budget_mb > 0).then_some(s.disk_budget_mb << 20),
+            preload: preload_modules(&s.preload)?,
+            keep_saved: Duration::from_secs(s.keep_saved_seconds),
+            saved_max_bytes: s.saved_max_mb.saturating_mul(1 << 20),
         };
         Ok(Self {
             manager: ManagerSettings {
@@ -414,6 +417,36 @@ fn default_cache_dir() -> PathBuf {
 /// The repository's `runtime/` directory, where fetch-python.sh puts runtimes.
 fn default_runtime_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
+}
+
+/// The module names of `SANDBOX_PRELOAD`: dotted Python identifiers.
+fn preload_modules(value: &str) -> Result<Vec<String>, ConfigError> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    let is_identifier = |part: &str| {
+        let mut chars = part.chars();
+        chars
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    };
+    let mut modules: Vec<String> = Vec::new();
+    for name in value.split([',', ' ', '\t']).filter(|n| !n.is_empty()) {
+        if !name.split('.').all(is_identifier) {
+            return Err(bad(
+                "SANDBOX_PRELOAD",
+                format!(
+                    "'{name}' is not a module name; give names such as numpy, matplotlib.pyplot (or none)"
+                ),
+            ));
+        }
+        if !modules.iter().any(|m| m == name) {
+            modules.push(name.to_owned());
+        }
+    }
+    Ok(modules)
 }
 
 #[cfg(test)]

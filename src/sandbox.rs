@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod clip;
+pub mod copy_tree;
 pub mod disk_usage;
 pub mod error;
 pub mod guest_path;
@@ -79,6 +80,36 @@ pub trait Backend: Send + Sync + 'static {
     fn budgets(&self) -> Option<budget::BudgetsView> {
         None
     }
+
+    /// Brings back sandbox `id` as saved when the server last stopped, with
+    /// `limits` as the manager would give it: `None` when none is saved.
+    async fn restore(
+        &self,
+        _id: &str,
+        _limits: SandboxLimits,
+    ) -> Option<Result<Restored, SandboxError>> {
+        None
+    }
+
+    /// The sandboxes saved when the server last stopped, not restored yet.
+    fn saved(&self) -> Vec<SavedSandbox> {
+        Vec::new()
+    }
+
+    /// Deletes the saved sandbox `id`; whether there was one.
+    fn delete_saved(&self, _id: &str) -> bool {
+        false
+    }
+}
+
+/// A sandbox brought back by [`Backend::restore`].
+pub struct Restored {
+    /// The sandbox.
+    pub interpreter: Box<dyn CodeInterpreter>,
+    /// Its limits (the memory cap and timeout it was saved with).
+    pub limits: SandboxLimits,
+    /// Whether its variables came back too (otherwise only its files).
+    pub state_kept: bool,
 }
 
 /// One live sandbox: an interpreter with state kept between executions.
@@ -119,6 +150,31 @@ pub trait CodeInterpreter: Send + Sync {
 
     /// Releases everything the sandbox holds (interpreter, directory, remote VM).
     async fn close(&mut self);
+
+    /// Saves the sandbox (named `id`) for the next start of the server and
+    /// releases it; `Ok(false)` when this kind of sandbox is not saved.
+    async fn save(&mut self, _id: &str) -> Result<bool, SandboxError> {
+        Ok(false)
+    }
+
+    /// A new sandbox with this one's variables, imports and files as they
+    /// are now (called between executions); the two then diverge.
+    async fn fork(&mut self) -> Result<Forked, SandboxError> {
+        Err(SandboxError::InvalidArgument(format!(
+            "sandboxes of the runtime '{}' cannot be forked: only local sandboxes of a runtime driven turn by turn (scientific) can",
+            self.runtime()
+        )))
+    }
+}
+
+/// A sandbox made by [`CodeInterpreter::fork`].
+pub struct Forked {
+    /// The new sandbox.
+    pub interpreter: Box<dyn CodeInterpreter>,
+    /// Files the source's code held open, which the copy does not hold.
+    pub open_files_not_carried: usize,
+    /// Files and directories copied.
+    pub files_copied: u64,
 }
 
 /// File operations on a sandbox's filesystem, with guest paths.

@@ -236,6 +236,50 @@ impl SandboxServer {
     }
 
     #[tool(
+        description = "Fork a sandbox: a new sandbox (new_session_id, or a generated id) with the same \
+variables, imports and files as session_id has now; the two then go their own ways. Use it to try \
+something risky, or several alternatives, from one prepared state. Local sandboxes of a runtime driven \
+turn by turn (scientific) only; not while the source is running a call. Files the code holds open are \
+not carried.",
+        output_schema = schema_for_output::<ForkResult>()
+    )]
+    async fn fork_sandbox(&self, Parameters(p): Parameters<ForkParams>) -> CallToolResult {
+        answer(self.fork_sandbox_inner(p).await)
+    }
+
+    async fn fork_sandbox_inner(&self, p: ForkParams) -> Result<CallToolResult, SandboxError> {
+        let started = std::time::Instant::now();
+        let (sandbox, facts) = self.manager.fork(&p.session_id, p.new_session_id).await?;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let mut message = format!(
+            "Forked sandbox '{}' into '{}' in {elapsed_ms} ms: same variables, imports and files ({} copied); from now on the two are independent.",
+            p.session_id,
+            sandbox.id(),
+            facts.files_copied
+        );
+        if facts.open_files_not_carried > 0 {
+            message.push_str(&format!(
+                " The code in '{}' held {} files open; the fork does not hold them, so file objects for them fail there: open them again.",
+                p.session_id, facts.open_files_not_carried
+            ));
+        }
+        let text = message.clone();
+        Ok(structured(
+            &ForkResult {
+                session_id: sandbox.id().to_owned(),
+                source_session_id: p.session_id,
+                runtime: sandbox.runtime().to_owned(),
+                files_copied: facts.files_copied,
+                open_files_not_carried: facts.open_files_not_carried,
+                elapsed_ms,
+                message,
+            },
+            text,
+            false,
+        ))
+    }
+
+    #[tool(
         description = "Report on one sandbox (session_id) or all: backend, runtime, created, last used, \
 when it expires if left idle, executions, memory and disk used, and its limits.",
         annotations(read_only_hint = true),
@@ -250,8 +294,16 @@ when it expires if left idle, executions, memory and disk used, and its limits."
         p: StatusParams,
     ) -> Result<CallToolResult, SandboxError> {
         let idle = self.manager.settings().idle_timeout;
+        let mut saved = self.manager.saved();
+        if let Some(id) = &p.session_id {
+            saved.retain(|s| s.session_id == *id);
+        }
         let sandboxes = match &p.session_id {
-            Some(id) => vec![self.manager.get(id)?],
+            Some(id) => match self.manager.get(id) {
+                Ok(sandbox) => vec![sandbox],
+                Err(SandboxError::UnknownSandbox(_)) if !saved.is_empty() => Vec::new(),
+                Err(e) => return Err(e),
+            },
             None => self.manager.all(),
         };
         // Measured in parallel: a remote sandbox's figures take a request each.
@@ -275,6 +327,15 @@ when it expires if left idle, executions, memory and disk used, and its limits."
                 if s.busy { ", busy" } else { "" }
             ));
         }
+        for s in &saved {
+            text.push_str(&format!(
+                "\n- {}: saved when the server last stopped ({}, {}{}); a call naming it restores it",
+                s.session_id,
+                s.runtime,
+                human_bytes(s.bytes),
+                if s.state_kept { ", variables and files" } else { ", files only" }
+            ));
+        }
         let budgets = self.manager.budgets();
         if let Some(b) = &budgets {
             text.push_str(&format!(
@@ -295,6 +356,7 @@ when it expires if left idle, executions, memory and disk used, and its limits."
                 count: ids.len(),
                 sandbox_ids: ids,
                 sandboxes: statuses,
+                saved,
                 budgets,
             },
             text,
@@ -329,7 +391,7 @@ but files are kept. No network access in local sandboxes.",
     ) -> Result<CallToolResult, SandboxError> {
         self.check_code(&p.code)?;
         let timeout = seconds(p.timeout_seconds, "timeout_seconds")?;
-        let sandbox = self.manager.get(&p.session_id)?;
+        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
         let result = sandbox.execute(p.code, timeout, ctx.ct.clone()).await?;
         Ok(execution(&p.session_id, result))
     }
@@ -402,7 +464,7 @@ variables are kept. Returns what was installed (name, version, source) and what 
                 "package_name is empty: give a package name such as \"attrs\"".into(),
             ));
         }
-        let sandbox = self.manager.get(&p.session_id)?;
+        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
         // Progress messages become MCP progress notifications when the
         // request carried a progress token.
         let forwarder = ProgressForwarder::new(&ctx);
@@ -444,7 +506,7 @@ kind (file, directory, symlink), size and modification time of each entry.",
 
     async fn list_files_inner(&self, p: ListFilesParams) -> Result<CallToolResult, SandboxError> {
         let path = GuestPath::parse(&p.path)?;
-        let sandbox = self.manager.get(&p.session_id)?;
+        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
         let listing = sandbox
             .list(path.clone(), self.limits.max_list_entries)
             .await?;
@@ -478,7 +540,7 @@ kind (file, directory, symlink), size and modification time of each entry.",
 a time by default, ending at a line break when one is near; a result that stops short of the end \
 says so (truncated) and gives next_offset to pass as offset for the next page. offset and length \
 (bytes) read any part, e.g. the end of a large output file. A file that is not UTF-8 comes back \
-whole (up to the server's file limit) as base64 with encoding \"base64\".",
+as base64 with encoding \"base64\", 48 KiB of it at a time by default.",
         annotations(read_only_hint = true),
         output_schema = schema_for_output::<ReadResult>()
     )]
@@ -488,7 +550,7 @@ whole (up to the server's file limit) as base64 with encoding \"base64\".",
 
     async fn read_file_inner(&self, p: ReadFileParams) -> Result<CallToolResult, SandboxError> {
         let path = GuestPath::parse(&p.file_path)?;
-        let sandbox = self.manager.get(&p.session_id)?;
+        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
         let offset = p.offset.unwrap_or(0);
         let max = self.limits.max_file_bytes;
         if p.length == Some(0) || p.length.is_some_and(|l| l > max) {
@@ -498,9 +560,13 @@ whole (up to the server's file limit) as base64 with encoding \"base64\".",
         }
         let asked = p.length.unwrap_or(TEXT_PAGE_BYTES.min(max));
         let mut file = sandbox.read(path.clone(), offset, asked).await?;
-        if p.length.is_none() && !looks_like_text(&file.bytes) && file.truncated {
-            // A binary file is no use in pages: the whole of it, up to the limit.
-            file = sandbox.read(path.clone(), offset, max).await?;
+        if p.length.is_none()
+            && !looks_like_text(&file.bytes)
+            && file.bytes.len() as u64 > BINARY_PAGE_BYTES
+        {
+            // Base64 takes a third more: binary pages are smaller.
+            file.bytes.truncate(BINARY_PAGE_BYTES as usize);
+            file.truncated = true;
         }
         let page = Page::of(file, offset, p.length.is_none());
         let (content, encoding) = encode_content(page.bytes);
@@ -571,7 +637,7 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         self.check_file_size(content.len() as u64 * 3 / 4)?;
         let bytes = decode_content(content, encoding)?;
         self.check_file_size(bytes.len() as u64)?;
-        let sandbox = self.manager.get(session_id)?;
+        let sandbox = self.manager.get_or_restore(session_id).await?;
         let size = sandbox.write(path.clone(), bytes).await?;
         let message = format!("Wrote {size} bytes to {path}.");
         let text = message.clone();
@@ -589,6 +655,9 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
 
 /// Bytes of a text file `read_file` returns when no length is given.
 const TEXT_PAGE_BYTES: u64 = 64 << 10;
+/// Bytes of a binary file `read_file` returns when no length is given (as
+/// base64, about 64 KiB).
+const BINARY_PAGE_BYTES: u64 = 48 << 10;
 
 /// Whether bytes read from a file look like text: UTF-8 (but for a character
 /// cut at the end) without NUL bytes.

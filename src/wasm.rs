@@ -18,11 +18,15 @@ pub mod module_cache;
 mod mounts;
 mod outcome;
 mod pool;
+mod preinit;
 mod protocol;
 pub mod quota_gate;
 pub mod runtime;
 mod sandbox;
+mod saved;
+mod state_image;
 mod trap;
+mod turns;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,10 +42,14 @@ use self::loading::ImageSlot;
 use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
 use self::sandbox::WasmSandbox;
+use self::saved::SavedStore;
 use crate::packages::Installer;
 use crate::sandbox::budget::{Budget, BudgetsView};
 use crate::sandbox::root::SandboxRoot;
-use crate::sandbox::{Backend, BackendKind, CodeInterpreter, Progress, SandboxError, SandboxSpec};
+use crate::sandbox::{
+    Backend, BackendKind, CodeInterpreter, Progress, Restored, SandboxError, SandboxLimits,
+    SandboxSpec, SavedSandbox,
+};
 
 /// Settings of the local backend.
 #[derive(Clone, Debug)]
@@ -68,6 +76,13 @@ pub struct WasmSettings {
     /// Disk all sandboxes together may hold (`None`: half the free space
     /// where sandboxes live).
     pub disk_budget_bytes: Option<u64>,
+    /// Modules imported into the snapshot that sandboxes of a turn-driven
+    /// runtime start from (e.g. `numpy`, `matplotlib.pyplot`).
+    pub preload: Vec<String>,
+    /// How long sandboxes saved at shutdown are kept (zero: not saved).
+    pub keep_saved: std::time::Duration,
+    /// Most bytes saved sandboxes may take together (0: not saved).
+    pub saved_max_bytes: u64,
 }
 
 /// The local WASI backend.
@@ -87,6 +102,8 @@ pub struct WasmBackend {
     installer: Option<Arc<Installer>>,
     /// Memory all interpreters together may grow to.
     memory_budget: Arc<Budget>,
+    /// Sandboxes kept across a restart (none: saving is off).
+    saved: Option<Arc<SavedStore>>,
 }
 
 impl WasmBackend {
@@ -119,6 +136,11 @@ impl WasmBackend {
             .enable_all()
             .build()
             .map_err(|e| SandboxError::Runtime(format!("cannot start the guest threads: {e}")))?;
+        let (settings_root, settings_keep, settings_saved_max) = (
+            settings.sandbox_root.clone(),
+            settings.keep_saved,
+            settings.saved_max_bytes,
+        );
         Ok(Self {
             settings,
             catalog,
@@ -129,6 +151,8 @@ impl WasmBackend {
             pool: OnceCell::new(),
             installer: None,
             memory_budget,
+            saved: SavedStore::open(&settings_root, settings_keep, settings_saved_max)
+                .map(Arc::new),
         })
     }
 
@@ -238,6 +262,35 @@ impl WasmBackend {
             .await
     }
 
+    /// Restores the saved sandbox `id` of the runtime `runtime`.
+    async fn restore_from(
+        &self,
+        store: &SavedStore,
+        id: &str,
+        runtime: &str,
+        mut limits: SandboxLimits,
+    ) -> Result<Restored, SandboxError> {
+        let image = self.image(runtime, None).await?;
+        let key = image.state_key.clone();
+        let restorable = store
+            .take(id, |_| Some(key.clone()))
+            .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))??;
+        limits.memory_bytes = restorable.meta.memory_bytes;
+        limits.timeout = std::time::Duration::from_millis(restorable.meta.timeout_ms);
+        let state_kept = restorable.state.is_some();
+        let root = self.root().await?.clone();
+        let sandbox = WasmSandbox::restore(image, root, restorable, limits.clone()).await?;
+        Ok(Restored {
+            interpreter: Box::new(
+                sandbox
+                    .with_installer(self.installer.clone())
+                    .with_saver(self.saved.clone()),
+            ),
+            limits,
+            state_kept,
+        })
+    }
+
     async fn load_image(
         &self,
         manifest: RuntimeManifest,
@@ -278,10 +331,42 @@ impl Backend for WasmBackend {
         {
             let sandbox =
                 WasmSandbox::from_warm(image, root, dir, ledger, interpreter, spec.limits);
-            return Ok(Box::new(sandbox.with_installer(self.installer.clone())));
+            return Ok(Box::new(
+                sandbox
+                    .with_installer(self.installer.clone())
+                    .with_saver(self.saved.clone()),
+            ));
         }
         let sandbox = WasmSandbox::start(image, root, spec.limits).await?;
-        Ok(Box::new(sandbox.with_installer(self.installer.clone())))
+        Ok(Box::new(
+            sandbox
+                .with_installer(self.installer.clone())
+                .with_saver(self.saved.clone()),
+        ))
+    }
+
+    async fn restore(
+        &self,
+        id: &str,
+        limits: SandboxLimits,
+    ) -> Option<Result<Restored, SandboxError>> {
+        let store = self.saved.clone()?;
+        match store.runtime_of(id)? {
+            Some(runtime) => Some(self.restore_from(&store, id, &runtime, limits).await),
+            // An unreadable record: the store says why.
+            None => match store.take(id, |_| None)? {
+                Err(refused) => Some(Err(refused)),
+                Ok(_) => Some(Err(SandboxError::UnknownSandbox(id.to_owned()))),
+            },
+        }
+    }
+
+    fn saved(&self) -> Vec<SavedSandbox> {
+        self.saved.as_ref().map(|s| s.list()).unwrap_or_default()
+    }
+
+    fn delete_saved(&self, id: &str) -> bool {
+        self.saved.as_ref().is_some_and(|s| s.delete(id))
     }
 
     fn default_runtime(&self) -> String {

@@ -20,7 +20,7 @@ use super::guest_path::GuestPath;
 use super::stop::{StopReason, StopSignal};
 use super::types::{
     ExecRequest, Execution, FileContent, InstallReport, Listing, ResourceUsage, SandboxLimits,
-    SandboxSpec,
+    SandboxSpec, SavedSandbox,
 };
 use super::{Backend, BackendKind, CodeInterpreter};
 
@@ -83,6 +83,15 @@ pub struct Sandbox {
     closing: CancellationToken,
     /// `None` once closed.
     interpreter: tokio::sync::Mutex<Option<Box<dyn CodeInterpreter>>>,
+}
+
+/// What a fork carried and what it could not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForkFacts {
+    /// Files the source's code held open, which the fork does not hold.
+    pub open_files_not_carried: usize,
+    /// Files and directories copied.
+    pub files_copied: u64,
 }
 
 /// How a sandbox is doing, for `get_sandbox_status`.
@@ -282,6 +291,70 @@ impl SandboxManager {
         Ok((sandbox, true))
     }
 
+    /// A new sandbox (`new_id`, or a generated id) with the variables,
+    /// imports and files of sandbox `source_id` as they are now; the two then
+    /// diverge. Refused while the source is running a call, for an id that
+    /// exists, and over the sandbox cap.
+    pub async fn fork(
+        &self,
+        source_id: &str,
+        new_id: Option<String>,
+    ) -> Result<(Arc<Sandbox>, ForkFacts), SandboxError> {
+        let source = self.get_or_restore(source_id).await?;
+        let id = match new_id {
+            Some(id) => {
+                validate_id(&id)?;
+                id
+            }
+            None => generate_id(),
+        };
+        {
+            let mut slots = lock(&self.slots);
+            if slots.live.contains_key(&id) || slots.reserved.contains(&id) {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "a sandbox '{id}' already exists: give the fork another new_session_id, or leave it out to get a fresh one"
+                )));
+            }
+            if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
+                return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
+            }
+            slots.reserved.insert(id.clone());
+        }
+        let reservation = Reservation {
+            slots: &self.slots,
+            id: &id,
+        };
+        let Ok(mut guard) = source.interpreter.try_lock() else {
+            return Err(SandboxError::InvalidArgument(format!(
+                "sandbox '{source_id}' is running a call right now; fork it when that call has finished"
+            )));
+        };
+        let Some(interpreter) = guard.as_mut() else {
+            return Err(SandboxError::UnknownSandbox(source_id.to_owned()));
+        };
+        let forked = interpreter.fork().await?;
+        drop(guard);
+        source.touch();
+        let now = SystemTime::now();
+        let sandbox = Arc::new(Sandbox {
+            id: id.clone(),
+            backend: source.backend,
+            runtime: forked.interpreter.runtime(),
+            limits: source.limits.clone(),
+            created: now,
+            last_used: Mutex::new(now),
+            executions: AtomicU64::new(0),
+            closing: CancellationToken::new(),
+            interpreter: tokio::sync::Mutex::new(Some(forked.interpreter)),
+        });
+        reservation.fulfil(sandbox.clone());
+        let facts = ForkFacts {
+            open_files_not_carried: forked.open_files_not_carried,
+            files_copied: forked.files_copied,
+        };
+        Ok((sandbox, facts))
+    }
+
     /// The server-wide budgets local sandboxes share, when a backend keeps them.
     pub fn budgets(&self) -> Option<super::budget::BudgetsView> {
         self.backends.iter().find_map(|b| b.budgets())
@@ -304,7 +377,8 @@ impl SandboxManager {
         all
     }
 
-    /// Closes a sandbox; returns false when there was none with that id.
+    /// Closes a sandbox (or deletes a saved one); returns false when there
+    /// was none with that id.
     pub async fn close(&self, id: &str) -> Result<bool, SandboxError> {
         validate_id(id)?;
         let sandbox = lock(&self.slots).live.remove(id);
@@ -313,14 +387,77 @@ impl SandboxManager {
                 sandbox.shut().await;
                 Ok(true)
             }
-            None => Ok(false),
+            None => Ok(self.backends.iter().any(|b| b.delete_saved(id))),
         }
     }
 
-    /// Closes every sandbox (at shutdown).
+    /// The live sandbox `id`, or the one saved under that id when the
+    /// server last stopped, restored now.
+    pub async fn get_or_restore(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        let missing = match self.get(id) {
+            Err(SandboxError::UnknownSandbox(missing)) => missing,
+            found => return found,
+        };
+        for backend in &self.backends {
+            let kind = backend.kind();
+            let Some(restoring) = backend.restore(id, self.settings.limits.clone()).await else {
+                continue;
+            };
+            let restored = restoring?;
+            let (sandbox, _) =
+                self.adopt(id.to_owned(), kind, restored.interpreter, restored.limits)?;
+            tracing::info!(
+                id,
+                state_kept = restored.state_kept,
+                "restored a sandbox saved when the server last stopped"
+            );
+            return Ok(sandbox);
+        }
+        Err(SandboxError::UnknownSandbox(missing))
+    }
+
+    /// Puts an interpreter made outside [`SandboxManager::create`] in place
+    /// under `id`, within the cap (an existing id is reported, not replaced).
+    fn adopt(
+        &self,
+        id: String,
+        backend: BackendKind,
+        interpreter: Box<dyn CodeInterpreter>,
+        limits: SandboxLimits,
+    ) -> Result<(Arc<Sandbox>, bool), SandboxError> {
+        let mut slots = lock(&self.slots);
+        if let Some(existing) = slots.live.get(&id) {
+            return Ok((existing.clone(), false));
+        }
+        if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
+            return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
+        }
+        let now = SystemTime::now();
+        let sandbox = Arc::new(Sandbox {
+            id: id.clone(),
+            backend,
+            runtime: interpreter.runtime(),
+            limits,
+            created: now,
+            last_used: Mutex::new(now),
+            executions: AtomicU64::new(0),
+            closing: CancellationToken::new(),
+            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
+        });
+        slots.live.insert(id, sandbox.clone());
+        Ok((sandbox, true))
+    }
+
+    /// The sandboxes saved when the server last stopped, not restored yet.
+    pub fn saved(&self) -> Vec<SavedSandbox> {
+        self.backends.iter().flat_map(|b| b.saved()).collect()
+    }
+
+    /// Saves every sandbox that can be saved for the next start, and closes
+    /// the rest (at shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<Sandbox>> = lock(&self.slots).live.drain().map(|(_, s)| s).collect();
-        futures::future::join_all(all.iter().map(|s| s.shut())).await;
+        futures::future::join_all(all.iter().map(|s| s.save_and_shut())).await;
     }
 
     /// Closes sandboxes that have been idle longer than the idle timeout;
@@ -378,6 +515,11 @@ impl Sandbox {
     /// Its backend.
     pub fn backend(&self) -> BackendKind {
         self.backend
+    }
+
+    /// The runtime it runs.
+    pub fn runtime(&self) -> &str {
+        &self.runtime
     }
 
     /// Its limits.
@@ -511,6 +653,23 @@ impl Sandbox {
     }
 
     /// Stops whatever runs in it and releases it.
+    /// Saves the sandbox for the next start when its backend keeps saved
+    /// sandboxes, then closes it.
+    async fn save_and_shut(&self) {
+        self.closing.cancel();
+        let mut guard = self.interpreter.lock().await;
+        if let Some(mut interpreter) = guard.take() {
+            match interpreter.save(&self.id).await {
+                Ok(true) => tracing::info!(id = %self.id, "saved the sandbox for the next start"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(id = %self.id, error = %e, "could not save the sandbox; it is closed")
+                }
+            }
+            interpreter.close().await;
+        }
+    }
+
     async fn shut(&self) {
         self.closing.cancel();
         let mut guard = self.interpreter.lock().await;

@@ -89,6 +89,17 @@ impl SandboxRoot {
         Ok(path)
     }
 
+    /// Moves the directory `from` (on the same file system) in as a new
+    /// sandbox directory; returns its new path.
+    pub fn adopt_dir(&self, from: &Path) -> Result<PathBuf, SandboxError> {
+        let path = self.dir.join(format!("sb-{}", random_name()));
+        fs::rename(from, &path).map_err(|source| SandboxError::Root {
+            path: from.to_owned(),
+            source,
+        })?;
+        Ok(path)
+    }
+
     /// Removes a sandbox directory and everything in it (symbolic links are
     /// removed, never followed).
     pub fn remove_sandbox_dir(&self, path: &Path) {

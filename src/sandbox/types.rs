@@ -479,3 +479,18 @@ mod tests {
         assert!(over.contains("maximum of 60"), "{over}");
     }
 }
+
+/// A saved sandbox as `get_sandbox_status` shows it.
+#[derive(Clone, Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct SavedSandbox {
+    /// The sandbox's id: a call naming it restores it.
+    pub session_id: String,
+    /// Its runtime.
+    pub runtime: String,
+    /// When it was saved (seconds since the Unix epoch).
+    pub saved_at: u64,
+    /// Bytes it takes on disk (state and files).
+    pub bytes: u64,
+    /// Whether its variables and imports come back (otherwise only its files).
+    pub state_kept: bool,
+}

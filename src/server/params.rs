@@ -41,6 +41,16 @@ pub struct SessionParams {
     pub session_id: String,
 }
 
+/// `fork_sandbox` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkParams {
+    /// The sandbox to copy.
+    pub session_id: String,
+    /// Id of the new sandbox (letters, digits, '-', '_'); generated when left out.
+    #[serde(default)]
+    pub new_session_id: Option<String>,
+}
+
 /// `get_sandbox_status` arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct StatusParams {

@@ -11,7 +11,8 @@ use serde::Serialize;
 use crate::sandbox::budget::BudgetsView;
 use crate::sandbox::manager::SandboxStatus;
 use crate::sandbox::{
-    CapturedText, Encoding, Execution, FileEntry, InstallReport, SandboxError, human_bytes,
+    CapturedText, Encoding, Execution, FileEntry, InstallReport, SandboxError, SavedSandbox,
+    human_bytes,
 };
 
 /// Result of `execute_code` and `create_run_close`.
@@ -47,6 +48,26 @@ pub struct CloseResult {
     pub message: String,
 }
 
+/// Result of `fork_sandbox`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ForkResult {
+    /// The new sandbox's id.
+    pub session_id: String,
+    /// The sandbox it was copied from.
+    pub source_session_id: String,
+    /// Its runtime.
+    pub runtime: String,
+    /// Files and directories copied.
+    pub files_copied: u64,
+    /// Files the source's code held open, which the fork does not hold
+    /// (Python file objects for them raise on use in the fork).
+    pub open_files_not_carried: usize,
+    /// How long the fork took, in milliseconds.
+    pub elapsed_ms: u64,
+    /// What happened, in words.
+    pub message: String,
+}
+
 /// Result of `get_sandbox_status`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StatusResult {
@@ -56,6 +77,10 @@ pub struct StatusResult {
     pub sandbox_ids: Vec<String>,
     /// Status of the sandbox asked about, or of every sandbox.
     pub sandboxes: Vec<SandboxStatus>,
+    /// Sandboxes saved when the server last stopped, not restored yet (a
+    /// call naming one restores it; close_sandbox deletes it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub saved: Vec<SavedSandbox>,
     /// What all local sandboxes together use of the server's memory and
     /// disk budgets (a growth past them fails as one past a sandbox's own
     /// limit does).

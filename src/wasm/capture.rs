@@ -92,8 +92,14 @@ impl OutputCapture {
             {
                 dir.create_dir_all(parent)?;
             }
+            // Whatever the sandbox put at that name (a link to another of its
+            // files, say) is replaced, never written through.
+            match dir.remove_file(&target.relative) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
             let mut options = OpenOptions::new();
-            options.write(true).create(true).truncate(true);
+            options.write(true).create_new(true);
             dir.open_with(&target.relative, &options)
         })();
         match opened {
@@ -264,6 +270,44 @@ mod tests {
         );
         assert_eq!(t.saved_bytes, Some(on_disk));
         assert!(ledger.take_refused());
+    }
+
+    #[test]
+    fn links_planted_at_the_output_file_are_replaced_not_written_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join(".outputs")).unwrap();
+        std::fs::write(tmp.path().join("precious.txt"), "keep me").unwrap();
+        std::fs::write(tmp.path().join("linked.txt"), "keep me too").unwrap();
+        std::os::unix::fs::symlink("../precious.txt", tmp.path().join(".outputs/1-stdout.txt"))
+            .unwrap();
+        std::fs::hard_link(
+            tmp.path().join("linked.txt"),
+            tmp.path().join(".outputs/1-stderr.txt"),
+        )
+        .unwrap();
+        for stream in ["stdout", "stderr"] {
+            let mut c = OutputCapture::new(
+                10,
+                Some(SpillTarget {
+                    ledger: ledger(tmp.path(), DiskQuota::unlimited()),
+                    relative: format!(".outputs/1-{stream}.txt"),
+                    file_limit: 1 << 20,
+                }),
+            );
+            c.push(&[b'x'; 1000]);
+            assert!(c.finish().truncated);
+            let saved = tmp.path().join(format!(".outputs/1-{stream}.txt"));
+            assert!(!saved.symlink_metadata().unwrap().is_symlink());
+            assert_eq!(std::fs::read(&saved).unwrap().len(), 1000);
+        }
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("precious.txt")).unwrap(),
+            "keep me"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("linked.txt")).unwrap(),
+            "keep me too"
+        );
     }
 
     #[test]

@@ -13,6 +13,10 @@ const EFAULT: i32 = 21;
 const ENOTSUP: i32 = 58;
 /// Most iovecs one write may carry (POSIX's usual `IOV_MAX`).
 const MAX_IOVECS: u32 = 1024;
+/// Most bytes one write through the door may carry; a larger write goes the
+/// ordinary way, which writes its first buffer and reports a short write.
+/// (The iovecs of one `writev` may all point at the same large buffer.)
+const MAX_BYTES: u64 = 1 << 20;
 
 /// Answers one call through the door.
 pub(crate) fn answer(caller: &mut Caller<'_, GuestState>, fd: i32, offset: i64, len: i64) -> i32 {
@@ -39,6 +43,7 @@ fn write_stdio(caller: &mut Caller<'_, GuestState>, fd: i32, packed: i64) -> i32
     }
     let data = memory.data(&caller);
     let mut gathered: Vec<&[u8]> = Vec::with_capacity(count as usize);
+    let mut total = 0u64;
     for i in 0..count {
         let Some(iovec) = slice(data, iovs as u64 + 8 * i as u64, 8) else {
             return EFAULT;
@@ -48,11 +53,14 @@ fn write_stdio(caller: &mut Caller<'_, GuestState>, fd: i32, packed: i64) -> i32
         let Some(bytes) = slice(data, u64::from(buf), u64::from(len)) else {
             return EFAULT;
         };
+        total += u64::from(len);
+        if total > MAX_BYTES {
+            return ENOTSUP;
+        }
         gathered.push(bytes);
     }
-    match gathered.as_slice() {
-        [one] => output.write(one),
-        many => output.write(&many.concat()),
+    for piece in gathered {
+        output.write(piece);
     }
     0
 }

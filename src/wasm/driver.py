@@ -4,7 +4,10 @@
 # - a request is a 4-byte big-endian length, then that many bytes: one op byte and its fields;
 # - a field is a 4-byte big-endian length and that many bytes;
 # - the first request is hello: b"H", the reply token, the site-packages directory, and
-#   b"1" when the host wants this program's compiled code (marshal) back in the reply;
+#   b"1" when the host wants this program's compiled code (marshal) back in the reply; a
+#   hello to an interpreter started from a snapshot (see below) gives it its own token and
+#   fresh random numbers;
+# - preload is b"P" and module names: imports them without binding any name;
 # - exec is b"E", the cell's file name, the code, the byte budget of one image, the most
 #   images to return, the path prefix of saved figures, and the most bytes of a value, an
 #   exception message or a traceback (longer ones lose their middle); refresh is b"R";
@@ -19,12 +22,17 @@
 # (the non-interactive Agg renderer, whose show() hands the open figures back). After
 # every cell, the figures still open are handed back too and closed, as in a notebook.
 #
+# Two ways to run: as `python -c` (the loop below reads requests until stdin ends), or
+# driven turn by turn by a runtime that returns to the host between executions (its `turn`
+# export runs `__import__('_sandbox_serve').serve()`, which answers one request). Only the
+# second can be snapshotted: between turns no guest code is on the stack.
+#
 # Start-up time matters (it is part of creating a sandbox), so the driver imports only
 # built-in modules up front; anything else (matplotlib, pandas) only once the program
 # has imported it.
 
 
-def _sandbox_driver():
+def _sandbox_driver(turns):
     import _ast
     import builtins
     import posix
@@ -58,7 +66,7 @@ def _sandbox_driver():
     request = read_request()
     if request is None or request[0] != b"H":
         return
-    token = request[1][0]
+    token = [request[1][0]]
     site_packages = request[1][1].decode() if len(request[1]) > 1 else ""
     # The host keeps this program compiled, so that later interpreters of the
     # runtime skip compiling it (a tenth of a cold start): the module-level code
@@ -85,7 +93,7 @@ def _sandbox_driver():
             data = value.encode("utf-8", "backslashreplace") if isinstance(value, str) else value
             parts.append(kind.encode() + len(data).to_bytes(4, "big") + data)
         body = b"".join(parts)
-        data = token + len(body).to_bytes(4, "big") + body
+        data = token[0] + len(body).to_bytes(4, "big") + body
         while data:
             data = data[posix.write(1, data):]
 
@@ -475,11 +483,35 @@ def _sandbox_driver():
     sources.clear()
     namespace.pop("_", None)
 
-    reply([("r", "ready"), ("c", program)])
-    while True:
+    def refresh_randomness():
+        """Fresh random numbers for an interpreter started from a snapshot, which
+        would otherwise draw the numbers every sibling draws."""
+        random = sys.modules.get("random")
+        if random is not None:
+            random.seed()
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None:
+            try:
+                numpy_random.seed()
+            except BaseException:
+                pass
+        tempfile = sys.modules.get("tempfile")
+        if tempfile is not None:
+            tempfile._name_sequence = None
+
+    def preload(names):
+        """Imports modules ahead of the user's code, binding no name."""
+        import importlib
+
+        for name in names:
+            importlib.import_module(name.decode())
+        return {}
+
+    def serve_one():
+        """Reads one request and answers it; False at the end of stdin."""
         request = read_request()
         if request is None:
-            return
+            return False
         op, fields = request
         plots["images"] = []
         plots["count"] = 0
@@ -499,6 +531,13 @@ def _sandbox_driver():
             elif op == b"R":
                 refresh_packages()
                 answer = {}
+            elif op == b"H":
+                token[0] = fields[0]
+                refresh_randomness()
+                refresh_packages()
+                answer = {"r": "ready"}
+            elif op == b"P":
+                answer = preload(fields)
             else:
                 answer = {"n": "DriverError", "m": f"unknown op {op!r}"}
         except BaseException as exc:  # noqa: BLE001 - the loop must survive anything
@@ -513,7 +552,17 @@ def _sandbox_driver():
             reply(fields)
         except BaseException as exc:  # noqa: BLE001 - e.g. a value that cannot be encoded
             reply([("n", type(exc).__name__), ("m", clip(str(exc)))])
+        return True
+
+    reply([("r", "ready"), ("c", program)])
+    if turns:
+        module = type(sys)("_sandbox_serve")
+        module.serve = lambda: None if serve_one() else None
+        sys.modules["_sandbox_serve"] = module
+        return
+    while serve_one():
+        pass
 
 
-_sandbox_driver()
+_sandbox_driver(globals().pop("_sandbox_turns", False))
 del _sandbox_driver

@@ -16,6 +16,10 @@
 //! the call's limits stay armed until then. Asking whether stdin is readable
 //! (`select`, `poll`) does not end it: the guest goes on running after such a
 //! question. The last reply written before the read is the answer.
+//!
+//! A runtime driven turn by turn (see [`super::turns`]) ends a call more
+//! simply: when its `turn` export returns to the host. Its stdin then holds
+//! just the request of the turn, and reads past it see end-of-file.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,6 +55,8 @@ pub(crate) struct RawReply {
 /// State shared between the host side of one interpreter and its WASI streams.
 pub(crate) struct GuestLink {
     token: [u8; TOKEN_LEN],
+    /// Whether calls end when a turn returns rather than at an empty read.
+    turns: bool,
     inbox: Mutex<BytesMut>,
     inbox_ready: Notify,
     /// True while an execution runs: program reads of stdin then see EOF.
@@ -77,9 +83,10 @@ struct StdoutState {
 }
 
 impl GuestLink {
-    pub(crate) fn new(token: [u8; TOKEN_LEN]) -> Arc<Self> {
+    pub(crate) fn new(token: [u8; TOKEN_LEN], turns: bool) -> Arc<Self> {
         Arc::new(Self {
             token,
+            turns,
             inbox: Mutex::new(BytesMut::new()),
             inbox_ready: Notify::new(),
             executing: AtomicBool::new(false),
@@ -203,6 +210,31 @@ impl GuestLink {
         *lock(&self.answer) = Some(body);
     }
 
+    /// Waits until a request is on stdin (a turn-driven runtime's next turn).
+    pub(crate) async fn wait_request(&self) {
+        loop {
+            let notified = self.inbox_ready.notified();
+            if !lock(&self.inbox).is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Ends the call in progress as its turn returned with `fuel_left`: the
+    /// last reply written is the answer, and a turn that wrote none ends the
+    /// call as a lost interpreter would. Whatever the turn left unread on
+    /// stdin is dropped.
+    pub(crate) fn turn_returned(&self, fuel_left: u64) {
+        lock(&self.inbox).clear();
+        self.executing.store(false, Ordering::SeqCst);
+        let answer = lock(&self.answer).take();
+        let reply = lock(&self.reply).take();
+        if let (Some(body), Some(tx)) = (answer, reply) {
+            let _ = tx.send(RawReply { body, fuel_left });
+        }
+    }
+
     /// Called as the guest reads stdin and finds nothing: with a reply
     /// written, the call is over; the reply goes to the caller with the fuel
     /// left as the guest entered this read.
@@ -220,10 +252,14 @@ impl GuestLink {
     }
 
     fn read(&self, size: usize) -> StreamResult<Bytes> {
+        if size == 0 {
+            // Asks for nothing, and returns at once: not a wait.
+            return Ok(Bytes::new());
+        }
         let mut inbox = lock(&self.inbox);
         if inbox.is_empty() {
             drop(inbox);
-            if self.executing.load(Ordering::SeqCst) {
+            if self.executing.load(Ordering::SeqCst) || self.turns {
                 return Err(StreamError::Closed);
             }
             // Nothing to read: the guest now waits (its read asks again once
@@ -241,7 +277,8 @@ impl GuestLink {
     async fn wait_readable(&self) {
         loop {
             let notified = self.inbox_ready.notified();
-            if !lock(&self.inbox).is_empty()
+            if self.turns
+                || !lock(&self.inbox).is_empty()
                 || self.executing.load(Ordering::SeqCst)
                 || lock(&self.answer).is_some()
             {
@@ -349,7 +386,7 @@ mod tests {
     use super::*;
 
     fn link() -> Arc<GuestLink> {
-        GuestLink::new([b'k'; TOKEN_LEN])
+        GuestLink::new([b'k'; TOKEN_LEN], false)
     }
 
     fn reply_frame(body: &[u8]) -> Vec<u8> {
@@ -436,7 +473,7 @@ mod forged_reply_tests {
 
     #[test]
     fn the_last_reply_before_the_guest_waits_is_the_answer() {
-        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let link = GuestLink::new([b'k'; TOKEN_LEN], false);
         let mut rx = link.send(
             &[],
             b"x",
@@ -464,7 +501,7 @@ mod forged_reply_tests {
 
     #[test]
     fn waiting_with_a_request_unread_does_not_end_the_call() {
-        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let link = GuestLink::new([b'k'; TOKEN_LEN], false);
         let mut rx = link.send(
             &[],
             b"x",
@@ -480,7 +517,7 @@ mod forged_reply_tests {
         assert!(rx.try_recv().is_err(), "the request is still in the inbox");
 
         // Asking whether stdin is readable does not end a call.
-        let link = GuestLink::new([b'k'; TOKEN_LEN]);
+        let link = GuestLink::new([b'k'; TOKEN_LEN], false);
         let mut rx = link.send(
             &[],
             b"x",

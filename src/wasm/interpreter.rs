@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rand::Rng;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use wasmtime::{CallHook, Engine, InstancePre, ResourceLimiter, Store, UpdateDeadline};
@@ -32,7 +33,9 @@ use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
+use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
+use super::turns::{self, Control};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::budget::Budget;
@@ -63,6 +66,12 @@ pub(crate) struct GuestImage {
     pub fuel_metered: bool,
     /// Whether the module carries the disk-quota gates.
     pub quota_gated: bool,
+    /// Whether the module is pre-initialised and driven turn by turn (see
+    /// [`super::turns`]); otherwise it runs the driver's loop to its end.
+    pub turns: bool,
+    /// What an interpreter's saved state must have been made with to be
+    /// restored here (the runtime, the driver and the preloaded modules).
+    pub state_key: String,
     /// Read-only directories every guest of this runtime sees.
     pub mounts: Vec<ReadOnlyMount>,
     /// Packages the runtime carries in its own import path.
@@ -113,13 +122,109 @@ pub(crate) struct GuestState {
     max_open: usize,
     /// Where the guest's stdout and stderr go.
     link: Arc<GuestLink>,
+    /// How many read-only mounts it has (preopens beyond `/`).
+    mounts: usize,
 }
 
-/// Extra room in the WASI resource table beyond `max_open`, for the streams
-/// a call opens and closes on its own; past it a push traps.
+/// Extra room in the WASI resource table beyond twice `max_open` (a poll
+/// adds one entry per file it waits on), for the streams a call opens and
+/// closes on its own; past it a push traps.
 const TABLE_SLACK: usize = 32;
 
 impl GuestState {
+    /// The state of a guest running `program` (`python -c`) in `dir`, with the
+    /// runtime's mounts, talking over `link`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        manifest: &RuntimeManifest,
+        mounts: &[ReadOnlyMount],
+        dir: &Path,
+        program: &str,
+        link: Arc<GuestLink>,
+        max_open: usize,
+        limiter: MemoryLimiter,
+        ledger: Arc<QuotaLedger>,
+    ) -> Result<Self, String> {
+        let mut args = vec!["python"];
+        args.extend(manifest.python_flags.iter().map(String::as_str));
+        args.extend(["-c", program]);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdin(GuestStdin(link.clone()))
+            .stdout(GuestOutput(link.clone(), Stream::Stdout))
+            .stderr(GuestOutput(link.clone(), Stream::Stderr))
+            .args(&args)
+            .env("HOME", "/")
+            .env("TMPDIR", "/tmp")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONUTF8", "1")
+            .env("MPLBACKEND", PLOTS_BACKEND)
+            .allow_blocking_current_thread(true)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for (key, value) in &manifest.env {
+            wasi.env(key, value);
+        }
+        wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
+            .map_err(|e| format!("cannot open the sandbox directory: {e}"))?;
+        for mount in mounts {
+            wasi.preopened_dir(&mount.host, &mount.guest, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    format!(
+                        "cannot open {} (the runtime's {}): {e}",
+                        mount.host.display(),
+                        mount.guest
+                    )
+                })?;
+        }
+        let mut wasi = wasi.build_p1();
+        {
+            use wasmtime_wasi::WasiView;
+            wasi.ctx()
+                .table
+                .set_max_capacity(max_open.saturating_mul(2).saturating_add(TABLE_SLACK));
+        }
+        Ok(Self {
+            wasi,
+            limiter,
+            ledger,
+            stdio_closed: [false; 3],
+            max_open,
+            link,
+            mounts: mounts.len(),
+        })
+    }
+
+    /// The state of the guest that pre-initialises a runtime (see
+    /// [`super::preinit`]): in `dir`, with no limits of its own.
+    pub(crate) fn for_preinit(
+        manifest: &RuntimeManifest,
+        mounts: &[ReadOnlyMount],
+        dir: &Path,
+        link: Arc<GuestLink>,
+        ledger: Arc<QuotaLedger>,
+    ) -> Result<Self, String> {
+        let meter = Arc::new(MemoryMeter::default());
+        meter.limit.store(u64::MAX, Ordering::Relaxed);
+        let limiter = MemoryLimiter {
+            meter,
+            budget: Budget::unlimited(),
+            charged: 0,
+        };
+        Self::new(manifest, mounts, dir, "", link, 4096, limiter, ledger)
+    }
+
+    /// The memory limiter, for a store's `limiter`.
+    pub(crate) fn limiter(&mut self) -> &mut dyn ResourceLimiter {
+        &mut self.limiter
+    }
+
+    /// Entries beyond the standard streams and the preopens the guest holds
+    /// (its open files and directories).
+    pub(crate) fn open_files(&mut self) -> usize {
+        self.open_entries().saturating_sub(4 + self.mounts)
+    }
+
     /// The WASI context (for the linker).
     pub(crate) fn wasi(&mut self) -> &mut WasiP1Ctx {
         &mut self.wasi
@@ -283,6 +388,8 @@ pub(crate) struct Interpreter {
     link: Arc<GuestLink>,
     task: Option<JoinHandle<GuestExit>>,
     meter: Arc<MemoryMeter>,
+    /// Asks for a turn-driven interpreter between its turns.
+    control: mpsc::Sender<Control>,
 }
 
 impl Interpreter {
@@ -299,79 +406,83 @@ impl Interpreter {
         limits: &SandboxLimits,
         start_timeout: Duration,
     ) -> Result<Self, String> {
-        let link = GuestLink::new(random_token());
+        Self::launch(image, dir, dir_state, ledger, limits, start_timeout, None).await
+    }
+
+    /// Starts an interpreter of a turn-driven runtime holding `state` (copied
+    /// from another interpreter of the same image) on `dir`.
+    pub(crate) async fn start_from(
+        image: &Arc<GuestImage>,
+        dir: &Path,
+        ledger: Arc<QuotaLedger>,
+        limits: &SandboxLimits,
+        start_timeout: Duration,
+        state: Arc<StateImage>,
+    ) -> Result<Self, String> {
+        if !image.turns {
+            return Err(format!(
+                "the runtime '{}' cannot carry an interpreter's state",
+                image.manifest.name
+            ));
+        }
+        let restore = Some(state);
+        Self::launch(
+            image,
+            dir,
+            DirState::Used,
+            ledger,
+            limits,
+            start_timeout,
+            restore,
+        )
+        .await
+    }
+
+    async fn launch(
+        image: &Arc<GuestImage>,
+        dir: &Path,
+        dir_state: DirState,
+        ledger: Arc<QuotaLedger>,
+        limits: &SandboxLimits,
+        start_timeout: Duration,
+        restore: Option<Arc<StateImage>>,
+    ) -> Result<Self, String> {
+        let link = GuestLink::new(random_token(), image.turns);
         let meter = Arc::new(MemoryMeter::default());
         meter.limit.store(limits.memory_bytes, Ordering::Relaxed);
         let max_open = usize::try_from(limits.open_files).unwrap_or(usize::MAX);
 
-        let manifest = &image.manifest;
-        let program = image.driver_program.get();
+        let program = image.driver_program.get().filter(|_| !image.turns);
         let boot = program.map(|code| bootstrap(code.len()));
-        let mut args = vec!["python"];
-        args.extend(manifest.python_flags.iter().map(String::as_str));
-        args.extend(["-c", boot.as_deref().unwrap_or(DRIVER)]);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdin(GuestStdin(link.clone()))
-            .stdout(GuestOutput(link.clone(), Stream::Stdout))
-            .stderr(GuestOutput(link.clone(), Stream::Stderr))
-            .args(&args)
-            .env("HOME", "/")
-            .env("TMPDIR", "/tmp")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("PYTHONUTF8", "1")
-            .env("MPLBACKEND", PLOTS_BACKEND)
-            .allow_blocking_current_thread(true)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        for (key, value) in &image.manifest.env {
-            wasi.env(key, value);
-        }
-        wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
-            .map_err(|e| format!("cannot open the sandbox directory: {e}"))?;
-        for mount in &image.mounts {
-            wasi.preopened_dir(&mount.host, &mount.guest, FsPerms::ReadOnly)
-                .map_err(|e| {
-                    format!(
-                        "cannot open {} (the runtime's {}): {e}",
-                        mount.host.display(),
-                        mount.guest
-                    )
-                })?;
-        }
-        let mut wasi = wasi.build_p1();
-        {
-            use wasmtime_wasi::WasiView;
-            wasi.ctx()
-                .table
-                .set_max_capacity(max_open.saturating_add(TABLE_SLACK));
-        }
-        let state = GuestState {
-            wasi,
-            limiter: MemoryLimiter {
+        let state = GuestState::new(
+            &image.manifest,
+            &image.mounts,
+            dir,
+            boot.as_deref().unwrap_or(DRIVER),
+            link.clone(),
+            max_open,
+            MemoryLimiter {
                 meter: meter.clone(),
                 budget: image.memory_budget.clone(),
                 charged: 0,
             },
             ledger,
-            stdio_closed: [false; 3],
-            max_open,
-            link: link.clone(),
-        };
-
+        )?;
         let task_image = image.clone();
         let task_link = link.clone();
+        let (control, asked) = mpsc::channel(1);
         let task = image
             .executor
-            .spawn(async move { run_guest(task_image, task_link, state).await });
+            .spawn(async move { run_guest(task_image, task_link, state, restore, asked).await });
         let mut interpreter = Self {
             link,
             task: Some(task),
             meter,
+            control,
         };
 
         let token = interpreter.link.token_text().to_owned();
-        let want_program = program.is_none() && dir_state == DirState::Fresh;
+        let want_program = !image.turns && program.is_none() && dir_state == DirState::Fresh;
         let hello = Request::Hello {
             token: &token,
             site_packages: &image.manifest.site_packages,
@@ -483,6 +594,22 @@ impl Interpreter {
         (outcome, stdout, stderr)
     }
 
+    /// A copy of the interpreter's state, taken between two calls (only a
+    /// turn-driven runtime has one to give).
+    pub(crate) async fn capture(&self) -> Result<StateImage, String> {
+        if self.task.is_none() {
+            return Err("the interpreter has stopped".into());
+        }
+        let (answer, answered) = oneshot::channel();
+        self.control
+            .send(Control::Capture(answer))
+            .await
+            .map_err(|_| "the interpreter has stopped".to_owned())?;
+        answered
+            .await
+            .map_err(|_| "this runtime's interpreters cannot be copied".to_owned())?
+    }
+
     /// Whether the interpreter still runs.
     pub(crate) fn is_alive(&self) -> bool {
         self.task.as_ref().is_some_and(|t| !t.is_finished())
@@ -542,7 +669,13 @@ fn stderr_note(stderr: OutputCapture) -> String {
 
 /// Instantiates the module and runs it until the interpreter ends: `_start`
 /// for a command; `_initialize`, then `run`, for a reactor.
-async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestState) -> GuestExit {
+async fn run_guest(
+    image: Arc<GuestImage>,
+    link: Arc<GuestLink>,
+    state: GuestState,
+    restore: Option<Arc<StateImage>>,
+    control: mpsc::Receiver<Control>,
+) -> GuestExit {
     let mut store = Store::new(&image.engine, state);
     store.limiter(|s| &mut s.limiter);
     let metered = image.fuel_metered;
@@ -578,6 +711,15 @@ async fn run_guest(image: Arc<GuestImage>, link: Arc<GuestLink>, state: GuestSta
         micros = started.elapsed().as_micros(),
         "instantiated a guest"
     );
+    if image.turns {
+        if let Some(state) = restore
+            && let Err(e) = state.restore(&mut store, &instance)
+        {
+            return GuestExit::Failed(e);
+        }
+        return turns::serve(store, instance, link, metered, control).await;
+    }
+    drop(control);
     match image.manifest.entry {
         Entry::Command => {
             let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {

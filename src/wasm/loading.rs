@@ -13,10 +13,13 @@ use super::host_memory::check_compile_memory;
 use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
-use super::{WasmSettings, door, engine, module_cache, mounts};
+use super::{WasmSettings, door, engine, module_cache, mounts, preinit};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{Progress, SandboxError};
+
+/// The driver program, part of what a pre-initialised module depends on.
+const DRIVER_SOURCE: &str = include_str!("driver.py");
 
 /// How often a waiting creation repeats what a long load is doing.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
@@ -106,11 +109,19 @@ pub(crate) fn load(
             "the runtime '{name}' needs the WebAssembly feature {missing:?}, which this server's engine does not enable"
         )));
     }
-    let compiled = compiled(settings, &engine, &runtime, slot);
-    slot.set_phase(None);
-    let (module, quota_gated) = compiled?;
     let mounts = mounts::prepare(&runtime, &settings.cache_dir)
         .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
+    let turns = preinit::supports_turns(&runtime.module_bytes);
+    let state_key = preinit_key(&runtime.manifest, &mounts, &settings.preload);
+    let compiled = if turns {
+        preinitialised(
+            settings, &engine, &runtime, &mounts, &executor, slot, &state_key,
+        )
+    } else {
+        compiled(settings, &engine, &runtime, slot)
+    };
+    slot.set_phase(None);
+    let (module, quota_gated) = compiled?;
     let built_in = match runtime.distributions() {
         Some(path) => BuiltInPackages::from_zip(path)
             .map_err(|e| SandboxError::Runtime(format!("cannot read {}: {e}", path.display())))?,
@@ -126,6 +137,8 @@ pub(crate) fn load(
         executor,
         fuel_metered: settings.engine.fuel,
         quota_gated,
+        turns,
+        state_key,
         mounts,
         built_in: Arc::new(built_in),
         memory_budget,
@@ -172,16 +185,7 @@ fn compiled(
         }
     };
     // Nothing cached: this is the expensive first start.
-    let _compiling = match COMPILING.try_lock() {
-        Ok(guard) => guard,
-        Err(_) => {
-            slot.set_phase(Some(format!(
-                "the runtime '{}' waits for another runtime's first compile to finish before its own",
-                manifest.name
-            )));
-            COMPILING.lock().unwrap_or_else(|p| p.into_inner())
-        }
-    };
+    let _compiling = wait_for_compiler(manifest, slot);
     // Whoever held the lock may have compiled this very module meanwhile.
     if let Some(module) = module_cache::load(engine, cache, &key) {
         return Ok((module, gated));
@@ -206,6 +210,145 @@ fn compiled(
     Ok((module, gated))
 }
 
+/// The pre-initialised module of a turn-driven runtime (see [`preinit`]),
+/// from the cache or built now, and whether it carries the quota gates.
+/// Its cache key covers everything the snapshot depends on: the runtime,
+/// the gates, the driver, the preloaded modules, the environment and the
+/// mounts.
+fn preinitialised(
+    settings: &WasmSettings,
+    engine: &Engine,
+    runtime: &VerifiedRuntime,
+    mounts: &[mounts::ReadOnlyMount],
+    executor: &tokio::runtime::Handle,
+    slot: &ImageSlot,
+    key: &str,
+) -> Result<(Module, bool), SandboxError> {
+    let manifest = &runtime.manifest;
+    let cache = &settings.cache_dir;
+    if let Some(module) = module_cache::load(engine, cache, key) {
+        return Ok((module, true));
+    }
+    let woven = quota_gate::weave(&runtime.module_bytes).map_err(|why| {
+        SandboxError::Runtime(format!(
+            "the runtime '{}' cannot carry the disk-quota gates: {why}",
+            manifest.name
+        ))
+    })?;
+    let _compiling = wait_for_compiler(manifest, slot);
+    if let Some(module) = module_cache::load(engine, cache, key) {
+        return Ok((module, true));
+    }
+    if let Some(needed_mb) = manifest.compile_memory_mb {
+        check_compile_memory(&manifest.name, needed_mb, cache)
+            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    }
+    let imports = if settings.preload.is_empty() {
+        "nothing preloaded".to_owned()
+    } else {
+        format!("importing {}", settings.preload.join(", "))
+    };
+    let phase = format!(
+        "preparing the runtime '{}' (first use only; later starts load it from the cache): starting Python once and {imports}",
+        manifest.name
+    );
+    tracing::info!(
+        "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
+        manifest.name
+    );
+    slot.set_phase(Some(phase));
+    let scratch = cache.join(format!("preinit-{}-{}", std::process::id(), &key[..12]));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| SandboxError::Runtime(format!("cannot create {}: {e}", scratch.display())))?;
+    let plan = preinit::PreinitPlan {
+        wasm: &woven.module,
+        gated: true,
+        manifest,
+        mounts,
+        preload: &settings.preload,
+        scratch: &scratch,
+    };
+    let started = Instant::now();
+    let built = preinit::build(&plan, executor);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let wasm = built.map_err(|e| {
+        SandboxError::Runtime(format!(
+            "cannot prepare the runtime '{}': {e}",
+            manifest.name
+        ))
+    })?;
+    tracing::info!(
+        seconds = started.elapsed().as_secs_f64(),
+        bytes = wasm.len(),
+        "pre-initialised the runtime"
+    );
+    slot.set_phase(Some(compiling_phase(manifest)));
+    let module = module_cache::compile_and_store(engine, cache, key, &wasm).map_err(|e| {
+        SandboxError::Runtime(format!(
+            "cannot compile the pre-initialised runtime '{}': {e}",
+            manifest.name
+        ))
+    })?;
+    Ok((module, true))
+}
+
+/// The cache key of a runtime's pre-initialised module.
+fn preinit_key(
+    manifest: &RuntimeManifest,
+    mounts: &[mounts::ReadOnlyMount],
+    preload: &[String],
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    let mut add = |part: &str| {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    };
+    add(&manifest.sha256);
+    add(DRIVER_SOURCE);
+    add(&manifest.site_packages);
+    for flag in &manifest.python_flags {
+        add(flag);
+    }
+    for (key, value) in &manifest.env {
+        add(key);
+        add(value);
+    }
+    for mount in mounts {
+        add(&mount.guest);
+    }
+    add(&preload.len().to_string());
+    for module in preload {
+        add(module);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-gate{}-preinit{}-{hex}",
+        &manifest.sha256[..24],
+        quota_gate::GATE_VERSION,
+        preinit::PREINIT_VERSION
+    )
+}
+
+/// Takes the compile lock, saying so when another runtime's compile holds it.
+fn wait_for_compiler(
+    manifest: &RuntimeManifest,
+    slot: &ImageSlot,
+) -> std::sync::MutexGuard<'static, ()> {
+    match COMPILING.try_lock() {
+        Ok(guard) => guard,
+        Err(_) => {
+            slot.set_phase(Some(format!(
+                "the runtime '{}' waits for another runtime's first compile to finish before its own",
+                manifest.name
+            )));
+            COMPILING.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    }
+}
+
 /// What a first compile says it is doing, with the manifest's figures.
 fn compiling_phase(manifest: &RuntimeManifest) -> String {
     let mut text = format!(
@@ -227,7 +370,7 @@ fn compiling_phase(manifest: &RuntimeManifest) -> String {
 /// Links a module with WASI preview 1, the stubs its manifest declares, and
 /// nothing else. The quota gates' door (see [`quota_gate`]) is answered by
 /// the host instead of wasmtime-wasi.
-fn link(
+pub(super) fn link(
     engine: &Engine,
     module: &Module,
     manifest: &RuntimeManifest,

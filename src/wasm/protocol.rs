@@ -34,6 +34,11 @@ pub(crate) enum Request<'a> {
     },
     /// Make newly installed packages importable.
     RefreshPackages,
+    /// Import these modules ahead of any code, binding no name.
+    Preload {
+        /// Module names, e.g. `matplotlib.pyplot`.
+        modules: &'a [String],
+    },
 }
 
 impl Request<'_> {
@@ -75,6 +80,7 @@ impl Request<'_> {
                 )
             }
             Self::RefreshPackages => (b'R', vec![]),
+            Self::Preload { modules } => (b'P', modules.iter().map(|m| m.as_bytes()).collect()),
         };
         let mut out = Vec::with_capacity(1 + fields.iter().map(|f| f.len() + 4).sum::<usize>());
         out.push(op);

@@ -42,7 +42,7 @@ use wasm_encoder::{
 use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
-pub const GATE_VERSION: u32 = 6;
+pub const GATE_VERSION: u32 = 7;
 
 /// The import the gates ask their questions through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -689,6 +689,18 @@ fn absolute_lone_clock_wait(f: &mut Function, clock_time_get: u32, flags: u32, t
     f.instruction(&Instruction::I32And);
     f.instruction(&Instruction::I32Eqz);
     f.instruction(&Instruction::If(BlockType::Empty));
+    //   if subs.id > MONOTONIC { subs.id = MONOTONIC }: a CPU-time clock,
+    //   which wasmtime-wasi cannot wait on asynchronously, waits as long on
+    //   the monotonic one
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Load(at(16, 2)));
+    f.instruction(&Instruction::I32Const(1));
+    f.instruction(&Instruction::I32GtU);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::LocalGet(0));
+    f.instruction(&Instruction::I32Const(1));
+    f.instruction(&Instruction::I32Store(at(16, 2)));
+    f.instruction(&Instruction::End);
     //   timeout = subs.timeout
     f.instruction(&Instruction::LocalGet(0));
     f.instruction(&Instruction::I64Load(at(24, 3)));
@@ -885,5 +897,82 @@ mod tests {
         let mut written = [0u8; 4];
         memory.read(&store, 8, &mut written).unwrap();
         assert_eq!(u32::from_le_bytes(written), 5);
+    }
+
+    #[test]
+    fn a_lone_relative_wait_on_any_clock_becomes_an_absolute_monotonic_one() {
+        use wasmtime::{Engine, Linker, Module, Store};
+        let wasm = wat_module(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_allocate" (func (param i32 i64 i64) (result i32)))
+              (import "wasi_snapshot_preview1" "clock_time_get" (func (param i32 i64 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (func (export "run") (result i32)
+                (call $poll (i32.const 0) (i32.const 64) (i32.const 1) (i32.const 128))))"#,
+        );
+        let engine = Engine::default();
+        let module = Module::new(&engine, weave(&wasm).unwrap().module).unwrap();
+        for clock in [1u32, 2, 3] {
+            // What poll_oneoff was handed: (clock id, timeout, flags).
+            let mut linker: Linker<Option<(u32, u64, u16)>> = Linker::new(&engine);
+            linker
+                .func_wrap(WASI, "fd_allocate", |_: i32, _: i64, _: i64| 0)
+                .unwrap()
+                .func_wrap(
+                    WASI,
+                    "clock_time_get",
+                    |mut c: wasmtime::Caller<'_, Option<(u32, u64, u16)>>,
+                     id: i32,
+                     _: i64,
+                     at: i32| {
+                        // Only the clocks wasmtime-wasi can wait on answer.
+                        if id > 1 {
+                            return 28;
+                        }
+                        let memory = c.get_export("memory").unwrap().into_memory().unwrap();
+                        memory
+                            .write(&mut c, at as usize, &1_000u64.to_le_bytes())
+                            .unwrap();
+                        0
+                    },
+                )
+                .unwrap()
+                .func_wrap(
+                    WASI,
+                    "poll_oneoff",
+                    |mut c: wasmtime::Caller<'_, Option<(u32, u64, u16)>>,
+                     subs: i32,
+                     _: i32,
+                     _: i32,
+                     _: i32| {
+                        let memory = c.get_export("memory").unwrap().into_memory().unwrap();
+                        let mut sub = [0u8; 48];
+                        memory.read(&c, subs as usize, &mut sub).unwrap();
+                        let id = u32::from_le_bytes(sub[16..20].try_into().unwrap());
+                        let timeout = u64::from_le_bytes(sub[24..32].try_into().unwrap());
+                        let flags = u16::from_le_bytes(sub[40..42].try_into().unwrap());
+                        *c.data_mut() = Some((id, timeout, flags));
+                        0
+                    },
+                )
+                .unwrap();
+            let mut store = Store::new(&engine, None);
+            let instance = linker.instantiate(&mut store, &module).unwrap();
+            let memory = instance.get_memory(&mut store, "memory").unwrap();
+            let mut sub = [0u8; 48];
+            sub[16..20].copy_from_slice(&clock.to_le_bytes());
+            sub[24..32].copy_from_slice(&5_000u64.to_le_bytes());
+            memory.write(&mut store, 0, &sub).unwrap();
+            let run = instance
+                .get_typed_func::<(), i32>(&mut store, "run")
+                .unwrap();
+            assert_eq!(run.call(&mut store, ()).unwrap(), 0);
+            assert_eq!(
+                *store.data(),
+                Some((1, 6_000, 1)),
+                "clock {clock}: now (1000) plus the timeout (5000) on the monotonic clock, ABSTIME set"
+            );
+        }
     }
 }

@@ -14,14 +14,18 @@ use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
 use super::outcome::{Ending, Facts, ending, reply_bytes};
 use super::protocol::{Request, decode_reply};
+use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
+use super::state_image::StateImage;
 use crate::packages::{InstallTarget, Installer, PackageError};
+use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
+use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::SandboxRoot;
 
 use crate::sandbox::{
-    CodeInterpreter, ExecRequest, Execution, FileInterface, GuestPath, InstallReport, LimitHit,
-    LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopSignal, Usage,
+    CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,
+    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopSignal, Usage,
 };
 
 /// How long an interpreter may take to start.
@@ -50,6 +54,9 @@ pub(crate) struct WasmSandbox {
     closed: bool,
     /// Installs packages (none: not configured).
     installer: Option<Arc<Installer>>,
+    /// Keeps the sandbox for the next start when the server stops (none:
+    /// saving is off).
+    saver: Option<Arc<SavedStore>>,
 }
 
 impl WasmSandbox {
@@ -117,6 +124,73 @@ impl WasmSandbox {
             executions: 0,
             closed: false,
             installer: None,
+            saver: None,
+        }
+    }
+
+    /// Gives the sandbox the store it is saved into when the server stops.
+    pub(crate) fn with_saver(mut self, saver: Option<Arc<SavedStore>>) -> Self {
+        self.saver = saver;
+        self
+    }
+
+    /// A sandbox brought back from `restorable` (its files moved into a new
+    /// directory under `root`); on failure the files go back where they were.
+    pub(crate) async fn restore(
+        image: Arc<GuestImage>,
+        root: Arc<SandboxRoot>,
+        restorable: Restorable,
+        limits: SandboxLimits,
+    ) -> Result<Self, SandboxError> {
+        let host_dir = root.adopt_dir(&restorable.files)?;
+        let files_only = restorable.state.is_none();
+        let started = async {
+            let ledger = open_ledger(&host_dir, &limits, &root)?;
+            let interpreter = match restorable.state {
+                Some(state) => {
+                    Interpreter::start_from(
+                        &image,
+                        &host_dir,
+                        ledger.clone(),
+                        &limits,
+                        START_TIMEOUT,
+                        Arc::new(state),
+                    )
+                    .await
+                }
+                None => {
+                    Interpreter::start(
+                        &image,
+                        &host_dir,
+                        DirState::Used,
+                        ledger.clone(),
+                        &limits,
+                        START_TIMEOUT,
+                    )
+                    .await
+                }
+            }
+            .map_err(SandboxError::Runtime)?;
+            Ok::<_, SandboxError>((ledger, interpreter))
+        };
+        match started.await {
+            Ok((ledger, interpreter)) => {
+                let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
+                sandbox.interpreter = Some(interpreter);
+                sandbox.executions = restorable.meta.executions;
+                if files_only {
+                    sandbox.lost_state = Some(format!(
+                        "the sandbox was restored after the server restarted with its files only: the interpreter of the runtime '{}' cannot be saved, so variables, imports and definitions are lost",
+                        sandbox.image.manifest.name
+                    ));
+                }
+                let _ = tokio::task::spawn_blocking(move || remove_tree(&restorable.entry)).await;
+                Ok(sandbox)
+            }
+            Err(e) => {
+                let _ = std::fs::rename(&host_dir, &restorable.files);
+                Err(e)
+            }
         }
     }
 
@@ -211,6 +285,47 @@ impl WasmSandbox {
             relative: format!("{OUTPUT_DIR}/exec-{}-{stream}.txt", self.executions),
             file_limit: self.limits.output_file_bytes,
         }
+    }
+
+    /// Copies this sandbox's files into `host_dir` and starts an interpreter
+    /// there holding `state`: the fork, and how many entries were copied.
+    async fn fill_fork(
+        &self,
+        host_dir: &Path,
+        state: StateImage,
+    ) -> Result<(WasmSandbox, u64), SandboxError> {
+        let ledger = open_ledger(host_dir, &self.limits, &self.root)?;
+        let (from, to, charged) = (self.ledger.clone(), ledger.clone(), ledger.clone());
+        let report = tokio::task::spawn_blocking(move || copy_tree(from.dir(), to.dir(), &charged))
+            .await
+            .map_err(|e| SandboxError::Runtime(format!("copying the files failed: {e}")))?
+            .map_err(|e| match e {
+                CopyError::NoRoom => SandboxError::QuotaExceeded(format!("cannot fork: {e}")),
+                e => SandboxError::Runtime(format!("cannot fork: {e}")),
+            })?;
+        ledger.forget();
+        let interpreter = Interpreter::start_from(
+            &self.image,
+            host_dir,
+            ledger.clone(),
+            &self.limits,
+            START_TIMEOUT,
+            Arc::new(state),
+        )
+        .await
+        .map_err(|e| SandboxError::Runtime(format!("cannot start the fork: {e}")))?;
+        let mut fork = Self::open(
+            self.image.clone(),
+            self.root.clone(),
+            host_dir.to_owned(),
+            ledger,
+            self.limits.clone(),
+        )
+        .with_installer(self.installer.clone())
+        .with_saver(self.saver.clone());
+        fork.interpreter = Some(interpreter);
+        fork.executions = self.executions;
+        Ok((fork, report.copied))
     }
 
     /// Marks the interpreter as stopped and starts its replacement; the
@@ -379,6 +494,80 @@ impl CodeInterpreter for WasmSandbox {
 
     fn runtime(&self) -> String {
         self.image.manifest.name.clone()
+    }
+
+    async fn save(&mut self, id: &str) -> Result<bool, SandboxError> {
+        let Some(store) = self.saver.clone() else {
+            return Ok(false);
+        };
+        if self.closed {
+            return Ok(false);
+        }
+        let alive = self.interpreter.as_ref().filter(|i| i.is_alive());
+        let state = match alive {
+            Some(interpreter) if self.image.turns => match interpreter.capture().await {
+                Ok(state) => Some(state),
+                Err(e) => {
+                    tracing::warn!(id, error = %e, "saving only the sandbox's files: its interpreter's state could not be copied");
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Some(mut interpreter) = self.interpreter.take() {
+            interpreter.kill();
+        }
+        if let Some(task) = self.restarting.take() {
+            task.abort();
+        }
+        let meta = SavedMeta {
+            session_id: id.to_owned(),
+            runtime: self.image.manifest.name.clone(),
+            image_key: self.image.state_key.clone(),
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            saved_at: unix_now(),
+            state_sha256: None,
+            memory_bytes: self.limits.memory_bytes,
+            timeout_ms: self.limits.timeout.as_millis() as u64,
+            executions: self.executions,
+        };
+        let dir = self.host_dir.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save(meta, state.as_ref(), &dir))
+            .await
+            .map_err(|e| SandboxError::Runtime(format!("saving failed: {e}")))?;
+        saved.map_err(|e| SandboxError::Runtime(format!("saving failed: {e}")))?;
+        // The directory now belongs to the saved sandbox.
+        self.closed = true;
+        Ok(true)
+    }
+
+    async fn fork(&mut self) -> Result<Forked, SandboxError> {
+        if !self.image.turns {
+            return Err(SandboxError::InvalidArgument(format!(
+                "sandboxes of the runtime '{}' cannot be forked: its interpreter never returns to the server between executions, so its state cannot be copied; create the sandbox with runtime \"scientific\" to fork it",
+                self.image.manifest.name
+            )));
+        }
+        let Some(interpreter) = self.interpreter.as_ref().filter(|i| i.is_alive()) else {
+            return Err(SandboxError::InvalidArgument(
+                "the sandbox's interpreter has stopped, so there is no state to fork; run code in it first (a fresh interpreter starts), then fork".into(),
+            ));
+        };
+        let state = interpreter.capture().await.map_err(SandboxError::Runtime)?;
+        let open_files_not_carried = state.open_files;
+        let host_dir = self.root.create_sandbox_dir()?;
+        let copied = self.fill_fork(&host_dir, state).await;
+        match copied {
+            Ok((sandbox, files_copied)) => Ok(Forked {
+                interpreter: Box::new(sandbox),
+                open_files_not_carried,
+                files_copied,
+            }),
+            Err(e) => {
+                self.root.remove_sandbox_dir(&host_dir);
+                Err(e)
+            }
+        }
     }
 
     async fn close(&mut self) {

@@ -25,7 +25,7 @@ def server_params(root):
 
 async def exercise(session):
     tools = {t.name: t for t in (await session.list_tools()).tools}
-    assert len(tools) == 10, sorted(tools)
+    assert len(tools) == 11 and "fork_sandbox" in tools, sorted(tools)
     for tool in tools.values():
         assert tool.output_schema, tool.name
 

@@ -70,7 +70,11 @@ async fn a_missing_runtime_is_reported_with_the_fix() {
 #[tokio::test]
 async fn sigterm_and_sigint_shut_down_cleanly_and_remove_the_sandboxes() {
     for signal in ["-TERM", "-INT"] {
-        let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
+        let server = Server::start_with(&[
+            ("SANDBOX_POOL_SIZE", "0"),
+            ("SANDBOX_KEEP_SAVED_SECONDS", "0"),
+        ])
+        .await;
         server.create().await;
         assert_eq!(server.sandbox_dirs().len(), 1);
         let status = Command::new("kill")

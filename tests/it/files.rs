@@ -199,7 +199,23 @@ async fn large_files_are_read_a_page_at_a_time_and_every_byte_can_be_reached() {
         .ok("read_file", json!({"session_id": id, "file_path": "bin"}))
         .await;
     assert_eq!(binary["encoding"], "base64");
-    assert_eq!(binary["length"], 256_000, "a binary file comes back whole");
+    assert_eq!(
+        binary["length"],
+        48 << 10,
+        "a binary file comes in pages of 48 KiB"
+    );
+    assert_eq!(binary["next_offset"], 48 << 10);
+    assert!(binary["content"].as_str().unwrap().len() <= 64 << 10);
+    let in_a_char = server
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": "big.txt", "offset": 13}),
+        )
+        .await;
+    assert!(
+        in_a_char["content"].as_str().unwrap().len() <= 64 << 10,
+        "a page starting inside a character is no larger"
+    );
     let slice = server
         .ok(
             "read_file",

@@ -18,6 +18,7 @@ mod packages_hostile;
 mod requests;
 mod sandboxes;
 mod scientific;
+mod snapshots;
 mod soak;
 mod support;
 mod tools;

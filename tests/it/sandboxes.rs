@@ -178,7 +178,11 @@ async fn calls_to_one_sandbox_run_one_at_a_time_in_arrival_order() {
 async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_next_start() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    let no_pool = [("SANDBOX_POOL_SIZE", "0")];
+    // Saving sandboxes for the next start is off here (see snapshots.rs).
+    let no_pool = [
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_KEEP_SAVED_SECONDS", "0"),
+    ];
     let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &no_pool).await;
     first.create().await;
     assert_eq!(first.sandbox_dirs().len(), 1);

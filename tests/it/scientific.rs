@@ -271,7 +271,10 @@ async fn plots_over_the_budget_are_downscaled_and_saved_and_extra_ones_only_save
     );
 
     let file = server
-        .ok("read_file", json!({"session_id": id, "file_path": saved}))
+        .ok(
+            "read_file",
+            json!({"session_id": id, "file_path": saved, "length": 4 << 20}),
+        )
         .await;
     assert_eq!(file["encoding"], "base64");
     let bytes = base64::engine::general_purpose::STANDARD

@@ -3,7 +3,7 @@
 use crate::support::Server;
 
 #[tokio::test]
-async fn the_ten_seed_tools_are_listed_with_schemas_and_descriptions() {
+async fn the_ten_seed_tools_and_fork_are_listed_with_schemas_and_descriptions() {
     let server = Server::start().await;
     let info = server.client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().unwrap().name, "mcp-code-sandbox");
@@ -17,6 +17,7 @@ async fn the_ten_seed_tools_are_listed_with_schemas_and_descriptions() {
             "create_run_close",
             "create_sandbox",
             "execute_code",
+            "fork_sandbox",
             "get_sandbox_status",
             "install_package",
             "list_files",

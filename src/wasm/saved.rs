@@ -1,0 +1,448 @@
+//! [`SavedStore`]: local sandboxes kept across a restart of the server.
+//!
+//! When the server stops, each local sandbox is saved as one entry of
+//! `<SANDBOX_ROOT>/saved/`: its directory (moved, not copied), its
+//! interpreter's state (a [`StateImage`], for runtimes driven turn by turn)
+//! and a `meta.json` saying whose it is, what runtime and server made it,
+//! and the sha256 of the state. The entry's name is a hash of the sandbox's
+//! id, so a client's id never becomes a host path; the state sits beside the
+//! sandbox's files, where guest code cannot reach it.
+//!
+//! At the next start a call naming that id restores it, after checking the
+//! state's hash, the server's version and the runtime; a stale or damaged
+//! entry is refused with the reason and kept (`close_sandbox` deletes it).
+//! Entries older than `SANDBOX_KEEP_SAVED_SECONDS` are deleted at start, and
+//! the oldest go first when all of them would take more than
+//! `SANDBOX_SAVED_MAX_MB`.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::state_image::StateImage;
+use crate::sandbox::remove_tree::remove_tree;
+use crate::sandbox::{SandboxError, SavedSandbox};
+
+const META: &str = "meta.json";
+const STATE: &str = "state.bin";
+const FILES: &str = "files";
+
+/// What `meta.json` records about a saved sandbox.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct SavedMeta {
+    /// The sandbox's id.
+    pub session_id: String,
+    /// Its runtime.
+    pub runtime: String,
+    /// The key of the module its state belongs to (see `GuestImage::state_key`).
+    pub image_key: String,
+    /// The version of the server that saved it.
+    pub server_version: String,
+    /// When it was saved (seconds since the Unix epoch).
+    pub saved_at: u64,
+    /// The sha256 of `state.bin`, when the interpreter's state was saved.
+    pub state_sha256: Option<String>,
+    /// Its memory cap, in bytes.
+    pub memory_bytes: u64,
+    /// Its wall-clock limit per execution, in milliseconds.
+    pub timeout_ms: u64,
+    /// Executions it had run.
+    pub executions: u64,
+}
+
+/// A saved sandbox taken out of the store to be restored.
+pub(crate) struct Restorable {
+    /// What was recorded.
+    pub meta: SavedMeta,
+    /// The interpreter's state, checked against its hash.
+    pub state: Option<StateImage>,
+    /// Where its files are now (inside the entry).
+    pub files: PathBuf,
+    /// The entry, to remove once the sandbox runs again.
+    pub entry: PathBuf,
+}
+
+/// The saved sandboxes of one sandbox root.
+#[derive(Debug)]
+pub(crate) struct SavedStore {
+    dir: PathBuf,
+    keep: Duration,
+    max_bytes: u64,
+}
+
+impl SavedStore {
+    /// The store under `root`, or `None` when saving is off (either setting
+    /// 0). Deletes entries older than `keep`.
+    pub(crate) fn open(root: &Path, keep: Duration, max_bytes: u64) -> Option<Self> {
+        if keep.is_zero() || max_bytes == 0 {
+            return None;
+        }
+        let store = Self {
+            dir: root.join("saved"),
+            keep,
+            max_bytes,
+        };
+        store.expire();
+        Some(store)
+    }
+
+    fn entry(&self, id: &str) -> PathBuf {
+        let digest = Sha256::digest(id.as_bytes());
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        self.dir.join(name)
+    }
+
+    /// Saves a sandbox: `state` (if any) and the directory `files`, which is
+    /// moved into the store. On failure nothing is kept and `files` is
+    /// where it was.
+    pub(crate) fn save(
+        &self,
+        mut meta: SavedMeta,
+        state: Option<&StateImage>,
+        files: &Path,
+    ) -> Result<(), String> {
+        fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        let entry = self.entry(&meta.session_id);
+        let _ = remove_tree(&entry);
+        let partial = entry.with_extension("partial");
+        let _ = remove_tree(&partial);
+        fs::create_dir(&partial)
+            .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
+        let written = (|| {
+            if let Some(state) = state {
+                let bytes = state.to_bytes();
+                meta.state_sha256 = Some(hex(&Sha256::digest(&bytes)));
+                write_synced(&partial.join(STATE), &bytes)?;
+            }
+            let json = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
+            write_synced(&partial.join(META), &json)?;
+            fs::rename(files, partial.join(FILES))
+                .map_err(|e| format!("cannot move the sandbox's files: {e}"))?;
+            fs::rename(&partial, &entry).map_err(|e| e.to_string())
+        })();
+        if let Err(e) = written {
+            let _ = fs::rename(partial.join(FILES), files);
+            let _ = remove_tree(&partial);
+            return Err(e);
+        }
+        self.trim(&entry);
+        Ok(())
+    }
+
+    /// The saved sandbox `id`, checked for use by a server whose module for
+    /// that runtime has `image_key`: `None` when nothing is saved under it.
+    pub(crate) fn take(
+        &self,
+        id: &str,
+        image_key: impl Fn(&str) -> Option<String>,
+    ) -> Option<Result<Restorable, SandboxError>> {
+        let entry = self.entry(id);
+        let meta = fs::read(entry.join(META)).ok()?;
+        Some(check(id, &entry, &meta, image_key))
+    }
+
+    /// The runtime of the saved sandbox `id` when one is saved (inside:
+    /// `None` when its record cannot be read).
+    pub(crate) fn runtime_of(&self, id: &str) -> Option<Option<String>> {
+        let meta = fs::read(self.entry(id).join(META)).ok()?;
+        Some(
+            serde_json::from_slice::<SavedMeta>(&meta)
+                .ok()
+                .map(|m| m.runtime),
+        )
+    }
+
+    /// Deletes the saved sandbox `id`; whether there was one.
+    pub(crate) fn delete(&self, id: &str) -> bool {
+        let entry = self.entry(id);
+        entry.join(META).exists() && remove_tree(&entry).is_ok()
+    }
+
+    /// Every saved sandbox, oldest first.
+    pub(crate) fn list(&self) -> Vec<SavedSandbox> {
+        let mut all: Vec<SavedSandbox> = self
+            .entries()
+            .into_iter()
+            .map(|(path, meta)| SavedSandbox {
+                session_id: meta.session_id,
+                runtime: meta.runtime,
+                saved_at: meta.saved_at,
+                bytes: tree_bytes(&path),
+                state_kept: meta.state_sha256.is_some(),
+            })
+            .collect();
+        all.sort_by_key(|s| s.saved_at);
+        all
+    }
+
+    fn entries(&self) -> Vec<(PathBuf, SavedMeta)> {
+        let Ok(read) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        read.flatten()
+            .filter_map(|e| {
+                let path = e.path();
+                let meta = fs::read(path.join(META)).ok()?;
+                Some((path, serde_json::from_slice(&meta).ok()?))
+            })
+            .collect()
+    }
+
+    /// Deletes entries older than the keeping time (and half-written ones).
+    fn expire(&self) {
+        let now = unix_now();
+        let Ok(read) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in read.flatten() {
+            let path = entry.path();
+            let meta: Option<SavedMeta> = fs::read(path.join(META))
+                .ok()
+                .and_then(|m| serde_json::from_slice(&m).ok());
+            let stale = match meta {
+                Some(meta) => now.saturating_sub(meta.saved_at) > self.keep.as_secs(),
+                None => true,
+            };
+            if stale {
+                tracing::info!(path = %path.display(), "deleting a saved sandbox past SANDBOX_KEEP_SAVED_SECONDS");
+                let _ = remove_tree(&path);
+            }
+        }
+    }
+
+    /// Deletes the oldest entries until all fit the size limit; `newest` (the
+    /// entry just saved) goes too when it alone does not fit.
+    fn trim(&self, newest: &Path) {
+        let mut all: Vec<(PathBuf, u64, u64)> = self
+            .entries()
+            .into_iter()
+            .map(|(path, meta)| {
+                let bytes = tree_bytes(&path);
+                (path, meta.saved_at, bytes)
+            })
+            .collect();
+        all.sort_by_key(|(path, saved_at, _)| (path == newest, *saved_at));
+        let mut total: u64 = all.iter().map(|(_, _, b)| b).sum();
+        for (path, _, bytes) in all {
+            if total <= self.max_bytes {
+                break;
+            }
+            tracing::warn!(path = %path.display(), "deleting a saved sandbox: saved sandboxes would take more than SANDBOX_SAVED_MAX_MB");
+            let _ = remove_tree(&path);
+            total -= bytes;
+        }
+    }
+}
+
+/// Checks an entry before use.
+fn check(
+    id: &str,
+    entry: &Path,
+    meta: &[u8],
+    image_key: impl Fn(&str) -> Option<String>,
+) -> Result<Restorable, SandboxError> {
+    let refuse = |why: String| {
+        SandboxError::InvalidArgument(format!(
+            "sandbox '{id}' was saved when the server last stopped, but cannot be restored: {why}. Its files are kept; close_sandbox deletes it"
+        ))
+    };
+    let meta: SavedMeta = serde_json::from_slice(meta)
+        .map_err(|e| refuse(format!("its record is unreadable ({e})")))?;
+    if meta.session_id != id {
+        return Err(refuse("its record names another sandbox".into()));
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    if meta.server_version != version {
+        return Err(refuse(format!(
+            "it was saved by version {} of this server, and this is {version}",
+            meta.server_version
+        )));
+    }
+    let state = match &meta.state_sha256 {
+        None => None,
+        Some(expected) => {
+            match image_key(&meta.runtime) {
+                Some(key) if key == meta.image_key => {}
+                Some(_) => {
+                    return Err(refuse(format!(
+                        "the runtime '{}' has changed since (another build, or another SANDBOX_PRELOAD)",
+                        meta.runtime
+                    )));
+                }
+                None => {
+                    return Err(refuse(format!(
+                        "this server has no runtime '{}'",
+                        meta.runtime
+                    )));
+                }
+            }
+            let bytes = fs::read(entry.join(STATE))
+                .map_err(|e| refuse(format!("its state cannot be read ({e})")))?;
+            if hex(&Sha256::digest(&bytes)) != *expected {
+                return Err(refuse(
+                    "its state is damaged (the sha256 does not match)".into(),
+                ));
+            }
+            Some(
+                StateImage::from_bytes(&bytes)
+                    .map_err(|e| refuse(format!("its state is damaged ({e})")))?,
+            )
+        }
+    };
+    Ok(Restorable {
+        meta,
+        state,
+        files: entry.join(FILES),
+        entry: entry.to_owned(),
+    })
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut file =
+        fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Bytes held by the files under `path` (links not followed).
+fn tree_bytes(path: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(read) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                if stack.len() < 256 {
+                    stack.push(entry.path());
+                }
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::state_image::GlobalValue;
+    use super::*;
+
+    fn meta(id: &str) -> SavedMeta {
+        SavedMeta {
+            session_id: id.into(),
+            runtime: "scientific".into(),
+            image_key: "key-1".into(),
+            server_version: env!("CARGO_PKG_VERSION").into(),
+            saved_at: unix_now(),
+            state_sha256: None,
+            memory_bytes: 1 << 29,
+            timeout_ms: 30_000,
+            executions: 3,
+        }
+    }
+
+    #[test]
+    fn a_saved_sandbox_comes_back_once_checked_and_a_damaged_one_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+        let files = root.path().join("sb");
+        fs::create_dir(&files).unwrap();
+        fs::write(files.join("data.txt"), "kept").unwrap();
+        let state = StateImage {
+            memory: vec![1; 64 << 10],
+            globals: vec![("__wizer_global_0".into(), GlobalValue::I32(7))],
+            open_files: 0,
+        };
+        store.save(meta("../../etc"), Some(&state), &files).unwrap();
+        assert!(!files.exists(), "the files moved into the store");
+        let listed = store.list();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].state_kept && listed[0].session_id == "../../etc");
+        let key = |_: &str| Some("key-1".to_owned());
+        let back = store.take("../../etc", key).unwrap().unwrap();
+        assert_eq!(
+            back.state.unwrap(),
+            StateImage {
+                open_files: 0,
+                ..state
+            }
+        );
+        assert_eq!(
+            fs::read_to_string(back.files.join("data.txt")).unwrap(),
+            "kept"
+        );
+        assert!(
+            back.entry.starts_with(root.path().join("saved")),
+            "the id is not a path"
+        );
+
+        let other_key = |_: &str| Some("key-2".to_owned());
+        let stale = match store.take("../../etc", other_key).unwrap() {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a state of another runtime build must be refused"),
+        };
+        assert!(
+            stale.contains("has changed") && stale.contains("files are kept"),
+            "{stale}"
+        );
+        fs::write(back.entry.join(STATE), b"tampered").unwrap();
+        let damaged = match store.take("../../etc", key).unwrap() {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a damaged state must be refused"),
+        };
+        assert!(damaged.contains("damaged"), "{damaged}");
+        assert!(store.take("nobody", key).is_none());
+        assert!(store.delete("../../etc"));
+        assert!(store.list().is_empty());
+    }
+
+    #[test]
+    fn old_entries_expire_and_the_size_limit_drops_the_oldest() {
+        let root = tempfile::tempdir().unwrap();
+        let store = SavedStore::open(root.path(), Duration::from_secs(60), 150_000).unwrap();
+        for (i, id) in ["a", "b"].iter().enumerate() {
+            let files = root.path().join(id);
+            fs::create_dir(&files).unwrap();
+            fs::write(files.join("blob"), vec![0u8; 100_000]).unwrap();
+            let mut m = meta(id);
+            m.saved_at -= 10 - i as u64;
+            store.save(m, None, &files).unwrap();
+        }
+        let ids: Vec<String> = store.list().into_iter().map(|s| s.session_id).collect();
+        assert_eq!(ids, ["b"], "the older entry made room");
+        let mut old = meta("c");
+        old.saved_at -= 3600;
+        let files = root.path().join("c");
+        fs::create_dir(&files).unwrap();
+        store.save(old, None, &files).unwrap();
+        let reopened = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+        let ids: Vec<String> = reopened.list().into_iter().map(|s| s.session_id).collect();
+        assert_eq!(
+            ids,
+            ["b"],
+            "an entry past the keeping time is deleted at start"
+        );
+        assert!(SavedStore::open(root.path(), Duration::ZERO, 1).is_none());
+    }
+}

@@ -1,0 +1,112 @@
+//! Driving a runtime turn by turn: a runtime that exports `turn` and
+//! `host_alloc` runs one piece of source per call of `turn` and then returns
+//! to the host, its state kept for the next turn. Between two turns no guest
+//! code is on the stack, so the instance's whole state is its linear memory
+//! and globals (plus the WASI context the host holds), which is what makes
+//! snapshots, forks and saved sandboxes possible (see [`super::preinit`] and
+//! [`super::state_image`]).
+//!
+//! Each execution is one turn of [`SERVE`], which has the driver answer the
+//! one request waiting on stdin; the call ends when the turn returns.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use wasmtime::{Instance, Memory, Store, TypedFunc};
+
+use super::guest_io::GuestLink;
+use super::interpreter::GuestState;
+use super::state_image::StateImage;
+use super::trap::{GuestExit, classify};
+
+/// The source of every turn after the driver's set-up: answer one request.
+pub(crate) const SERVE: &[u8] = b"__import__('_sandbox_serve').serve()";
+
+/// A turn-driven instance's entry points.
+#[derive(Clone)]
+pub(crate) struct TurnExports {
+    alloc: TypedFunc<i32, i32>,
+    turn: TypedFunc<(i32, i32), i32>,
+    memory: Memory,
+}
+
+impl TurnExports {
+    /// Finds the entry points in `instance`.
+    pub(crate) fn find(
+        store: &mut Store<GuestState>,
+        instance: &Instance,
+    ) -> Result<Self, wasmtime::Error> {
+        Ok(Self {
+            alloc: instance.get_typed_func(&mut *store, "host_alloc")?,
+            turn: instance.get_typed_func(&mut *store, "turn")?,
+            memory: instance
+                .get_memory(&mut *store, "memory")
+                .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?,
+        })
+    }
+
+    /// Runs `source` as one turn; its value is what `turn` returned (0 when
+    /// the source ran without an uncaught exception).
+    pub(crate) async fn run(
+        &self,
+        store: &mut Store<GuestState>,
+        source: &[u8],
+    ) -> wasmtime::Result<i32> {
+        let len = i32::try_from(source.len())
+            .map_err(|_| wasmtime::Error::msg("a turn's source is too long"))?;
+        let at = self.alloc.call_async(&mut *store, len).await?;
+        let start = u32::try_from(at).unwrap_or(0) as usize;
+        if start == 0 {
+            return Err(wasmtime::Error::msg(
+                "the interpreter has no memory left for the next turn",
+            ));
+        }
+        self.memory.write(&mut *store, start, source)?;
+        self.turn.call_async(&mut *store, (at, len)).await
+    }
+}
+
+/// What the host may ask of an instance between two turns.
+pub(crate) enum Control {
+    /// Copy the instance's state (for a fork or a saved sandbox).
+    Capture(oneshot::Sender<Result<StateImage, String>>),
+}
+
+/// Answers requests, one turn each, until the instance traps or exits; asks
+/// between turns are answered as they come.
+pub(crate) async fn serve(
+    mut store: Store<GuestState>,
+    instance: Instance,
+    link: Arc<GuestLink>,
+    metered: bool,
+    mut control: mpsc::Receiver<Control>,
+) -> GuestExit {
+    let exports = match TurnExports::find(&mut store, &instance) {
+        Ok(exports) => exports,
+        Err(e) => return GuestExit::Failed(format!("the runtime cannot be driven by turns: {e}")),
+    };
+    loop {
+        tokio::select! {
+            biased;
+            asked = control.recv() => match asked {
+                Some(Control::Capture(answer)) => {
+                    let _ = answer.send(StateImage::capture(&mut store, &instance));
+                }
+                // The interpreter's owner is gone.
+                None => return GuestExit::Gone,
+            },
+            () = link.wait_request() => {
+                if metered && let Some(fuel) = link.take_pending_fuel()
+                    && let Err(e) = store.set_fuel(fuel)
+                {
+                    return GuestExit::Failed(e.to_string());
+                }
+                if let Err(e) = exports.run(&mut store, SERVE).await {
+                    return classify(Err(e));
+                }
+                let fuel_left = if metered { store.get_fuel().unwrap_or(0) } else { 0 };
+                link.turn_returned(fuel_left);
+            }
+        }
+    }
+}

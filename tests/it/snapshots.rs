@@ -1,0 +1,301 @@
+//! Sandboxes of the scientific runtime start from a pre-initialised snapshot
+//! (numpy, pandas and matplotlib already imported), each with randomness of
+//! its own, and can be forked: the fork has the source's variables, imports
+//! and files, and the two then diverge.
+
+use serde_json::{Value, json};
+
+use crate::support::{Server, scientific_cache, structured, text};
+
+async fn start() -> Server {
+    scientific_cache();
+    Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await
+}
+
+async fn create(server: &Server) -> String {
+    server.create_with(json!({"runtime": "scientific"})).await
+}
+
+async fn value(server: &Server, id: &str, code: &str) -> String {
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": code, "timeout_seconds": 120}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    structured(&result)["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_new_sandbox_has_the_preloaded_modules_and_randomness_of_its_own() {
+    let server = start().await;
+    let (a, b) = (create(&server).await, create(&server).await);
+    let probe = "import sys\nsorted(m for m in ('numpy', 'pandas', 'matplotlib.pyplot') if m in sys.modules)";
+    assert_eq!(
+        value(&server, &a, probe).await,
+        "['matplotlib.pyplot', 'numpy', 'pandas']",
+        "the snapshot carries the preloaded imports"
+    );
+    assert_eq!(
+        value(&server, &a, "'np' in dir() or 'numpy' in dir()").await,
+        "False",
+        "preloading binds no name in the user's namespace"
+    );
+    let draw = "import random, numpy as np\n(random.random(), float(np.random.random()))";
+    let (first, second) = (
+        value(&server, &a, draw).await,
+        value(&server, &b, draw).await,
+    );
+    assert_ne!(
+        first, second,
+        "two sandboxes from one snapshot draw different numbers"
+    );
+    let names = "import tempfile\ntempfile.mktemp()";
+    assert_ne!(
+        value(&server, &a, names).await,
+        value(&server, &b, names).await
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_fork_has_the_source_state_and_then_goes_its_own_way() {
+    let server = start().await;
+    let source = create(&server).await;
+    value(
+        &server,
+        &source,
+        "import pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})\nopen('notes.txt', 'w').write('from the source')\nkept_open = open('notes.txt')\ncounter = 1",
+    )
+    .await;
+    let forked = server
+        .ok(
+            "fork_sandbox",
+            json!({"session_id": source, "new_session_id": "the-fork"}),
+        )
+        .await;
+    assert_eq!(forked["session_id"], "the-fork");
+    assert_eq!(
+        forked["open_files_not_carried"], 1,
+        "the open file is reported: {forked}"
+    );
+    assert!(
+        forked["message"]
+            .as_str()
+            .unwrap()
+            .contains("held 1 files open"),
+        "{forked}"
+    );
+    assert_eq!(
+        value(
+            &server,
+            "the-fork",
+            "(int(df.x.sum()), counter, open('notes.txt').read())"
+        )
+        .await,
+        "(6, 1, 'from the source')"
+    );
+    value(
+        &server,
+        "the-fork",
+        "counter = 100\nopen('notes.txt', 'w').write('changed in the fork')",
+    )
+    .await;
+    assert_eq!(
+        value(&server, &source, "(counter, open('notes.txt').read())").await,
+        "(1, 'from the source')",
+        "the source is untouched by the fork"
+    );
+    assert_eq!(
+        value(&server, "the-fork", "counter").await,
+        "100",
+        "the fork keeps its own state"
+    );
+
+    // Refusals: an existing id, an unknown source, the sandbox cap.
+    let taken = server
+        .err(
+            "fork_sandbox",
+            json!({"session_id": source, "new_session_id": "the-fork"}),
+        )
+        .await;
+    assert!(taken.contains("already exists"), "{taken}");
+    let unknown = server
+        .err("fork_sandbox", json!({"session_id": "nope"}))
+        .await;
+    assert!(unknown.contains("no sandbox with id 'nope'"), "{unknown}");
+    let bad = server
+        .err(
+            "fork_sandbox",
+            json!({"session_id": source, "new_session_id": "../x"}),
+        )
+        .await;
+    assert!(!bad.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_fork_is_refused_while_the_source_runs_over_the_cap_and_for_python_3_12() {
+    scientific_cache();
+    let server =
+        Server::start_with(&[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_MAX_SANDBOXES", "3")]).await;
+    let source = create(&server).await;
+    let plain = server.create_with(json!({"runtime": "python-3.12"})).await;
+    let refused = server
+        .err("fork_sandbox", json!({"session_id": plain}))
+        .await;
+    assert!(refused.contains("cannot be forked"), "{refused}");
+    let filler = server.create_with(json!({"runtime": "python-3.12"})).await;
+    let cap = server
+        .err("fork_sandbox", json!({"session_id": source}))
+        .await;
+    assert!(cap.contains("maximum of 3"), "the cap is named: {cap}");
+    for id in [&plain, &filler] {
+        server.ok("close_sandbox", json!({"session_id": id})).await;
+    }
+
+    let busy = {
+        let running = server.call(
+            "execute_code",
+            json!({"session_id": source, "code": "import time\ntime.sleep(3)"}),
+        );
+        let fork = async {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            server
+                .err("fork_sandbox", json!({"session_id": source}))
+                .await
+        };
+        let (ran, busy) = tokio::join!(running, fork);
+        assert_ne!(ran.is_error, Some(true), "{}", text(&ran));
+        busy
+    };
+    assert!(busy.contains("running a call"), "{busy}");
+    let status: Value = server.ok("get_sandbox_status", json!({})).await;
+    assert_eq!(
+        status["count"], 1,
+        "a refused fork leaves nothing: {status}"
+    );
+    server.stop().await;
+}
+
+/// The entries saved under `root`, by the id their record names.
+fn saved_entries(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
+    let Ok(read) = std::fs::read_dir(root.join("saved")) else {
+        return Vec::new();
+    };
+    read.flatten()
+        .filter_map(|e| {
+            let meta: Value =
+                serde_json::from_slice(&std::fs::read(e.path().join("meta.json")).ok()?).ok()?;
+            Some((meta["session_id"].as_str()?.to_owned(), e.path()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_files_kept() {
+    scientific_cache();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let env = [("SANDBOX_POOL_SIZE", "0")];
+    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
+    for id in ["keep-me", "tamper-me"] {
+        first
+            .create_with(json!({"runtime": "scientific", "session_id": id}))
+            .await;
+        value(
+            &first,
+            id,
+            "import pandas as pd\ntotal = 41\nframe = pd.DataFrame({'a': [1, 2]})\nopen('data.txt', 'w').write('saved file')",
+        )
+        .await;
+    }
+    first
+        .create_with(json!({"runtime": "python-3.12", "session_id": "plain"}))
+        .await;
+    first
+        .run("plain", "y = 1\nopen('/p.txt', 'w').write('plain file')")
+        .await;
+    first.stop().await;
+    for _ in 0..200 {
+        if saved_entries(&root).len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let saved = saved_entries(&root);
+    assert_eq!(saved.len(), 3, "every sandbox is saved: {saved:?}");
+    for (id, path) in &saved {
+        assert!(
+            !path.to_string_lossy().contains(id.as_str()),
+            "a sandbox id never becomes a host path"
+        );
+    }
+    let tampered = &saved.iter().find(|(id, _)| id == "tamper-me").unwrap().1;
+    let state = tampered.join("state.bin");
+    let mut bytes = std::fs::read(&state).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&state, bytes).unwrap();
+
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
+    let status = second.ok("get_sandbox_status", json!({})).await;
+    let listed: Vec<&str> = status["saved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 3, "{status}");
+    assert_eq!(status["count"], 0, "nothing runs until a call names it");
+
+    assert_eq!(
+        value(
+            &second,
+            "keep-me",
+            "(total + 1, int(frame.a.sum()), open('data.txt').read())"
+        )
+        .await,
+        "(42, 3, 'saved file')",
+        "variables, imports and files come back"
+    );
+    let plain = second
+        .call("execute_code", json!({"session_id": "plain", "code": "y"}))
+        .await;
+    assert_eq!(
+        structured(&plain)["error"]["name"],
+        "NameError",
+        "python-3.12 keeps files only"
+    );
+    assert_eq!(
+        second.run("plain", "open('/p.txt').read()").await["value"],
+        "'plain file'"
+    );
+    let refused = second
+        .err(
+            "execute_code",
+            json!({"session_id": "tamper-me", "code": "total"}),
+        )
+        .await;
+    assert!(
+        refused.contains("damaged") && refused.contains("files are kept"),
+        "{refused}"
+    );
+    assert!(
+        tampered.join("files/data.txt").exists(),
+        "its files are kept"
+    );
+    let closed = second
+        .ok("close_sandbox", json!({"session_id": "tamper-me"}))
+        .await;
+    assert_eq!(closed["closed"], true);
+    assert!(
+        saved_entries(&root).is_empty(),
+        "restored and deleted entries are gone"
+    );
+    second.stop().await;
+}
