@@ -3,7 +3,8 @@
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-runtime="${SANDBOX_RUNTIME:-python-3.12}"
+runtime="${SANDBOX_RUNTIME:-}"
+all_args=("$@")
 dir="${SANDBOX_RUNTIME_DIR:-$script_dir/runtime}"
 manifest_dir="$script_dir/runtime"
 force=0
@@ -25,12 +26,13 @@ downloads nothing.
 
 Then, when a built mcp-code-sandbox is found (target/release/ or on PATH), it runs
 "mcp-code-sandbox prepare NAME" to compile the runtime into the module cache, so the
-server's first start does not pay for it (python-3.12: about 5 s; scientific: about
-45 s and 2.5 GiB of memory, once).
+server's first start does not pay for it (python-3.12: about 5 s; scientific, whose
+sandboxes start from a snapshot with numpy, pandas and matplotlib imported: about 3
+minutes and 2.5 GiB of memory on two cores, once).
 
 Options:
-  --runtime NAME  which runtime manifest to fetch (default: \$SANDBOX_RUNTIME or
-                  python-3.12; manifests: $(cd "$manifest_dir" && ls *.toml | sed 's/\.toml$//' | tr '\n' ' '))
+  --runtime NAME  which runtime manifest to fetch (default: \$SANDBOX_RUNTIME, or else
+                  both python-3.12 and scientific, the server's default; manifests: $(cd "$manifest_dir" && ls *.toml | sed 's/\.toml$//' | tr '\n' ' '))
   --dir DIR       where to put it (default: \$SANDBOX_RUNTIME_DIR or runtime/ beside
                   this script); the server reads the same variable
   --force         download again even if verified copies are present
@@ -51,6 +53,12 @@ while [ $# -gt 0 ]; do
     *) echo "fetch-python.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -z "$runtime" ]; then
+  # Both: the small one first (a few seconds), then the server's default.
+  "$0" --runtime python-3.12 "${all_args[@]}"
+  exec "$0" --runtime scientific "${all_args[@]}"
+fi
 
 manifest="$manifest_dir/$runtime.toml"
 [ -f "$manifest" ] || { echo "fetch-python.sh: no manifest $manifest (see --help for the list)" >&2; exit 2; }

@@ -17,6 +17,7 @@ async fn start(pool: &str) -> Client {
     let root = std::env::temp_dir().join(format!("mcp-bench-stdio-{}-{pool}", std::process::id()));
     let cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox")).configure(|c| {
         c.env("SANDBOX_LOG", "warn")
+            .env("SANDBOX_RUNTIME", "python-3.12")
             .env("SANDBOX_POOL_SIZE", pool)
             .env("SANDBOX_ROOT", &root);
     });

@@ -1,6 +1,8 @@
-//! The scientific runtime's own costs: the first imports of its libraries in
-//! a fresh sandbox, and a small data analysis (group, fit, plot to PNG) in a
-//! sandbox that has them imported. Skipped, with a note, when the runtime is
+//! The scientific runtime's own costs: creating a sandbox from its
+//! pre-initialised snapshot, the first imports of its libraries in a fresh
+//! sandbox (numpy, pandas and pyplot preloaded; scikit-learn not), forking a
+//! sandbox with data loaded, and a small data analysis (group, fit, plot to
+//! PNG) in a sandbox that has them imported. Skipped, with a note, when the runtime is
 //! not fetched (`./fetch-python.sh --runtime scientific`).
 
 mod common;
@@ -57,6 +59,38 @@ fn fresh(rt: &tokio::runtime::Runtime, app: &App, code: &str, iters: u64) -> Dur
     })
 }
 
+/// Times creating a sandbox (no pool: from the pre-initialised snapshot).
+fn create_cold(rt: &tokio::runtime::Runtime, app: &App, iters: u64) -> Duration {
+    rt.block_on(async {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let started = Instant::now();
+            let (sandbox, _) = app.manager.create(CreateRequest::default()).await.unwrap();
+            total += started.elapsed();
+            let id = sandbox.id().to_owned();
+            drop(sandbox);
+            app.manager.close(&id).await.unwrap();
+        }
+        total
+    })
+}
+
+/// Times forking `source` (closing each fork, untimed).
+fn fork(rt: &tokio::runtime::Runtime, app: &App, source: &str, iters: u64) -> Duration {
+    rt.block_on(async {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let started = Instant::now();
+            let (fork, _) = app.manager.fork(source, None).await.unwrap();
+            total += started.elapsed();
+            let id = fork.id().to_owned();
+            drop(fork);
+            app.manager.close(&id).await.unwrap();
+        }
+        total
+    })
+}
+
 fn scientific(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let Some(app) = app(&rt) else { return };
@@ -64,6 +98,12 @@ fn scientific(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(20));
+    group.bench_function("create_cold_from_snapshot", |b| {
+        b.iter_custom(|iters| create_cold(&rt, &app, iters))
+    });
+    group.bench_function("first_import_numpy_pandas_pyplot", |b| {
+        b.iter_custom(|iters| fresh(&rt, &app, "import numpy, pandas, matplotlib.pyplot", iters))
+    });
     group.bench_function("first_import_pandas", |b| {
         b.iter_custom(|iters| fresh(&rt, &app, "import pandas", iters))
     });
@@ -81,6 +121,9 @@ fn scientific(c: &mut Criterion) {
         .block_on(app.manager.create(CreateRequest::default()))
         .unwrap();
     rt.block_on(run(&sandbox, DATA));
+    group.bench_function("fork_with_data_loaded", |b| {
+        b.iter_custom(|iters| fork(&rt, &app, sandbox.id(), iters))
+    });
     group.bench_function("analysis_group_fit_plot", |b| {
         b.to_async(&rt).iter(|| async {
             let e = run(&sandbox, ANALYSIS).await;

@@ -73,7 +73,7 @@ pub struct Settings {
     #[arg(
         long,
         env = "SANDBOX_RUNTIME",
-        default_value = "python-3.12",
+        default_value = "scientific",
         global = true
     )]
     pub runtime: String,

@@ -91,6 +91,11 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Whether a sandbox is saved under `id`.
+    fn has_saved(&self, _id: &str) -> bool {
+        false
+    }
+
     /// The sandboxes saved when the server last stopped, not restored yet.
     fn saved(&self) -> Vec<SavedSandbox> {
         Vec::new()

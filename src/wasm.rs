@@ -325,6 +325,15 @@ impl Backend for WasmBackend {
             .unwrap_or_else(|| self.settings.default_runtime.clone());
         let root = self.root().await?.clone();
         let image = self.image(&name, spec.progress.as_ref()).await?;
+        // Room to run code beyond what the interpreter starts with.
+        let least = image.initial_memory + (32 << 20);
+        if spec.limits.memory_bytes < least {
+            return Err(SandboxError::InvalidArgument(format!(
+                "the runtime '{name}' starts with {} MiB of memory (its libraries already imported): memory_mb must be at least {}",
+                image.initial_memory >> 20,
+                least.div_ceil(1 << 20)
+            )));
+        }
         if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take()
             && let Some((dir, ledger, interpreter)) = warm.into_parts()
@@ -359,6 +368,12 @@ impl Backend for WasmBackend {
                 Ok(_) => Some(Err(SandboxError::UnknownSandbox(id.to_owned()))),
             },
         }
+    }
+
+    fn has_saved(&self, id: &str) -> bool {
+        self.saved
+            .as_ref()
+            .is_some_and(|s| s.runtime_of(id).is_some())
     }
 
     fn saved(&self) -> Vec<SavedSandbox> {

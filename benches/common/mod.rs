@@ -27,6 +27,11 @@ pub fn try_app(rt: &tokio::runtime::Runtime, bench: &str, flags: &[&str]) -> Opt
         "--root",
         root.to_str().unwrap(),
     ];
+    // The figures in the README are for python-3.12 unless a bench names
+    // its runtime.
+    if !flags.contains(&"--runtime") {
+        args.extend_from_slice(&["--runtime", "python-3.12"]);
+    }
     args.extend_from_slice(flags);
     let cli = Cli::try_parse_from(args).unwrap();
     let config = Config::from_settings(&cli.settings).unwrap();

@@ -91,11 +91,11 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
         } else if file_type.is_file() {
             let meta = entry.metadata()?;
             charge(ledger, held_bytes(&meta))?;
-            let mut source = entry.open()?;
+            let source = entry.open()?.into_std();
             let mut options = OpenOptions::new();
             options.write(true).create_new(true);
-            let mut target = level.to.open_with(&name, &options)?;
-            io::copy(&mut source, &mut target)?;
+            let target = level.to.open_with(&name, &options)?.into_std();
+            copy_data(&source, &target, meta.len())?;
         } else if file_type.is_symlink() {
             charge(ledger, ENTRY_BLOCK)?;
             let target = level.from.read_link(&name)?;
@@ -107,6 +107,38 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
         report.copied += 1;
     }
     Ok(report)
+}
+
+/// Copies the data of `source` (`len` bytes long) into the empty `target`,
+/// leaving its holes holes: only the ranges that hold data are read and
+/// written, so the copy holds no more disk than the source (a sparse file of
+/// gigabytes that holds nothing stays that way).
+fn copy_data(source: &std::fs::File, target: &std::fs::File, len: u64) -> io::Result<()> {
+    use rustix::fs::{SeekFrom, seek};
+    use std::os::unix::fs::FileExt;
+    let mut buffer = vec![0u8; 256 << 10];
+    let mut at = 0u64;
+    while at < len {
+        let start = match seek(source, SeekFrom::Data(at)) {
+            Ok(start) => start,
+            // No data past `at`: the rest is a hole.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let end = seek(source, SeekFrom::Hole(start))?.min(len);
+        let mut offset = start;
+        while offset < end {
+            let want = ((end - offset) as usize).min(buffer.len());
+            let got = source.read_at(&mut buffer[..want], offset)?;
+            if got == 0 {
+                break;
+            }
+            target.write_all_at(&buffer[..got], offset)?;
+            offset += got as u64;
+        }
+        at = end.max(start + 1);
+    }
+    target.set_len(len)
 }
 
 fn charge(ledger: &QuotaLedger, bytes: u64) -> Result<(), CopyError> {
@@ -168,5 +200,36 @@ mod tests {
             copy_tree(&open(src.path()), &open(small.path()), &ledger),
             Err(CopyError::NoRoom)
         ));
+    }
+
+    #[test]
+    fn a_sparse_file_stays_sparse_and_keeps_its_data() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sparse = std::fs::File::create(src.path().join("sparse")).unwrap();
+        sparse.set_len(8 << 30).unwrap();
+        sparse.write_all_at(b"start", 0).unwrap();
+        sparse.write_all_at(b"end", (8 << 30) - 3).unwrap();
+        let ledger = QuotaLedger::new(
+            Arc::new(open(dst.path())),
+            dst.path(),
+            DiskQuota::new(1 << 20, 100),
+            Budget::unlimited(),
+        );
+        copy_tree(&open(src.path()), &open(dst.path()), &ledger).unwrap();
+        let copy = std::fs::File::open(dst.path().join("sparse")).unwrap();
+        let meta = copy.metadata().unwrap();
+        assert_eq!(meta.len(), 8 << 30);
+        assert!(
+            meta.blocks() * 512 < 1 << 20,
+            "{} bytes held",
+            meta.blocks() * 512
+        );
+        let mut end = [0u8; 3];
+        copy.read_exact_at(&mut end, (8 << 30) - 3).unwrap();
+        assert_eq!(&end, b"end");
+        let mut start = [0u8; 5];
+        copy.read_exact_at(&mut start, 0).unwrap();
+        assert_eq!(&start, b"start");
     }
 }

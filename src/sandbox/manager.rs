@@ -221,6 +221,10 @@ impl SandboxManager {
         let id = match request.id {
             Some(id) => {
                 validate_id(&id)?;
+                // A sandbox saved under that id is the existing one.
+                if self.get(&id).is_err() && self.backends.iter().any(|b| b.has_saved(&id)) {
+                    return Ok((self.get_or_restore(&id).await?, false));
+                }
                 id
             }
             None => generate_id(),
@@ -266,6 +270,7 @@ impl SandboxManager {
         let reservation = Reservation {
             slots: &self.slots,
             id: &id,
+            existing: None,
         };
 
         let spec = SandboxSpec {
@@ -310,7 +315,10 @@ impl SandboxManager {
         };
         {
             let mut slots = lock(&self.slots);
-            if slots.live.contains_key(&id) || slots.reserved.contains(&id) {
+            if slots.live.contains_key(&id)
+                || slots.reserved.contains(&id)
+                || self.backends.iter().any(|b| b.has_saved(&id))
+            {
                 return Err(SandboxError::InvalidArgument(format!(
                     "a sandbox '{id}' already exists: give the fork another new_session_id, or leave it out to get a fresh one"
                 )));
@@ -323,6 +331,7 @@ impl SandboxManager {
         let reservation = Reservation {
             slots: &self.slots,
             id: &id,
+            existing: None,
         };
         let Ok(mut guard) = source.interpreter.try_lock() else {
             return Err(SandboxError::InvalidArgument(format!(
@@ -381,7 +390,15 @@ impl SandboxManager {
     /// was none with that id.
     pub async fn close(&self, id: &str) -> Result<bool, SandboxError> {
         validate_id(id)?;
-        let sandbox = lock(&self.slots).live.remove(id);
+        let sandbox = {
+            let mut slots = lock(&self.slots);
+            if slots.reserved.contains(id) {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "sandbox '{id}' is being created or restored by another call right now; close it once that call has finished"
+                )));
+            }
+            slots.live.remove(id)
+        };
         match sandbox {
             Some(sandbox) => {
                 sandbox.shut().await;
@@ -398,54 +415,66 @@ impl SandboxManager {
             Err(SandboxError::UnknownSandbox(missing)) => missing,
             found => return found,
         };
-        for backend in &self.backends {
-            let kind = backend.kind();
-            let Some(restoring) = backend.restore(id, self.settings.limits.clone()).await else {
-                continue;
-            };
-            let restored = restoring?;
-            let (sandbox, _) =
-                self.adopt(id.to_owned(), kind, restored.interpreter, restored.limits)?;
-            tracing::info!(
-                id,
-                state_kept = restored.state_kept,
-                "restored a sandbox saved when the server last stopped"
-            );
-            return Ok(sandbox);
+        let Some(backend) = self.backends.iter().find(|b| b.has_saved(id)) else {
+            return Err(SandboxError::UnknownSandbox(missing));
+        };
+        // The slot is held while the sandbox comes back, so a full server
+        // refuses before anything is moved, and a second call for the same
+        // id is told to wait instead of racing this one.
+        let reservation = self.reserve(id)?;
+        if let Some(existing) = reservation.existing.clone() {
+            return Ok(existing);
         }
-        Err(SandboxError::UnknownSandbox(missing))
-    }
-
-    /// Puts an interpreter made outside [`SandboxManager::create`] in place
-    /// under `id`, within the cap (an existing id is reported, not replaced).
-    fn adopt(
-        &self,
-        id: String,
-        backend: BackendKind,
-        interpreter: Box<dyn CodeInterpreter>,
-        limits: SandboxLimits,
-    ) -> Result<(Arc<Sandbox>, bool), SandboxError> {
-        let mut slots = lock(&self.slots);
-        if let Some(existing) = slots.live.get(&id) {
-            return Ok((existing.clone(), false));
-        }
-        if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
-            return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
-        }
+        let Some(restoring) = backend.restore(id, self.settings.limits.clone()).await else {
+            return Err(SandboxError::UnknownSandbox(missing));
+        };
+        let restored = restoring?;
         let now = SystemTime::now();
         let sandbox = Arc::new(Sandbox {
-            id: id.clone(),
-            backend,
-            runtime: interpreter.runtime(),
-            limits,
+            id: id.to_owned(),
+            backend: backend.kind(),
+            runtime: restored.interpreter.runtime(),
+            limits: restored.limits,
             created: now,
             last_used: Mutex::new(now),
             executions: AtomicU64::new(0),
             closing: CancellationToken::new(),
-            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
+            interpreter: tokio::sync::Mutex::new(Some(restored.interpreter)),
         });
-        slots.live.insert(id, sandbox.clone());
-        Ok((sandbox, true))
+        reservation.fulfil(sandbox.clone());
+        tracing::info!(
+            id,
+            state_kept = restored.state_kept,
+            "restored a sandbox saved when the server last stopped"
+        );
+        Ok(sandbox)
+    }
+
+    /// Holds `id` against the sandbox cap while it is restored; a live
+    /// sandbox of that id is handed back in the reservation instead.
+    fn reserve<'a>(&'a self, id: &'a str) -> Result<Reservation<'a>, SandboxError> {
+        let mut slots = lock(&self.slots);
+        if let Some(existing) = slots.live.get(id) {
+            return Ok(Reservation {
+                slots: &self.slots,
+                id,
+                existing: Some(existing.clone()),
+            });
+        }
+        if slots.reserved.contains(id) {
+            return Err(SandboxError::InvalidArgument(format!(
+                "sandbox '{id}' is being created or restored by another call right now; try again in a moment"
+            )));
+        }
+        if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
+            return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
+        }
+        slots.reserved.insert(id.to_owned());
+        Ok(Reservation {
+            slots: &self.slots,
+            id,
+            existing: None,
+        })
     }
 
     /// The sandboxes saved when the server last stopped, not restored yet.
@@ -457,7 +486,11 @@ impl SandboxManager {
     /// the rest (at shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<Sandbox>> = lock(&self.slots).live.drain().map(|(_, s)| s).collect();
-        futures::future::join_all(all.iter().map(|s| s.save_and_shut())).await;
+        // One at a time: each save holds a copy of its interpreter's memory.
+        for sandbox in &all {
+            sandbox.save().await;
+        }
+        futures::future::join_all(all.iter().map(|s| s.shut())).await;
     }
 
     /// Closes sandboxes that have been idle longer than the idle timeout;
@@ -654,11 +687,11 @@ impl Sandbox {
 
     /// Stops whatever runs in it and releases it.
     /// Saves the sandbox for the next start when its backend keeps saved
-    /// sandboxes, then closes it.
-    async fn save_and_shut(&self) {
+    /// sandboxes (a call in progress is stopped first).
+    async fn save(&self) {
         self.closing.cancel();
         let mut guard = self.interpreter.lock().await;
-        if let Some(mut interpreter) = guard.take() {
+        if let Some(interpreter) = guard.as_mut() {
             match interpreter.save(&self.id).await {
                 Ok(true) => tracing::info!(id = %self.id, "saved the sandbox for the next start"),
                 Ok(false) => {}
@@ -666,7 +699,6 @@ impl Sandbox {
                     tracing::warn!(id = %self.id, error = %e, "could not save the sandbox; it is closed")
                 }
             }
-            interpreter.close().await;
         }
     }
 
@@ -683,6 +715,8 @@ impl Sandbox {
 struct Reservation<'a> {
     slots: &'a Mutex<Slots>,
     id: &'a str,
+    /// The live sandbox of that id, when there was one (nothing is held).
+    existing: Option<Arc<Sandbox>>,
 }
 
 impl Reservation<'_> {
@@ -698,7 +732,9 @@ impl Reservation<'_> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        lock(self.slots).reserved.remove(self.id);
+        if self.existing.is_none() {
+            lock(self.slots).reserved.remove(self.id);
+        }
     }
 }
 

@@ -69,6 +69,9 @@ pub(crate) struct GuestImage {
     /// Whether the module is pre-initialised and driven turn by turn (see
     /// [`super::turns`]); otherwise it runs the driver's loop to its end.
     pub turns: bool,
+    /// Bytes of linear memory an interpreter starts with (a snapshot's
+    /// heap): the least memory cap a sandbox of this runtime can have.
+    pub initial_memory: u64,
     /// What an interpreter's saved state must have been made with to be
     /// restored here (the runtime, the driver and the preloaded modules).
     pub state_key: String,

@@ -138,6 +138,7 @@ pub(crate) fn load(
         fuel_metered: settings.engine.fuel,
         quota_gated,
         turns,
+        initial_memory: initial_memory(&module),
         state_key,
         mounts,
         built_in: Arc::new(built_in),
@@ -291,6 +292,15 @@ fn preinitialised(
         ))
     })?;
     Ok((module, true))
+}
+
+/// Bytes of linear memory an instance of `module` starts with.
+fn initial_memory(module: &Module) -> u64 {
+    module
+        .exports()
+        .find_map(|e| e.ty().memory().map(|m| m.minimum()))
+        .unwrap_or(0)
+        .saturating_mul(64 << 10)
 }
 
 /// The cache key of a runtime's pre-initialised module.

@@ -179,9 +179,16 @@ impl WasmSandbox {
                 sandbox.interpreter = Some(interpreter);
                 sandbox.executions = restorable.meta.executions;
                 if files_only {
+                    let why = if sandbox.image.turns {
+                        "its interpreter was not running when the server stopped (a call in progress, or a limit, had stopped it)".to_owned()
+                    } else {
+                        format!(
+                            "the interpreter of the runtime '{}' cannot be saved",
+                            sandbox.image.manifest.name
+                        )
+                    };
                     sandbox.lost_state = Some(format!(
-                        "the sandbox was restored after the server restarted with its files only: the interpreter of the runtime '{}' cannot be saved, so variables, imports and definitions are lost",
-                        sandbox.image.manifest.name
+                        "the sandbox was restored after the server restarted with its files only: {why}, so variables, imports and definitions are lost"
                     ));
                 }
                 let _ = tokio::task::spawn_blocking(move || remove_tree(&restorable.entry)).await;
@@ -553,10 +560,33 @@ impl CodeInterpreter for WasmSandbox {
                 "the sandbox's interpreter has stopped, so there is no state to fork; run code in it first (a fresh interpreter starts), then fork".into(),
             ));
         };
-        let state = interpreter.capture().await.map_err(SandboxError::Runtime)?;
+        // The copy taken in passing and the fork's own memory both come out
+        // of the server's memory budget: refuse before taking either.
+        let size = interpreter.memory_bytes();
+        let budget = self.image.memory_budget.clone();
+        if !budget.try_charge(size.saturating_mul(2)) {
+            return Err(SandboxError::InvalidArgument(format!(
+                "cannot fork: the copy needs {} MiB of the server's memory budget (SANDBOX_MEMORY_BUDGET_MB), which has {} MiB free; close sandboxes, or fork later",
+                (size * 2) >> 20,
+                budget.free() >> 20
+            )));
+        }
+        // The fork's instance charges its own memory as it grows.
+        budget.release(size);
+        let state = interpreter.capture().await.map_err(|e| {
+            budget.release(size);
+            SandboxError::Runtime(e)
+        })?;
         let open_files_not_carried = state.open_files;
-        let host_dir = self.root.create_sandbox_dir()?;
+        let host_dir = match self.root.create_sandbox_dir() {
+            Ok(dir) => dir,
+            Err(e) => {
+                budget.release(size);
+                return Err(e);
+            }
+        };
         let copied = self.fill_fork(&host_dir, state).await;
+        budget.release(size);
         match copied {
             Ok((sandbox, files_copied)) => Ok(Forked {
                 interpreter: Box::new(sandbox),

@@ -115,9 +115,7 @@ impl SavedStore {
             .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
         let written = (|| {
             if let Some(state) = state {
-                let bytes = state.to_bytes();
-                meta.state_sha256 = Some(hex(&Sha256::digest(&bytes)));
-                write_synced(&partial.join(STATE), &bytes)?;
+                meta.state_sha256 = Some(write_state(&partial.join(STATE), state)?);
             }
             let json = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
             write_synced(&partial.join(META), &json)?;
@@ -130,8 +128,7 @@ impl SavedStore {
             let _ = remove_tree(&partial);
             return Err(e);
         }
-        self.trim(&entry);
-        Ok(())
+        self.trim(&entry)
     }
 
     /// The saved sandbox `id`, checked for use by a server whose module for
@@ -215,27 +212,39 @@ impl SavedStore {
         }
     }
 
-    /// Deletes the oldest entries until all fit the size limit; `newest` (the
-    /// entry just saved) goes too when it alone does not fit.
-    fn trim(&self, newest: &Path) {
-        let mut all: Vec<(PathBuf, u64, u64)> = self
+    /// Makes room for `newest` (the entry just saved) by deleting the oldest
+    /// others; when it alone is over the size limit, it is deleted instead
+    /// and nothing else is touched.
+    fn trim(&self, newest: &Path) -> Result<(), String> {
+        let own = tree_bytes(newest);
+        if own > self.max_bytes {
+            let _ = remove_tree(newest);
+            return Err(format!(
+                "the sandbox takes {} MiB, more than SANDBOX_SAVED_MAX_MB ({} MiB) allows",
+                own >> 20,
+                self.max_bytes >> 20
+            ));
+        }
+        let mut others: Vec<(PathBuf, u64, u64)> = self
             .entries()
             .into_iter()
+            .filter(|(path, _)| path != newest)
             .map(|(path, meta)| {
                 let bytes = tree_bytes(&path);
                 (path, meta.saved_at, bytes)
             })
             .collect();
-        all.sort_by_key(|(path, saved_at, _)| (path == newest, *saved_at));
-        let mut total: u64 = all.iter().map(|(_, _, b)| b).sum();
-        for (path, _, bytes) in all {
+        others.sort_by_key(|(_, saved_at, _)| *saved_at);
+        let mut total: u64 = own + others.iter().map(|(_, _, b)| b).sum::<u64>();
+        for (path, _, bytes) in others {
             if total <= self.max_bytes {
                 break;
             }
-            tracing::warn!(path = %path.display(), "deleting a saved sandbox: saved sandboxes would take more than SANDBOX_SAVED_MAX_MB");
+            tracing::warn!(path = %path.display(), "deleting the oldest saved sandbox: saved sandboxes would take more than SANDBOX_SAVED_MAX_MB");
             let _ = remove_tree(&path);
             total -= bytes;
         }
+        Ok(())
     }
 }
 
@@ -302,6 +311,40 @@ fn check(
     })
 }
 
+/// Writes `state` to a new file at `path`, leaving pages of zeros as holes
+/// (they hold no disk); returns the sha256 of its bytes.
+fn write_state(path: &Path, state: &StateImage) -> Result<String, String> {
+    struct Sparse {
+        file: fs::File,
+        hash: Sha256,
+        at: u64,
+    }
+    impl std::io::Write for Sparse {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            use std::os::unix::fs::FileExt;
+            self.hash.update(buf);
+            if buf.iter().any(|&b| b != 0) {
+                self.file.write_all_at(buf, self.at)?;
+            }
+            self.at += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut out = Sparse {
+        file: fs::File::create(path).map_err(failed)?,
+        hash: Sha256::new(),
+        at: 0,
+    };
+    state.write_to(&mut out).map_err(failed)?;
+    out.file.set_len(out.at).map_err(failed)?;
+    out.file.sync_all().map_err(failed)?;
+    Ok(hex(&out.hash.finalize()))
+}
+
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let mut file =
         fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -321,8 +364,10 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Bytes held by the files under `path` (links not followed).
+/// Bytes the files under `path` hold on disk (holes are free; links are
+/// not followed).
 fn tree_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
     let mut total = 0;
     let mut stack = vec![path.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -336,7 +381,7 @@ fn tree_bytes(path: &Path) -> u64 {
                     stack.push(entry.path());
                 }
             } else {
-                total += meta.len();
+                total += meta.len().min(meta.blocks().saturating_mul(512));
             }
         }
     }

@@ -116,28 +116,38 @@ impl StateImage {
     }
 
     /// The image as bytes: a header, the globals, then the memory.
+    #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.memory.len() + 64 * self.globals.len() + 16);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&(self.globals.len() as u32).to_le_bytes());
+        let mut out = Vec::with_capacity(self.memory.len() + 64 * self.globals.len() + 64);
+        self.write_to(&mut out).expect("writing to memory");
+        out
+    }
+
+    /// Writes the image (as [`StateImage::to_bytes`] lays it out) to `out`,
+    /// the memory in 64 KiB writes (so a writer can skip pages of zeros).
+    pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(MAGIC)?;
+        out.write_all(&(self.globals.len() as u32).to_le_bytes())?;
         for (name, value) in &self.globals {
-            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
+            out.write_all(&(name.len() as u32).to_le_bytes())?;
+            out.write_all(name.as_bytes())?;
             let (kind, bits) = match *value {
                 GlobalValue::I32(v) => (0u8, v as u32 as u64),
                 GlobalValue::I64(v) => (1, v as u64),
                 GlobalValue::F32(v) => (2, u64::from(v)),
                 GlobalValue::F64(v) => (3, v),
             };
-            out.push(kind);
-            out.extend_from_slice(&bits.to_le_bytes());
+            out.write_all(&[kind])?;
+            out.write_all(&bits.to_le_bytes())?;
         }
-        out.extend_from_slice(&(self.memory.len() as u64).to_le_bytes());
-        out.extend_from_slice(&self.memory);
-        out
+        out.write_all(&(self.memory.len() as u64).to_le_bytes())?;
+        for page in self.memory.chunks(PAGE) {
+            out.write_all(page)?;
+        }
+        Ok(())
     }
 
-    /// Reads an image written by [`StateImage::to_bytes`].
+    /// Reads an image written by [`StateImage::write_to`].
     pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
         let mut reader = Reader(bytes);
         if reader.take(MAGIC.len())? != MAGIC {

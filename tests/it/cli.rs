@@ -10,6 +10,7 @@ fn command() -> Command {
     let mut c = Command::new(binary());
     let tmp = std::env::temp_dir().join(format!("mcp-cli-{}", std::process::id()));
     c.env("SANDBOX_CACHE_DIR", shared_cache())
+        .env("SANDBOX_RUNTIME", "python-3.12")
         .env("SANDBOX_ROOT", tmp)
         .env("SANDBOX_LOG", "warn");
     c
@@ -193,4 +194,23 @@ fn exec_prints_whole_output_keeps_the_value_on_its_own_line_and_saves_figures_he
     );
     let png = std::fs::read(here.path().join("figure-1.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"));
+}
+
+#[test]
+fn the_default_runtime_is_the_scientific_one_with_its_libraries_imported() {
+    crate::support::scientific_cache();
+    let out = command()
+        .env_remove("SANDBOX_RUNTIME")
+        .args([
+            "exec",
+            "import sys\n(sys.version_info[:2], 'pandas' in sys.modules)",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "((3, 15), True)\n");
 }

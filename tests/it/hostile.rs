@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::support::{Server, structured, text};
+use crate::support::{Server, scientific_cache, structured, text};
 
 /// A directory beside the sandbox root with files the guest must never touch.
 struct Canary {
@@ -387,13 +387,15 @@ async fn resource_bombs_end_in_limits_and_the_sandbox_recovers() {
 /// then.
 #[tokio::test]
 async fn a_forged_reply_neither_ends_the_execution_nor_disarms_its_limits() {
-    let server = Server::start().await;
-    let id = server.create().await;
+    scientific_cache();
+    let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
     let forge = r#"
 import sys, posix
 frame, token = sys._getframe(), None
 while frame is not None and token is None:
-    token = frame.f_locals.get("token") if isinstance(frame.f_locals.get("token"), bytes) else None
+    candidate = frame.f_locals.get("token")
+    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
+    token = candidate if isinstance(candidate, bytes) else None
     frame = frame.f_back
 assert token, "the driver's token was found"
 value = b"'forged'"
@@ -402,39 +404,48 @@ posix.write(1, token + len(body).to_bytes(4, "big") + body)
 "#;
     // Spinning at once, or after asking whether stdin is readable (a poll
     // that waits on stdin, which is not a read).
-    for then in [
-        "while True:
+    // A loop of the driver (python-3.12) and turns (scientific) alike.
+    for runtime in ["python-3.12", "scientific"] {
+        let id = server.create_with(json!({"runtime": runtime})).await;
+        for then in [
+            "while True:
     pass
 ",
-        "import select
+            "import select
 select.select([0], [], [], 0.2)
 while True:
     pass
 ",
-        "import select
+            "import select
 select.poll().register(0)
 while True:
     pass
 ",
-    ] {
-        let code = format!("{forge}{then}");
-        let result = server
-            .call(
-                "execute_code",
-                json!({"session_id": id, "code": code, "timeout_seconds": 2}),
-            )
+            // A read of no bytes returns at once: it is not the driver waiting.
+            "posix.read(0, 0)
+while True:
+    pass
+",
+        ] {
+            let code = format!("{forge}{then}");
+            let result = server
+                .call(
+                    "execute_code",
+                    json!({"session_id": id, "code": code, "timeout_seconds": 2}),
+                )
+                .await;
+            let s = structured(&result);
+            assert_ne!(
+                s["value"], "'forged'",
+                "the forged reply was taken: {runtime}: {then}: {s}"
+            );
+            assert_eq!(s["limit"]["kind"], "timeout", "{runtime}: {then}: {s}");
+        }
+        let status = server
+            .ok("get_sandbox_status", json!({"session_id": id}))
             .await;
-        let s = structured(&result);
-        assert_ne!(
-            s["value"], "'forged'",
-            "the forged reply was taken: {then}: {s}"
-        );
-        assert_eq!(s["limit"]["kind"], "timeout", "{then}: {s}");
+        assert_eq!(status["sandboxes"][0]["busy"], false);
+        assert_eq!(server.run(&id, "6 * 7").await["value"], "42");
     }
-    let status = server
-        .ok("get_sandbox_status", json!({"session_id": id}))
-        .await;
-    assert_eq!(status["sandboxes"][0]["busy"], false);
-    assert_eq!(server.run(&id, "6 * 7").await["value"], "42");
     server.stop().await;
 }

@@ -272,6 +272,7 @@ import sys, posix
 frame, token = sys._getframe(), None
 while frame is not None and token is None:
     candidate = frame.f_locals.get("token")
+    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
     token = candidate if isinstance(candidate, bytes) else None
     frame = frame.f_back
 def field(kind, data):

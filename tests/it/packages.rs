@@ -512,6 +512,7 @@ async fn wheelhouse_add_fills_a_directory_that_then_works_offline() {
             .env("HOME", tmp.path())
             .env("SANDBOX_CACHE_DIR", tmp.path().join("cache"))
             .env("SANDBOX_ROOT", tmp.path().join("root"))
+            .env("SANDBOX_RUNTIME", "python-3.12")
             .env("SANDBOX_INDEX_URL", &index.url)
             .env("PIP_CONFIG_FILE", "/dev/null")
             .env("SANDBOX_LOG", "warn")
@@ -713,6 +714,7 @@ async fn a_long_install_reports_progress_to_a_client_that_asks() {
             .env("HOME", tmp.path())
             .env("SANDBOX_CACHE_DIR", &cache)
             .env("SANDBOX_ROOT", &root)
+            .env("SANDBOX_RUNTIME", "python-3.12")
             .env("SANDBOX_LOG", "warn")
             .env("SANDBOX_INDEX_URL", &index.url)
             .env("PIP_CONFIG_FILE", "/dev/null");

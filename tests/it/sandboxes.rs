@@ -197,6 +197,7 @@ async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_
     // A server killed outright leaves its directory behind.
     let mut child = std::process::Command::new(crate::support::binary())
         .env("SANDBOX_ROOT", &root)
+        .env("SANDBOX_RUNTIME", "python-3.12")
         .env("SANDBOX_CACHE_DIR", crate::support::shared_cache())
         .env("SANDBOX_LOG", "warn")
         .stdin(std::process::Stdio::piped())

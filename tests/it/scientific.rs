@@ -508,6 +508,7 @@ async fn a_first_compile_reports_progress_instead_of_looking_hung() {
             .env("SANDBOX_CACHE_DIR", cache.path())
             .env("SANDBOX_RUNTIME_DIR", runtimes.path())
             .env("SANDBOX_ROOT", home.path().join("root"))
+            .env("SANDBOX_RUNTIME", "python-3.12")
             .env("SANDBOX_POOL_SIZE", "0")
             .env("SANDBOX_LOG", "warn");
     });

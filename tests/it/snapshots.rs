@@ -242,7 +242,13 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
     bytes[middle] ^= 0xff;
     std::fs::write(&state, bytes).unwrap();
 
-    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
+    // One sandbox at a time, to see a restore refused at the cap lose nothing.
+    let second = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        root.clone(),
+        &[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_MAX_SANDBOXES", "1")],
+    )
+    .await;
     let status = second.ok("get_sandbox_status", json!({})).await;
     let listed: Vec<&str> = status["saved"]
         .as_array()
@@ -253,6 +259,23 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
     assert_eq!(listed.len(), 3, "{status}");
     assert_eq!(status["count"], 0, "nothing runs until a call names it");
 
+    let filler = second.create().await;
+    let full = second
+        .err(
+            "execute_code",
+            json!({"session_id": "keep-me", "code": "total"}),
+        )
+        .await;
+    assert!(full.contains("maximum of 1"), "{full}");
+    assert_eq!(
+        saved_entries(&root).len(),
+        3,
+        "a refused restore keeps the saved sandbox"
+    );
+    second
+        .ok("close_sandbox", json!({"session_id": filler}))
+        .await;
+
     assert_eq!(
         value(
             &second,
@@ -262,6 +285,17 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
         .await,
         "(42, 3, 'saved file')",
         "variables, imports and files come back"
+    );
+    second
+        .ok("close_sandbox", json!({"session_id": "keep-me"}))
+        .await;
+
+    let again = second
+        .ok("create_sandbox", json!({"session_id": "plain"}))
+        .await;
+    assert_eq!(
+        again["created"], false,
+        "a saved id is the existing sandbox: {again}"
     );
     let plain = second
         .call("execute_code", json!({"session_id": "plain", "code": "y"}))
@@ -275,6 +309,9 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
         second.run("plain", "open('/p.txt').read()").await["value"],
         "'plain file'"
     );
+    second
+        .ok("close_sandbox", json!({"session_id": "plain"}))
+        .await;
     let refused = second
         .err(
             "execute_code",

@@ -24,7 +24,7 @@ pub fn shared_cache() -> PathBuf {
     static PREPARE: Once = Once::new();
     PREPARE.call_once(|| {
         let status = std::process::Command::new(binary())
-            .arg("prepare")
+            .args(["prepare", "python-3.12"])
             .env("SANDBOX_CACHE_DIR", &dir)
             .env("SANDBOX_ROOT", dir.join("prepare-root"))
             .env("SANDBOX_LOG", "warn")
@@ -104,6 +104,8 @@ impl Server {
                 .env("HOME", tmp.path())
                 .env("SANDBOX_CACHE_DIR", &cache)
                 .env("SANDBOX_ROOT", &root)
+                // Most tests use the small runtime; scientific ones ask for theirs.
+                .env("SANDBOX_RUNTIME", "python-3.12")
                 .env("SANDBOX_LOG", "info");
             for (k, v) in env {
                 c.env(k, v);
