@@ -326,10 +326,10 @@ impl Backend for WasmBackend {
         let root = self.root().await?.clone();
         let image = self.image(&name, spec.progress.as_ref()).await?;
         // Room to run code beyond what the interpreter starts with.
-        let least = image.initial_memory + (32 << 20);
+        let least = image.initial_memory + (16 << 20);
         if spec.limits.memory_bytes < least {
             return Err(SandboxError::InvalidArgument(format!(
-                "the runtime '{name}' starts with {} MiB of memory (its libraries already imported): memory_mb must be at least {}",
+                "the runtime '{name}' starts with {} MiB of memory: memory_mb must be at least {}",
                 image.initial_memory >> 20,
                 least.div_ceil(1 << 20)
             )));

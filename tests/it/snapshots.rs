@@ -143,6 +143,16 @@ async fn a_fork_is_refused_while_the_source_runs_over_the_cap_and_for_python_3_1
     scientific_cache();
     let server =
         Server::start_with(&[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_MAX_SANDBOXES", "3")]).await;
+    let too_small = server
+        .err(
+            "create_sandbox",
+            json!({"runtime": "scientific", "memory_mb": 64}),
+        )
+        .await;
+    assert!(
+        too_small.contains("memory_mb must be at least"),
+        "the snapshot's memory is named: {too_small}"
+    );
     let source = create(&server).await;
     let plain = server.create_with(json!({"runtime": "python-3.12"})).await;
     let refused = server
