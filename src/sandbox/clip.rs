@@ -18,7 +18,7 @@ pub const MARKER_ROOM: usize = 80;
 /// backend's driver does the same in Python), so a result reads the same
 /// whichever ran it, and a traceback keeps its last line.
 pub fn cap_value_text(text: String, limit: usize) -> String {
-    if text.len() <= limit {
+    if rendered_len(text.as_bytes()) <= limit {
         return text;
     }
     let half = limit.saturating_sub(MARKER_ROOM) / 2;
@@ -56,6 +56,11 @@ pub fn head_and_tail(head: &[u8], tail: &[u8], total: u64, whereabouts: &str) ->
     {
         tail_start += newline + 1;
     }
+    // What the model receives is escaped JSON: control characters and bytes
+    // that are not UTF-8 take more room there than here, so each part is
+    // cut to the room its raw length would take.
+    head_end = fit_prefix(&head[..head_end], head.len());
+    tail_start = tail.len() - fit_suffix(&tail[tail_start..], tail.len());
     let (head, tail) = (&head[..head_end], &tail[tail_start..]);
     let left_out = total.saturating_sub((head.len() + tail.len()) as u64);
     let break_before = if head.is_empty() || head.ends_with(b"\n") {
@@ -68,6 +73,71 @@ pub fn head_and_tail(head: &[u8], tail: &[u8], total: u64, whereabouts: &str) ->
         String::from_utf8_lossy(head),
         String::from_utf8_lossy(tail)
     )
+}
+
+/// Bytes `bytes` take in a result once decoded (a byte that is not UTF-8
+/// becomes a 3-byte replacement character) and escaped in JSON (a control
+/// character other than a line break or a tab becomes `\u00XX`).
+pub fn rendered_len(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|c| chunk_cost(c.valid()) + 3 * c.invalid().len())
+        .sum()
+}
+
+fn chunk_cost(text: &str) -> usize {
+    text.chars().map(char_cost).sum()
+}
+
+fn char_cost(c: char) -> usize {
+    match c {
+        '\n' | '\t' => 1,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// How many of the first bytes of `bytes` fit in `room` rendered bytes,
+/// ending at a character boundary.
+fn fit_prefix(bytes: &[u8], room: usize) -> usize {
+    let (mut used, mut kept) = (0, 0);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            used += char_cost(c);
+            if used > room {
+                return kept;
+            }
+            kept += c.len_utf8();
+        }
+        for _ in chunk.invalid() {
+            used += 3;
+            if used > room {
+                return kept;
+            }
+            kept += 1;
+        }
+    }
+    kept
+}
+
+/// How many of the last bytes of `bytes` fit in `room` rendered bytes,
+/// starting at a character boundary.
+fn fit_suffix(bytes: &[u8], room: usize) -> usize {
+    // (raw length, rendered cost) of each character or stray byte, in order.
+    let mut pieces: Vec<(usize, usize)> = Vec::new();
+    for chunk in bytes.utf8_chunks() {
+        pieces.extend(chunk.valid().chars().map(|c| (c.len_utf8(), char_cost(c))));
+        pieces.extend(chunk.invalid().iter().map(|_| (1, 3)));
+    }
+    let (mut used, mut kept) = (0, 0);
+    for (raw, cost) in pieces.into_iter().rev() {
+        used += cost;
+        if used > room {
+            break;
+        }
+        kept += raw;
+    }
+    kept
 }
 
 /// An exception with its message and traceback cut to `limit` bytes each.
@@ -129,12 +199,16 @@ impl StreamClip {
     /// The stream's text: whole, or its head and tail (with `whereabouts`
     /// after the marker, e.g. where the whole stream is) within the limit.
     pub fn text(&self, whereabouts: &str) -> String {
-        if !self.is_cut() {
+        if !self.is_cut() && rendered_len(&self.head) <= self.limit {
             return String::from_utf8_lossy(&self.head).into_owned();
         }
         let half = self.limit.saturating_sub(MARKER_ROOM + whereabouts.len()) / 2;
         let head = &self.head[..half.min(self.head.len())];
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let tail: Vec<u8> = if self.is_cut() {
+            self.tail.iter().copied().collect()
+        } else {
+            self.head.clone()
+        };
         head_and_tail(
             head,
             &tail[tail.len().saturating_sub(half)..],
@@ -208,5 +282,32 @@ mod tests {
         short.push(b"hi\n");
         assert!(!short.is_cut());
         assert_eq!(short.text("ignored"), "hi\n");
+    }
+
+    #[test]
+    fn bytes_that_grow_in_a_result_are_cut_to_the_room_they_take_there() {
+        for (what, bytes) in [
+            ("not UTF-8", vec![0xffu8; 4000]),
+            ("control characters", vec![0x01u8; 4000]),
+        ] {
+            let mut clip = StreamClip::new(1000);
+            clip.push(&bytes);
+            let text = clip.text("");
+            let rendered = serde_json::to_string(&text).unwrap().len();
+            assert!(rendered <= 1000 + 100, "{what}: {rendered} bytes in JSON");
+            assert!(text.contains("bytes left out"), "{what}: {text}");
+        }
+        let mut short = StreamClip::new(1000);
+        short.push(&[0xff; 400]);
+        let text = short.text("");
+        assert!(serde_json::to_string(&text).unwrap().len() <= 1100);
+        assert!(
+            text.contains("left out"),
+            "under the limit raw, over it rendered"
+        );
+        let value = cap_value_text("\u{1}".repeat(4000), 1000);
+        assert!(serde_json::to_string(&value).unwrap().len() <= 1100);
+        let plain = cap_value_text("line\n".repeat(100), 1000);
+        assert_eq!(plain, "line\n".repeat(100), "ordinary text is not cut");
     }
 }

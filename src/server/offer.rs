@@ -46,10 +46,18 @@ directory, which is '/'; move files with write_file, upload_file, read_file (a p
 list_files. Every execution has a time, memory and output limit; results say when one was hit, and \
 long output keeps its head and tail with the whole saved in a file.",
         );
-        if let Some((name, summary)) = self.runtimes.iter().find(|(n, _)| n == "scientific") {
-            text.push_str(&format!(
-                " For data work, create the sandbox with runtime \"{name}\": {summary}."
-            ));
+        match self.runtimes.iter().position(|(n, _)| n == "scientific") {
+            Some(0) => text.push_str(&format!(
+                " Sandboxes run \"scientific\" by default: {}; numpy, pandas and matplotlib.pyplot are already imported when a sandbox starts. fork_sandbox copies a sandbox (variables, imports and files) to try alternatives from one state.",
+                self.runtimes[0].1
+            )),
+            Some(i) => {
+                let (name, summary) = &self.runtimes[i];
+                text.push_str(&format!(
+                    " For data work, create the sandbox with runtime \"{name}\": {summary}."
+                ));
+            }
+            None => {}
         }
         text
     }
@@ -168,6 +176,12 @@ mod tests {
         assert!(!small.create_description().contains("scientific"));
         assert!(!small.backend_argument().contains("e2b"));
         assert!(small.runtime_argument().contains("\"python-3.12\""));
+        let by_default = offer(&["scientific", "python-3.12"], false);
+        assert!(
+            by_default
+                .instructions()
+                .contains("\"scientific\" by default")
+        );
         let full = offer(&["python-3.12", "scientific"], true);
         assert!(full.instructions().contains("runtime \"scientific\""));
         assert!(full.create_description().contains("\"scientific\""));
