@@ -449,3 +449,33 @@ while True:
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_writev_of_one_buffer_many_times_and_a_poll_of_many_files_are_bounded() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    // 1024 iovecs that all point at one 64 MiB buffer: 64 GiB offered at once.
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "import os\nbuf = b'x' * (64 << 20)\nn = os.writev(1, [buf] * 1024)\nn > 0", "timeout_seconds": 60}),
+        )
+        .await;
+    let s = structured(&result);
+    assert_eq!(s["value"], "True", "{}", text(&result));
+    assert!(text(&result).len() < 64 << 10, "the answer stays bounded");
+    // Waiting on a hundred open files at once is not "too many open files".
+    let polled = server
+        .run(
+            &id,
+            "import select\nfiles = [open(f'/f{i}', 'w') for i in range(100)]\np = select.poll()\nfor f in files: p.register(f)\nlen(p.poll(0))",
+        )
+        .await;
+    assert_eq!(polled["value"], "100", "{polled}");
+    assert_eq!(
+        server.run(&id, "len(files)").await["value"],
+        "100",
+        "the state is kept"
+    );
+    server.stop().await;
+}
