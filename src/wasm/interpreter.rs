@@ -46,7 +46,7 @@ use crate::sandbox::quota::QuotaLedger;
 /// only once packages are installed, which saves start-up time) to the first
 /// interpreter of a runtime, which hands back its compiled code; later ones
 /// get that code on stdin behind [`bootstrap`] and skip the compile.
-const DRIVER: &str = include_str!("driver.py");
+pub(crate) const DRIVER: &str = include_str!("driver.py");
 /// The matplotlib backend the driver provides (see `driver.py`).
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up, until the hello request installs its own.

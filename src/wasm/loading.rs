@@ -10,16 +10,13 @@ use tokio::sync::OnceCell;
 use wasmtime::{Engine, Linker, Module, Val};
 
 use super::host_memory::check_compile_memory;
-use super::interpreter::{GuestImage, GuestState};
+use super::interpreter::{DRIVER, GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::{WasmSettings, door, engine, module_cache, mounts, preinit};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{Progress, SandboxError};
-
-/// The driver program, part of what a pre-initialised module depends on.
-const DRIVER_SOURCE: &str = include_str!("driver.py");
 
 /// How often a waiting creation repeats what a long load is doing.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
@@ -316,7 +313,7 @@ fn preinit_key(
         hash.update(part.as_bytes());
     };
     add(&manifest.sha256);
-    add(DRIVER_SOURCE);
+    add(DRIVER);
     add(&manifest.site_packages);
     for flag in &manifest.python_flags {
         add(flag);

@@ -27,7 +27,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, Wizer};
 
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, TOKEN_LEN};
-use super::interpreter::GuestState;
+use super::interpreter::{DRIVER, GuestState};
 use super::loading::link;
 use super::mounts::ReadOnlyMount;
 use super::protocol::{Request, decode_reply};
@@ -36,8 +36,6 @@ use super::turns::{SERVE, TurnExports};
 use crate::sandbox::budget::Budget;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 
-/// The driver, set up by the first turn (in turn mode).
-const DRIVER: &str = include_str!("driver.py");
 /// Changes whenever what this module bakes into a snapshot changes, so
 /// that cached pre-initialised modules are rebuilt.
 pub(crate) const PREINIT_VERSION: u32 = 1;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::support::{Server, structured, text};
+use crate::support::{FORGE_PREAMBLE, Server, structured, text};
 
 /// Bytes a host directory really holds (allocated blocks), walked from the host.
 fn held_on_disk(dir: &Path) -> u64 {
@@ -425,22 +425,15 @@ async fn a_sandbox_too_deep_to_measure_keeps_its_share_of_the_disk_budget() {
 async fn a_forged_image_must_be_a_png_and_its_path_a_sandbox_path() {
     let server = Server::start().await;
     let id = server.create().await;
-    let forge = r#"
-import sys, posix
-frame, token = sys._getframe(), None
-while frame is not None and token is None:
-    candidate = frame.f_locals.get("token")
-    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
-    token = candidate if isinstance(candidate, bytes) else None
-    frame = frame.f_back
-def field(kind, data):
-    return kind + len(data).to_bytes(4, "big") + data
-body = field(b"i", b"/ok.png\n\x89PNG\r\n\x1a\n" + bytes(100))
+    let forge = format!(
+        "{FORGE_PREAMBLE}{}",
+        r#"body = field(b"i", b"/ok.png\n\x89PNG\r\n\x1a\n" + bytes(100))
 body += field(b"i", b"x" * 5000 + b"\n\x89PNG\r\n\x1a\n" + bytes(100))
 body += field(b"i", b"/gif\nGIF89a" + bytes(100))
 posix.write(1, token + len(body).to_bytes(4, "big") + body)
 posix.read(0, 1)
-"#;
+"#
+    );
     let result = server
         .call(
             "execute_code",

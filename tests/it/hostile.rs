@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::support::{Server, scientific_cache, structured, text};
+use crate::support::{FORGE_PREAMBLE, Server, scientific_cache, structured, text};
 
 /// A directory beside the sandbox root with files the guest must never touch.
 struct Canary {
@@ -389,19 +389,14 @@ async fn resource_bombs_end_in_limits_and_the_sandbox_recovers() {
 async fn a_forged_reply_neither_ends_the_execution_nor_disarms_its_limits() {
     scientific_cache();
     let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
-    let forge = r#"
-import sys, posix
-frame, token = sys._getframe(), None
-while frame is not None and token is None:
-    candidate = frame.f_locals.get("token")
-    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
-    token = candidate if isinstance(candidate, bytes) else None
-    frame = frame.f_back
-assert token, "the driver's token was found"
+    let forge = format!(
+        "{FORGE_PREAMBLE}{}",
+        r#"assert token, "the driver's token was found"
 value = b"'forged'"
 body = b"v" + len(value).to_bytes(4, "big") + value
 posix.write(1, token + len(body).to_bytes(4, "big") + body)
-"#;
+"#
+    );
     // Spinning at once, or after asking whether stdin is readable (a poll
     // that waits on stdin, which is not a read).
     // A loop of the driver (python-3.12) and turns (scientific) alike.

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{Server, structured, text};
+use crate::support::{FORGE_PREAMBLE, Server, structured, text};
 
 #[tokio::test]
 async fn a_timeout_restarts_the_interpreter_and_keeps_the_files() {
@@ -267,21 +267,14 @@ async fn exceptions_and_values_are_bounded_like_output() {
 async fn a_forged_reply_is_held_to_the_image_and_text_limits() {
     let server = Server::start().await;
     let id = server.create().await;
-    let forge = r#"
-import sys, posix
-frame, token = sys._getframe(), None
-while frame is not None and token is None:
-    candidate = frame.f_locals.get("token")
-    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
-    token = candidate if isinstance(candidate, bytes) else None
-    frame = frame.f_back
-def field(kind, data):
-    return kind + len(data).to_bytes(4, "big") + data
-body = field(b"v", b"z" * (3 << 20))
+    let forge = format!(
+        "{FORGE_PREAMBLE}{}",
+        r#"body = field(b"v", b"z" * (3 << 20))
 body += b"".join(field(b"i", b"\n" + b"\x89PNG" + bytes(100_000)) for _ in range(30))
 posix.write(1, token + len(body).to_bytes(4, "big") + body)
 posix.read(0, 1)
-"#;
+"#
+    );
     let result = server
         .call(
             "execute_code",

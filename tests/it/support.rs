@@ -13,6 +13,21 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
 
+/// Guest code that finds the driver's reply token in its frames (as
+/// `token`) and defines `field(kind, data)` for a reply's fields: the start of
+/// a forged reply, for tests that check forging gains nothing.
+pub const FORGE_PREAMBLE: &str = r#"
+import sys, posix
+frame, token = sys._getframe(), None
+while frame is not None and token is None:
+    candidate = frame.f_locals.get("token")
+    candidate = candidate[0] if isinstance(candidate, list) and candidate else candidate
+    token = candidate if isinstance(candidate, bytes) else None
+    frame = frame.f_back
+def field(kind, data):
+    return kind + len(data).to_bytes(4, "big") + data
+"#;
+
 /// The binary under test.
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-code-sandbox")
