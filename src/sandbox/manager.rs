@@ -511,7 +511,9 @@ impl SandboxManager {
             ids.iter().filter_map(|id| slots.live.remove(id)).collect()
         };
         for sandbox in &expired {
-            tracing::info!(id = %sandbox.id, "closing a sandbox left unused for {}s", idle.as_secs());
+            tracing::info!(id = %sandbox.id, "releasing a sandbox left unused for {}s", idle.as_secs());
+            // Saved when saving is on: a later call naming it brings it back.
+            sandbox.save().await;
             sandbox.shut().await;
         }
         expired.into_iter().map(|s| s.id.clone()).collect()

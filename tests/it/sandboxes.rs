@@ -269,9 +269,11 @@ async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories
 
 #[tokio::test]
 async fn the_number_of_sandboxes_is_capped_and_idle_ones_expire() {
+    // Without saving, an idle sandbox is gone (snapshots.rs: with it, saved).
     let server = Server::start_with(&[
         ("SANDBOX_MAX_SANDBOXES", "3"),
         ("SANDBOX_IDLE_TIMEOUT_SECONDS", "2"),
+        ("SANDBOX_KEEP_SAVED_SECONDS", "0"),
     ])
     .await;
     let ids = [

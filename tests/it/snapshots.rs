@@ -346,3 +346,27 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
     );
     second.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_sandbox_is_saved_and_comes_back_when_named() {
+    scientific_cache();
+    let server = Server::start_with(&[
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_IDLE_TIMEOUT_SECONDS", "1"),
+    ])
+    .await;
+    let id = create(&server).await;
+    value(&server, &id, "kept = 'across idle expiry'").await;
+    let mut saved = false;
+    for _ in 0..100 {
+        let status = server.ok("get_sandbox_status", json!({})).await;
+        if status["count"] == 0 && status["saved"][0]["session_id"] == json!(id) {
+            saved = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(saved, "the idle sandbox was released and saved");
+    assert_eq!(value(&server, &id, "kept").await, "'across idle expiry'");
+    server.stop().await;
+}
