@@ -209,7 +209,8 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Close a sandbox and delete its files. Closing an id that does not exist is not an error.",
+        description = "Close a sandbox and delete its files (or delete a sandbox saved when the server \
+last stopped). Closing an id that does not exist is not an error.",
         output_schema = schema_for_output::<CloseResult>()
     )]
     async fn close_sandbox(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
@@ -281,7 +282,9 @@ not carried.",
 
     #[tool(
         description = "Report on one sandbox (session_id) or all: backend, runtime, created, last used, \
-when it expires if left idle, executions, memory and disk used, and its limits.",
+when it is released if left idle, executions, memory and disk used, and its limits. Also lists \
+the sandboxes saved when the server last stopped or left idle: a call naming one brings it back \
+with its variables and files.",
         annotations(read_only_hint = true),
         output_schema = schema_for_output::<StatusResult>()
     )]
