@@ -1,4 +1,5 @@
-//! The MCP server: ten tools over the [`SandboxManager`], served on stdio.
+//! The MCP server: the ten seed tools and `fork_sandbox` over the
+//! [`SandboxManager`], served on stdio.
 //!
 //! Tool failures the model can act on (unknown sandbox, refused path, an
 //! exception in the code, a limit) are results with `isError: true` and a

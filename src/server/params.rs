@@ -1,5 +1,6 @@
-//! Arguments of the ten tools. Field docs become the schema the model reads;
-//! names are those of the seed, so its clients and prompts keep working.
+//! Arguments of the tools (the ten of the seed, and `fork_sandbox`). Field
+//! docs become the schema the model reads; names are those of the seed, so its
+//! clients and prompts keep working.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
