@@ -251,28 +251,11 @@ impl SandboxManager {
             limits.memory_bytes = memory;
         }
 
-        {
-            let mut slots = lock(&self.slots);
-            if let Some(existing) = slots.live.get(&id) {
-                return Ok((existing.clone(), false));
-            }
-            if slots.reserved.contains(&id) {
-                return Err(SandboxError::InvalidArgument(format!(
-                    "sandbox '{id}' is being created by another call right now; try again in a moment"
-                )));
-            }
-            if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
-                return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
-            }
-            slots.reserved.insert(id.clone());
-        }
         // Released however the creation ends: done, failed, panicked or dropped.
-        let reservation = Reservation {
-            slots: &self.slots,
-            id: &id,
-            existing: None,
-        };
-
+        let reservation = self.reserve(&id)?;
+        if let Some(existing) = reservation.existing.clone() {
+            return Ok((existing, false));
+        }
         let spec = SandboxSpec {
             id: id.clone(),
             limits: limits.clone(),
@@ -280,18 +263,7 @@ impl SandboxManager {
             progress: request.progress,
         };
         let interpreter = backend.create(spec).await?;
-        let now = SystemTime::now();
-        let sandbox = Arc::new(Sandbox {
-            id: id.clone(),
-            backend: kind,
-            runtime: interpreter.runtime(),
-            limits,
-            created: now,
-            last_used: Mutex::new(now),
-            executions: AtomicU64::new(0),
-            closing: CancellationToken::new(),
-            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
-        });
+        let sandbox = Sandbox::new(&id, kind, interpreter, limits);
         reservation.fulfil(sandbox.clone());
         Ok((sandbox, true))
     }
@@ -313,26 +285,18 @@ impl SandboxManager {
             }
             None => generate_id(),
         };
-        {
-            let mut slots = lock(&self.slots);
-            if slots.live.contains_key(&id)
-                || slots.reserved.contains(&id)
-                || self.backends.iter().any(|b| b.has_saved(&id))
-            {
-                return Err(SandboxError::InvalidArgument(format!(
-                    "a sandbox '{id}' already exists: give the fork another new_session_id, or leave it out to get a fresh one"
-                )));
-            }
-            if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
-                return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
-            }
-            slots.reserved.insert(id.clone());
-        }
-        let reservation = Reservation {
-            slots: &self.slots,
-            id: &id,
-            existing: None,
+        let exists = || {
+            SandboxError::InvalidArgument(format!(
+                "a sandbox '{id}' already exists: give the fork another new_session_id, or leave it out to get a fresh one"
+            ))
         };
+        if self.backends.iter().any(|b| b.has_saved(&id)) {
+            return Err(exists());
+        }
+        let reservation = self.reserve(&id)?;
+        if reservation.existing.is_some() {
+            return Err(exists());
+        }
         let Ok(mut guard) = source.interpreter.try_lock() else {
             return Err(SandboxError::InvalidArgument(format!(
                 "sandbox '{source_id}' is running a call right now; fork it when that call has finished"
@@ -344,18 +308,12 @@ impl SandboxManager {
         let forked = interpreter.fork().await?;
         drop(guard);
         source.touch();
-        let now = SystemTime::now();
-        let sandbox = Arc::new(Sandbox {
-            id: id.clone(),
-            backend: source.backend,
-            runtime: forked.interpreter.runtime(),
-            limits: source.limits.clone(),
-            created: now,
-            last_used: Mutex::new(now),
-            executions: AtomicU64::new(0),
-            closing: CancellationToken::new(),
-            interpreter: tokio::sync::Mutex::new(Some(forked.interpreter)),
-        });
+        let sandbox = Sandbox::new(
+            &id,
+            source.backend,
+            forked.interpreter,
+            source.limits.clone(),
+        );
         reservation.fulfil(sandbox.clone());
         let facts = ForkFacts {
             open_files_not_carried: forked.open_files_not_carried,
@@ -429,18 +387,7 @@ impl SandboxManager {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         let restored = restoring?;
-        let now = SystemTime::now();
-        let sandbox = Arc::new(Sandbox {
-            id: id.to_owned(),
-            backend: backend.kind(),
-            runtime: restored.interpreter.runtime(),
-            limits: restored.limits,
-            created: now,
-            last_used: Mutex::new(now),
-            executions: AtomicU64::new(0),
-            closing: CancellationToken::new(),
-            interpreter: tokio::sync::Mutex::new(Some(restored.interpreter)),
-        });
+        let sandbox = Sandbox::new(id, backend.kind(), restored.interpreter, restored.limits);
         reservation.fulfil(sandbox.clone());
         tracing::info!(
             id,
@@ -450,7 +397,7 @@ impl SandboxManager {
         Ok(sandbox)
     }
 
-    /// Holds `id` against the sandbox cap while it is restored; a live
+    /// Holds `id` against the sandbox cap while it is created, forked or restored; a live
     /// sandbox of that id is handed back in the reservation instead.
     fn reserve<'a>(&'a self, id: &'a str) -> Result<Reservation<'a>, SandboxError> {
         let mut slots = lock(&self.slots);
@@ -542,6 +489,27 @@ impl SandboxManager {
 }
 
 impl Sandbox {
+    /// A sandbox `id` made now of `interpreter`.
+    fn new(
+        id: &str,
+        backend: BackendKind,
+        interpreter: Box<dyn CodeInterpreter>,
+        limits: SandboxLimits,
+    ) -> Arc<Self> {
+        let now = SystemTime::now();
+        Arc::new(Self {
+            id: id.to_owned(),
+            backend,
+            runtime: interpreter.runtime(),
+            limits,
+            created: now,
+            last_used: Mutex::new(now),
+            executions: AtomicU64::new(0),
+            closing: CancellationToken::new(),
+            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
+        })
+    }
+
     /// Its id.
     pub fn id(&self) -> &str {
         &self.id
