@@ -69,7 +69,7 @@ fn execute(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.to_async(&rt).iter(|| async {
                 let e = sandbox
-                    .execute("1 + 1".into(), None, CancellationToken::new())
+                    .execute("1 + 1".into(), None, CancellationToken::new(), None)
                     .await
                     .unwrap();
                 assert_eq!(e.value.as_deref(), Some("2"));
@@ -80,7 +80,12 @@ fn execute(c: &mut Criterion) {
     group.bench_function("print", |b| {
         b.to_async(&rt).iter(|| async {
             sandbox
-                .execute("print('hello')".into(), None, CancellationToken::new())
+                .execute(
+                    "print('hello')".into(),
+                    None,
+                    CancellationToken::new(),
+                    None,
+                )
                 .await
                 .unwrap()
         })

@@ -76,7 +76,7 @@ fn memory_and_alive(c: &mut Criterion) {
                     let all = create_many(&app, 100).await;
                     for s in &all {
                         let e = s
-                            .execute("1".into(), None, CancellationToken::new())
+                            .execute("1".into(), None, CancellationToken::new(), None)
                             .await
                             .unwrap();
                         assert_eq!(e.value.as_deref(), Some("1"));

@@ -23,7 +23,9 @@ const MAX_PRINTED: u64 = 64 << 20;
 pub async fn run(app: &App, code: String) -> Result<i32, SandboxError> {
     let (sandbox, _) = app.manager.create(CreateRequest::default()).await?;
     let id = sandbox.id().to_owned();
-    let result = sandbox.execute(code, None, CancellationToken::new()).await;
+    let result = sandbox
+        .execute(code, None, CancellationToken::new(), None)
+        .await;
     let printed = match &result {
         Ok(execution) => Some((
             whole(&sandbox, &execution.stdout).await,

@@ -396,7 +396,9 @@ but files are kept. No network access in local sandboxes.",
         self.check_code(&p.code)?;
         let timeout = seconds(p.timeout_seconds, "timeout_seconds")?;
         let sandbox = self.manager.get_or_restore(&p.session_id).await?;
-        let result = sandbox.execute(p.code, timeout, ctx.ct.clone()).await?;
+        let result = sandbox
+            .execute(p.code, timeout, ctx.ct.clone(), None)
+            .await?;
         Ok(execution(&p.session_id, result))
     }
 
@@ -431,7 +433,7 @@ For one-off computations that need no state afterwards.",
         forwarder.finish().await;
         let (sandbox, _) = created?;
         let id = sandbox.id().to_owned();
-        let result = sandbox.execute(p.code, None, ctx.ct.clone()).await;
+        let result = sandbox.execute(p.code, None, ctx.ct.clone(), None).await;
         drop(sandbox);
         if let Err(e) = self.manager.close(&id).await {
             tracing::warn!(%id, error = %e, "could not close a create_run_close sandbox");

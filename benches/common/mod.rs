@@ -58,6 +58,7 @@ pub async fn run_ok(sandbox: &Sandbox, code: &str) -> Execution {
             code.to_owned(),
             Some(Duration::from_secs(300)),
             CancellationToken::new(),
+            None,
         )
         .await
         .unwrap();

@@ -3,14 +3,14 @@
 //! stream (up to the file limit) kept aside so it can be saved in the sandbox
 //! when the inline part is cut.
 
-use crate::sandbox::{CapturedText, StreamClip};
+use crate::sandbox::{CapturedText, OutputStream, OutputTap, StreamClip};
 
 /// A bounded capture of one output stream.
-#[derive(Debug)]
 pub(crate) struct Capture {
     clip: StreamClip,
     file_limit: usize,
     full: Vec<u8>,
+    tap: Option<(OutputTap, OutputStream)>,
 }
 
 impl Capture {
@@ -20,11 +20,21 @@ impl Capture {
             clip: StreamClip::new(inline_limit),
             file_limit: usize::try_from(file_limit).unwrap_or(usize::MAX),
             full: Vec::new(),
+            tap: None,
         }
+    }
+
+    /// Also hands every chunk, as it arrives, to `tap` as `stream`.
+    pub(crate) fn tapped(mut self, tap: Option<OutputTap>, stream: OutputStream) -> Self {
+        self.tap = tap.map(|tap| (tap, stream));
+        self
     }
 
     /// Takes a chunk of text the program wrote.
     pub(crate) fn push(&mut self, text: &str) {
+        if let Some((tap, stream)) = &self.tap {
+            tap.write(*stream, text.as_bytes());
+        }
         self.clip.push(text.as_bytes());
         let room = self.file_limit.saturating_sub(self.full.len());
         self.full

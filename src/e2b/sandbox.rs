@@ -23,8 +23,8 @@ use super::route::Route;
 use super::transport::Clients;
 use crate::sandbox::{
     CapturedText, CodeInterpreter, ExecError, ExecRequest, Execution, FileInterface, GuestPath,
-    InstallReport, LimitHit, LimitKind, ResourceUsage, SandboxError, StopSignal, Usage,
-    human_bytes, human_duration,
+    InstallReport, LimitHit, LimitKind, OutputStream, ResourceUsage, SandboxError, StopSignal,
+    Usage, human_bytes, human_duration,
 };
 
 /// How long `pip install` may take.
@@ -187,8 +187,10 @@ impl CodeInterpreter for E2bSandbox {
         let deadline = started + limits.timeout;
         let stream_limits = StreamLimits::for_execution(&limits);
         let mut collected = Collected::new(
-            Capture::new(limits.output_bytes, limits.output_file_bytes),
-            Capture::new(limits.output_bytes, limits.output_file_bytes),
+            Capture::new(limits.output_bytes, limits.output_file_bytes)
+                .tapped(request.output.clone(), OutputStream::Stdout),
+            Capture::new(limits.output_bytes, limits.output_file_bytes)
+                .tapped(request.output.clone(), OutputStream::Stderr),
             ResultLimits {
                 text_bytes: limits.output_bytes,
                 image_bytes: limits.image_bytes,

@@ -19,8 +19,8 @@ use super::error::SandboxError;
 use super::guest_path::GuestPath;
 use super::stop::{StopReason, StopSignal};
 use super::types::{
-    ExecRequest, Execution, FileContent, InstallReport, Listing, ResourceUsage, SandboxLimits,
-    SandboxSpec, SavedSandbox,
+    ExecRequest, Execution, FileContent, InstallReport, Listing, OutputTap, ResourceUsage,
+    SandboxLimits, SandboxSpec, SavedSandbox,
 };
 use super::{Backend, BackendKind, CodeInterpreter};
 
@@ -555,19 +555,28 @@ impl Sandbox {
         })
     }
 
-    /// Runs code. `cancel` (a client's cancellation) stops it as a timeout would.
+    /// Runs code. `cancel` (a client's cancellation) stops it as a timeout
+    /// would; `output`, when given, sees the output while it is produced.
     pub async fn execute(
         &self,
         code: String,
         timeout: Option<Duration>,
         cancel: CancellationToken,
+        output: Option<OutputTap>,
     ) -> Result<Execution, SandboxError> {
         let limits = self.limits.for_execution(timeout)?;
         let mut turn = self.turn().await?;
         let stop = self.stop_on_cancel_or_close(cancel);
         let result = turn
             .interpreter()
-            .execute(ExecRequest { code, limits }, stop.signal())
+            .execute(
+                ExecRequest {
+                    code,
+                    limits,
+                    output,
+                },
+                stop.signal(),
+            )
             .await;
         self.executions.fetch_add(1, Ordering::Relaxed);
         result

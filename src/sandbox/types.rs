@@ -122,6 +122,39 @@ impl std::fmt::Debug for Progress {
     }
 }
 
+/// One of the two output streams of an execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Receives an execution's output while it is produced (the same bytes the
+/// result's streams are made of). Called on the path the guest writes
+/// through: it must only take the bytes and return.
+#[derive(Clone)]
+pub struct OutputTap(std::sync::Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>);
+
+impl OutputTap {
+    /// Output goes to `take` as it is written.
+    pub fn new(take: impl Fn(OutputStream, &[u8]) + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(take))
+    }
+
+    /// Hands over bytes written to `stream`.
+    pub fn write(&self, stream: OutputStream, bytes: &[u8]) {
+        (self.0)(stream, bytes);
+    }
+}
+
+impl std::fmt::Debug for OutputTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputTap(..)")
+    }
+}
+
 /// One request to run code.
 #[derive(Clone, Debug)]
 pub struct ExecRequest {
@@ -129,6 +162,8 @@ pub struct ExecRequest {
     pub code: String,
     /// Limits for this execution.
     pub limits: ExecLimits,
+    /// Where output goes while it is produced, besides the result.
+    pub output: Option<OutputTap>,
 }
 
 /// Captured text of one output stream.

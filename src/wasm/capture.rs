@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cap_std::fs::{File, OpenOptions};
 
 use crate::sandbox::quota::QuotaLedger;
-use crate::sandbox::{CapturedText, StreamClip};
+use crate::sandbox::{CapturedText, OutputStream, OutputTap, StreamClip};
 
 /// Where a stream's full text goes once it overflows the inline part.
 #[derive(Clone)]
@@ -37,6 +37,7 @@ pub(crate) struct OutputCapture {
     file: Option<File>,
     file_bytes: u64,
     file_failed: bool,
+    tap: Option<(OutputTap, OutputStream)>,
 }
 
 impl OutputCapture {
@@ -48,7 +49,14 @@ impl OutputCapture {
             file: None,
             file_bytes: 0,
             file_failed: false,
+            tap: None,
         }
+    }
+
+    /// Also hands every write, as it happens, to `tap` as `stream`.
+    pub(crate) fn tapped(mut self, tap: Option<OutputTap>, stream: OutputStream) -> Self {
+        self.tap = tap.map(|tap| (tap, stream));
+        self
     }
 
     /// Keeps up to `limit` bytes in memory and nothing else.
@@ -63,6 +71,9 @@ impl OutputCapture {
 
     /// Takes bytes written by the program.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
+        if let Some((tap, stream)) = &self.tap {
+            tap.write(*stream, bytes);
+        }
         let before = self.clip.total();
         self.clip.push(bytes);
         if self.clip.is_cut() && self.file.is_none() && !self.file_failed {

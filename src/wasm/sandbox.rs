@@ -25,7 +25,8 @@ use crate::sandbox::root::SandboxRoot;
 
 use crate::sandbox::{
     CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,
-    LimitHit, LimitKind, ResourceUsage, SandboxError, SandboxLimits, StopSignal, Usage,
+    LimitHit, LimitKind, OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
+    Usage,
 };
 
 /// How long an interpreter may take to start.
@@ -353,8 +354,10 @@ impl CodeInterpreter for WasmSandbox {
         let limits = request.limits;
         self.executions += 1;
         let cell = format!("<cell-{}>", self.executions);
-        let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")));
-        let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")));
+        let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")))
+            .tapped(request.output.clone(), OutputStream::Stdout);
+        let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")))
+            .tapped(request.output.clone(), OutputStream::Stderr);
         let figure_prefix = format!("/{OUTPUT_DIR}/exec-{}", self.executions);
         let message = Request::Exec {
             filename: &cell,
