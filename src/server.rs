@@ -6,10 +6,13 @@
 //! message written for the model; only unusable requests are protocol errors.
 
 pub mod framing;
+mod live_output;
 pub mod offer;
 pub mod params;
 mod progress;
 pub mod results;
+pub mod schema;
+pub mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +23,14 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::TaskManager;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use self::live_output::LiveOutput;
 use self::offer::Offer;
 use self::params::*;
 use self::progress::ProgressForwarder;
@@ -33,8 +38,8 @@ use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
 use crate::sandbox::{
-    BackendKind, EntryKind, FileContent, GuestPath, InstallReport, PackageSource, SandboxError,
-    human_bytes,
+    BackendKind, EntryKind, FileContent, GuestPath, InstallReport, OutputTap, PackageSource,
+    SandboxError, human_bytes,
 };
 
 /// The MCP tool server.
@@ -44,6 +49,7 @@ pub struct SandboxServer {
     limits: RequestLimits,
     offer: Arc<Offer>,
     tool_router: ToolRouter<Self>,
+    tasks: TaskManager,
 }
 
 /// Awaits a tool call; if it panics, logs the panic and answers with an
@@ -100,11 +106,15 @@ impl SandboxServer {
     pub fn new(manager: Arc<SandboxManager>, limits: RequestLimits, offer: Offer) -> Self {
         let mut tool_router = Self::tool_router();
         offer.describe(&mut tool_router);
+        for route in tool_router.map.values_mut() {
+            route.attr.input_schema = Arc::new(schema::strict(&route.attr.input_schema));
+        }
         Self {
             manager,
             limits,
             offer: Arc::new(offer),
             tool_router,
+            tasks: TaskManager::new(),
         }
     }
 
@@ -156,8 +166,10 @@ impl SandboxServer {
     }
 
     #[tool(
+        title = "Create a sandbox",
         description = "Create a Python sandbox and return its session_id (the server fills in the runtimes and backends it has).",
-        output_schema = schema_for_output::<CreateResult>()
+        output_schema = schema_for_output::<CreateResult>(),
+        annotations(title = "Create a sandbox", destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn create_sandbox(
         &self,
@@ -210,9 +222,11 @@ impl SandboxServer {
     }
 
     #[tool(
+        title = "Close a sandbox",
         description = "Close a sandbox and delete its files (or delete a sandbox saved when the server \
 last stopped). Closing an id that does not exist is not an error.",
-        output_schema = schema_for_output::<CloseResult>()
+        output_schema = schema_for_output::<CloseResult>(),
+        annotations(title = "Close a sandbox", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn close_sandbox(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
         answer(self.close_sandbox_inner(p).await)
@@ -238,12 +252,14 @@ last stopped). Closing an id that does not exist is not an error.",
     }
 
     #[tool(
+        title = "Fork a sandbox",
         description = "Fork a sandbox: a new sandbox (new_session_id, or a generated id) with the same \
 variables, imports and files as session_id has now; the two then go their own ways. Use it to try \
 something risky, or several alternatives, from one prepared state. Local sandboxes of a runtime driven \
 turn by turn (scientific) only; not while the source is running a call. Files the code holds open are \
 not carried.",
-        output_schema = schema_for_output::<ForkResult>()
+        output_schema = schema_for_output::<ForkResult>(),
+        annotations(title = "Fork a sandbox", destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn fork_sandbox(&self, Parameters(p): Parameters<ForkParams>) -> CallToolResult {
         answer(self.fork_sandbox_inner(p).await)
@@ -282,12 +298,13 @@ not carried.",
     }
 
     #[tool(
+        title = "Sandbox status",
         description = "Report on one sandbox (session_id) or all: backend, runtime, created, last used, \
 when it is released if left idle, executions, memory and disk used, and its limits. Also lists \
 the sandboxes saved when the server last stopped or left idle: a call naming one brings it back \
 with its variables and files.",
-        annotations(read_only_hint = true),
-        output_schema = schema_for_output::<StatusResult>()
+        output_schema = schema_for_output::<StatusResult>(),
+        annotations(title = "Sandbox status", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn get_sandbox_status(&self, Parameters(p): Parameters<StatusParams>) -> CallToolResult {
         answer(self.get_sandbox_status_inner(p).await)
@@ -369,6 +386,7 @@ with its variables and files.",
     }
 
     #[tool(
+        title = "Run Python code",
         description = "Run Python code in a sandbox. State persists between calls (like a notebook); \
 the value of a final expression is returned (e.g. `y + 2` shows 42; a pandas DataFrame as a text \
 table). Returns stdout, stderr, the value, and on failure the exception with its traceback \
@@ -378,7 +396,8 @@ wall-clock timeout (timeout_seconds, default 30, refused above the server's maxi
 and output: long output keeps its head and tail, and the whole stream is saved in a file (its path \
 is in the cut) that read_file pages through. If a limit stops the interpreter, variables are lost \
 but files are kept. No network access in local sandboxes.",
-        output_schema = schema_for_output::<ExecutionResult>()
+        output_schema = schema_for_output::<ExecutionResult>(),
+        annotations(title = "Run Python code", destructive_hint = true, idempotent_hint = false, open_world_hint = false)
     )]
     async fn execute_code(
         &self,
@@ -396,16 +415,19 @@ but files are kept. No network access in local sandboxes.",
         self.check_code(&p.code)?;
         let timeout = seconds(p.timeout_seconds, "timeout_seconds")?;
         let sandbox = self.manager.get_or_restore(&p.session_id).await?;
-        let result = sandbox
-            .execute(p.code, timeout, ctx.ct.clone(), None)
-            .await?;
+        let result = run_with_live_output(&ctx, |tap| {
+            sandbox.execute(p.code, timeout, ctx.ct.clone(), tap)
+        })
+        .await?;
         Ok(execution(&p.session_id, result))
     }
 
     #[tool(
+        title = "Run Python code once",
         description = "Create a fresh sandbox, run the code in it, return the result, and close it. \
 For one-off computations that need no state afterwards.",
-        output_schema = schema_for_output::<ExecutionResult>()
+        output_schema = schema_for_output::<ExecutionResult>(),
+        annotations(title = "Run Python code once", destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn create_run_close(
         &self,
@@ -433,7 +455,10 @@ For one-off computations that need no state afterwards.",
         forwarder.finish().await;
         let (sandbox, _) = created?;
         let id = sandbox.id().to_owned();
-        let result = sandbox.execute(p.code, None, ctx.ct.clone(), None).await;
+        let result = run_with_live_output(&ctx, |tap| {
+            sandbox.execute(p.code, None, ctx.ct.clone(), tap)
+        })
+        .await;
         drop(sandbox);
         if let Err(e) = self.manager.close(&id).await {
             tracing::warn!(%id, error = %e, "could not close a create_run_close sandbox");
@@ -442,6 +467,7 @@ For one-off computations that need no state afterwards.",
     }
 
     #[tool(
+        title = "Install Python packages",
         description = "Install Python packages into a sandbox, as pip would: \"six\", \"attrs==23.2.0\", \
 \"python-dateutil>=2.8\", \"requests[socks]\", several separated by spaces or commas. Dependencies \
 are installed too, from the server's configured package index or wheelhouse. Local sandboxes take \
@@ -449,7 +475,8 @@ pure-Python wheels only (no packages with compiled code; the error says so); the
 runtime has numpy, pandas, scipy, scikit-learn, matplotlib and about forty more built in, which \
 are reported as present. Import the packages right after, in the same session: no restart, \
 variables are kept. Returns what was installed (name, version, source) and what was already present.",
-        output_schema = schema_for_output::<InstallResult>()
+        output_schema = schema_for_output::<InstallResult>(),
+        annotations(title = "Install Python packages", destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     async fn install_package(
         &self,
@@ -501,10 +528,11 @@ variables are kept. Returns what was installed (name, version, source) and what 
     }
 
     #[tool(
+        title = "List files",
         description = "List a directory in a sandbox (default \"/\", the sandbox's root): name, path, \
 kind (file, directory, symlink), size and modification time of each entry.",
-        annotations(read_only_hint = true),
-        output_schema = schema_for_output::<ListResult>()
+        output_schema = schema_for_output::<ListResult>(),
+        annotations(title = "List files", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_files(&self, Parameters(p): Parameters<ListFilesParams>) -> CallToolResult {
         answer(self.list_files_inner(p).await)
@@ -542,13 +570,14 @@ kind (file, directory, symlink), size and modification time of each entry.",
     }
 
     #[tool(
+        title = "Read a file",
         description = "Read a file from a sandbox, a page at a time. Text comes back as is, 64 KiB at \
 a time by default, ending at a line break when one is near; a result that stops short of the end \
 says so (truncated) and gives next_offset to pass as offset for the next page. offset and length \
 (bytes) read any part, e.g. the end of a large output file. A file that is not UTF-8 comes back \
 as base64 with encoding \"base64\", 48 KiB of it at a time by default.",
-        annotations(read_only_hint = true),
-        output_schema = schema_for_output::<ReadResult>()
+        output_schema = schema_for_output::<ReadResult>(),
+        annotations(title = "Read a file", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn read_file(&self, Parameters(p): Parameters<ReadFileParams>) -> CallToolResult {
         answer(self.read_file_inner(p).await)
@@ -600,9 +629,11 @@ as base64 with encoding \"base64\", 48 KiB of it at a time by default.",
     }
 
     #[tool(
+        title = "Write a file",
         description = "Write a file in a sandbox (creating parent directories; replacing the file \
 atomically). content is text, or base64 with encoding \"base64\" for binary data.",
-        output_schema = schema_for_output::<WriteResult>()
+        output_schema = schema_for_output::<WriteResult>(),
+        annotations(title = "Write a file", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
         answer(
@@ -612,9 +643,11 @@ atomically). content is text, or base64 with encoding \"base64\" for binary data
     }
 
     #[tool(
+        title = "Upload a file",
         description = "Upload a file into a sandbox: file_name in destination_path (default \"/\"). \
 file_content is text, or base64 with encoding \"base64\" for binary files.",
-        output_schema = schema_for_output::<WriteResult>()
+        output_schema = schema_for_output::<WriteResult>(),
+        annotations(title = "Upload a file", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn upload_file(&self, Parameters(p): Parameters<UploadFileParams>) -> CallToolResult {
         answer(self.upload_file_inner(p).await)
@@ -712,6 +745,39 @@ impl Page {
     }
 }
 
+impl SandboxServer {
+    /// Runs a tool call to its end; a panic in it becomes an error result
+    /// instead of a request that never gets an answer.
+    async fn call_now(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let call = ToolCallContext::new(self, request, context);
+        contain_panics(&name, self.tool_router.call(call)).await
+    }
+}
+
+/// Runs an execution, sending its output to the client while it runs when
+/// the request asked for progress.
+async fn run_with_live_output<F>(
+    ctx: &RequestContext<RoleServer>,
+    execute: impl FnOnce(Option<OutputTap>) -> F,
+) -> F::Output
+where
+    F: std::future::Future,
+{
+    let forwarder = ProgressForwarder::new(ctx);
+    let live = forwarder.sink().map(LiveOutput::start);
+    let result = execute(live.as_ref().map(|(_, tap)| tap.clone())).await;
+    if let Some((live, _)) = live {
+        live.finish();
+    }
+    forwarder.finish().await;
+    result
+}
+
 /// A tool's answer: its result, or its error as an error result.
 fn answer(result: Result<CallToolResult, SandboxError>) -> CallToolResult {
     result.unwrap_or_else(|e| error(&e))
@@ -784,25 +850,61 @@ fn source_name(source: PackageSource) -> &'static str {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
-    /// Runs a tool; a panic in it becomes an error result instead of a
-    /// request that never gets an answer.
+    /// Runs a tool: as a task when the client declared tasks and the tool
+    /// can take long, else to its end.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let call = ToolCallContext::new(self, request, context);
-        contain_panics(&name, self.tool_router.call(call)).await
+        if tasks::wanted(&request, &context) {
+            let server = self.clone();
+            return Ok(tasks::start(
+                &self.tasks,
+                context.clone(),
+                move |context| async move { server.call_now(request, context).await },
+            ));
+        }
+        self.call_now(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "mcp-code-sandbox",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(self.offer.instructions())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcp-code-sandbox",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(self.offer.instructions())
     }
 }
 

@@ -143,6 +143,22 @@ timeout_seconds, memory_mb, runtime, backend.",
             set_property_description(&mut schema, "backend", &backend);
             route.attr.input_schema = Arc::new(schema);
         }
+        if self.e2b_template.is_some() {
+            self.mark_remote_tools_open_world(router);
+        }
+    }
+
+    /// With E2B configured, every tool but the local-only `fork_sandbox`
+    /// may act on a cloud VM: an open world.
+    fn mark_remote_tools_open_world<S>(&self, router: &mut ToolRouter<S>) {
+        for (name, route) in router.map.iter_mut() {
+            if name == "fork_sandbox" {
+                continue;
+            }
+            if let Some(annotations) = route.attr.annotations.as_mut() {
+                annotations.open_world_hint = Some(true);
+            }
+        }
     }
 }
 

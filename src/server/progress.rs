@@ -1,5 +1,6 @@
 //! [`ProgressForwarder`]: a tool's progress messages, sent to the client as
-//! MCP progress notifications when its request carried a progress token.
+//! MCP progress notifications when its request carried a progress token, or
+//! kept as the status message of the task a call runs as.
 
 use std::time::Duration;
 
@@ -7,6 +8,12 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
 use crate::sandbox::Progress;
+
+/// Put into a call's extensions when it runs as an MCP task: its progress
+/// becomes the task's status message (the request it came from is already
+/// answered).
+#[derive(Clone)]
+pub(crate) struct TaskNotes(pub rmcp::task_manager::TaskContext);
 
 /// A sink for a tool's progress messages that become MCP progress
 /// notifications when the request carried a progress token, and the task
@@ -19,6 +26,14 @@ pub(crate) struct ProgressForwarder {
 
 impl ProgressForwarder {
     pub(crate) fn new(ctx: &RequestContext<RoleServer>) -> Self {
+        if let Some(TaskNotes(task)) = ctx.extensions.get::<TaskNotes>().cloned() {
+            return Self {
+                sink: Some(Progress::new(move |message| {
+                    task.set_status_message(message)
+                })),
+                task: None,
+            };
+        }
         let Some(token) = ctx.meta.get_progress_token() else {
             return Self {
                 sink: None,

@@ -15,6 +15,7 @@ mod index_server;
 mod limits;
 mod packages;
 mod packages_hostile;
+mod protocol;
 mod requests;
 mod sandboxes;
 mod scientific;

@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, Once};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
@@ -74,9 +77,10 @@ pub fn scientific_cache() -> PathBuf {
     dir
 }
 
-/// A running server process with an MCP client connected to it.
-pub struct Server {
-    pub client: RunningService<RoleClient, ()>,
+/// A running server process with an MCP client connected to it; the client
+/// handles what the server sends with `H` (nothing, by default).
+pub struct Server<H: ClientHandler = ()> {
+    pub client: RunningService<RoleClient, H>,
     /// The sandbox root given to the server.
     pub root: PathBuf,
     /// The server's process id.
@@ -112,6 +116,77 @@ impl Server {
 
     /// Starts the server on a given sandbox root.
     pub async fn start_in(tmp: TempDir, root: PathBuf, env: &[(&str, &str)]) -> Self {
+        Server::start_handled((), tmp, root, env).await
+    }
+}
+
+impl Server<Observer> {
+    /// Starts the server with a client that records what the server sends
+    /// and, when `tasks` is true, declares the tasks extension.
+    pub async fn observed(tasks: bool, env: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        Server::start_handled(Observer::new(tasks), tmp, root, env).await
+    }
+}
+
+/// A client that records the progress notifications it receives and can
+/// declare the tasks extension.
+#[derive(Clone, Default)]
+pub struct Observer {
+    /// The progress notifications received, in order.
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    tasks: bool,
+}
+
+impl Observer {
+    /// A recorder; `tasks`: whether it declares the tasks extension.
+    pub fn new(tasks: bool) -> Self {
+        Self {
+            progress: Arc::default(),
+            tasks,
+        }
+    }
+
+    /// The messages of the progress notifications received so far.
+    pub fn messages(&self) -> Vec<String> {
+        self.progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.message.clone())
+            .collect()
+    }
+}
+
+impl ClientHandler for Observer {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.tasks {
+            ClientCapabilities::builder().enable_tasks().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("it", "1"))
+    }
+}
+
+impl<H: ClientHandler> Server<H> {
+    /// Starts the server on a given sandbox root, with `handler` as the
+    /// client's handler.
+    pub async fn start_handled(
+        handler: H,
+        tmp: TempDir,
+        root: PathBuf,
+        env: &[(&str, &str)],
+    ) -> Self {
         let cache = shared_cache();
         let cmd = tokio::process::Command::new(binary()).configure(|c| {
             c.env_clear()
@@ -146,7 +221,7 @@ impl Server {
                 }
             });
         }
-        let client = ().serve(transport).await.expect("MCP handshake");
+        let client = handler.serve(transport).await.expect("MCP handshake");
         Self {
             client,
             root,
