@@ -135,7 +135,10 @@ pub enum OutputStream {
 /// result's streams are made of). Called on the path the guest writes
 /// through: it must only take the bytes and return.
 #[derive(Clone)]
-pub struct OutputTap(std::sync::Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>);
+pub struct OutputTap(std::sync::Arc<TapFn>);
+
+/// What an [`OutputTap`] calls.
+type TapFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
 
 impl OutputTap {
     /// Output goes to `take` as it is written.
