@@ -10,6 +10,7 @@ mod live_output;
 pub mod offer;
 pub mod params;
 mod progress;
+pub mod resources;
 pub mod results;
 pub mod schema;
 pub mod tasks;
@@ -24,7 +25,9 @@ use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, ServerCapabilities, ServerConfig, UpdateTaskParams,
+    GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::task_manager::TaskManager;
@@ -868,6 +871,33 @@ impl ServerHandler for SandboxServer {
         self.call_now(request, context).await
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        resources::list(&self.manager, cursor.as_deref()).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents =
+            resources::read(&self.manager, &request.uri, self.limits.max_file_bytes).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
     async fn get_task(
         &self,
         request: GetTaskParams,
@@ -897,6 +927,7 @@ impl ServerHandler for SandboxServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_resources()
                 .enable_tasks()
                 .build(),
         )

@@ -16,9 +16,10 @@ use cap_std::fs::{Dir, MetadataExt, OpenOptions};
 use rand::Rng;
 
 use super::FileInterface;
+use super::changed_files::changed_since;
 use super::error::SandboxError;
 use super::guest_path::GuestPath;
-use super::types::{EntryKind, FileContent, FileEntry, Listing};
+use super::types::{ChangedFile, EntryKind, FileContent, FileEntry, Listing};
 use crate::sandbox::disk_usage::held_bytes;
 use crate::sandbox::quota::QuotaLedger;
 
@@ -71,6 +72,12 @@ impl FileInterface for LocalFiles {
         let path = path.clone();
         self.blocking(move |dir, quota| write(dir, quota, &path, &data))
             .await
+    }
+
+    async fn changed_since(&self, since: SystemTime) -> (Vec<ChangedFile>, usize) {
+        self.blocking(move |dir, _| Ok(changed_since(dir, since)))
+            .await
+            .unwrap_or_default()
     }
 }
 

@@ -567,7 +567,8 @@ impl Sandbox {
         let limits = self.limits.for_execution(timeout)?;
         let mut turn = self.turn().await?;
         let stop = self.stop_on_cancel_or_close(cancel);
-        let result = turn
+        let started = super::changed_files::file_clock_now();
+        let mut result = turn
             .interpreter()
             .execute(
                 ExecRequest {
@@ -579,6 +580,10 @@ impl Sandbox {
             )
             .await;
         self.executions.fetch_add(1, Ordering::Relaxed);
+        if let Ok(execution) = &mut result {
+            (execution.files, execution.files_not_listed) =
+                turn.interpreter().files().changed_since(started).await;
+        }
         result
     }
 

@@ -279,8 +279,28 @@ pub struct Execution {
     /// Images the execution produced.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ExecImage>,
+    /// Files the execution created or changed in the sandbox (newest first;
+    /// local sandboxes). Read them with read_file, or as resources.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ChangedFile>,
+    /// More files it created or changed, not listed in `files`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files_not_listed: usize,
     /// What the execution used.
     pub usage: Usage,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A file an execution created or changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ChangedFile {
+    /// Its path in the sandbox.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 impl Execution {

@@ -168,6 +168,7 @@ pub fn error(e: &SandboxError) -> CallToolResult {
 pub fn execution(session_id: &str, execution: Execution) -> CallToolResult {
     let text = render_execution(&execution);
     let images = execution.images.clone();
+    let links = file_links(session_id, &execution);
     let is_error = execution.is_error();
     let mut result = structured(
         &ExecutionResult {
@@ -182,7 +183,40 @@ pub fn execution(session_id: &str, execution: Execution) -> CallToolResult {
             .content
             .push(ContentBlock::image(image.data_base64, image.mime_type));
     }
+    result.content.extend(links);
     result
+}
+
+/// Links to the files an execution created or changed, and to where its
+/// cut output and full-size figures were saved (whatever the backend could
+/// tell), each once.
+fn file_links(session_id: &str, e: &Execution) -> Vec<ContentBlock> {
+    let mut files: Vec<(String, Option<u64>)> = e
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), Some(f.size)))
+        .collect();
+    let saved = [&e.stdout, &e.stderr]
+        .into_iter()
+        .filter_map(|s| s.full_output_path.clone().map(|p| (p, s.saved_bytes)))
+        .chain(
+            e.images
+                .iter()
+                .filter_map(|i| i.path.clone().map(|p| (p, None))),
+        );
+    for (path, size) in saved {
+        if !files.iter().any(|(known, _)| *known == path) {
+            files.push((path, size));
+        }
+    }
+    files
+        .into_iter()
+        .map(|(path, size)| {
+            let mut resource = super::resources::described(session_id, &path, 0);
+            resource.size = size;
+            ContentBlock::resource_link(resource)
+        })
+        .collect()
 }
 
 /// The readable form of an execution.
@@ -214,6 +248,18 @@ pub fn render_execution(e: &Execution) -> String {
             let _ = write!(out, " (downscaled; full size in {path})");
         }
         out.push('\n');
+    }
+    if !e.files.is_empty() {
+        let names: Vec<String> = e
+            .files
+            .iter()
+            .map(|f| format!("{} ({})", f.path, human_bytes(f.size)))
+            .collect();
+        let _ = write!(out, "Files written: {}", names.join(", "));
+        if e.files_not_listed > 0 {
+            let _ = write!(out, " and {} more", e.files_not_listed);
+        }
+        out.push_str(" (linked as resources)\n");
     }
     if let Some(limit) = &e.limit {
         let _ = writeln!(out, "Limit reached ({}): {}", limit.limit, limit.message);

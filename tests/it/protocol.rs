@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    NumberOrString, ProgressToken, RequestMetaObject, TaskPayload, TaskStatus,
+    NumberOrString, ProgressToken, ReadResourceRequestParams, RequestMetaObject, ResourceContents,
+    TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
 
@@ -30,7 +31,10 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The host directory of sandbox `id` (found by a file written into it).
-async fn host_dir<H: rmcp::ClientHandler>(server: &Server<H>, id: &str) -> std::path::PathBuf {
+pub(crate) async fn host_dir<H: rmcp::ClientHandler>(
+    server: &Server<H>,
+    id: &str,
+) -> std::path::PathBuf {
     let marker = format!("which-{id}");
     let written = plain(
         server,
@@ -379,5 +383,118 @@ async fn progress_of_a_task_becomes_its_status_message() {
     std::fs::write(dir.join("go"), "").unwrap();
     let result = completed(task_end(&server, &task_id).await);
     assert!(text(&result).contains("went"), "{}", text(&result));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn files_an_execution_writes_are_linked_and_read_as_resources() {
+    let server = Server::start_with(&[("SANDBOX_MAX_FILE_BYTES", "100000")]).await;
+    let id = server.create().await;
+    let templates = server.client.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates[0].uri_template, "sandbox://{session_id}/{+path}");
+
+    let code = "import os\nos.makedirs('/out', exist_ok=True)\nopen('/out/a b.csv', 'w').write('x,y\\n1,2\\n')\nopen('/out/raw.bin', 'wb').write(bytes(range(256)))\nprint('ok')";
+    let result = server.exec(&id, code).await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let links: Vec<_> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_resource_link())
+        .collect();
+    let uris: Vec<&str> = links.iter().map(|l| l.uri.as_str()).collect();
+    let csv_uri = format!("sandbox://{id}/out/a%20b.csv");
+    assert!(uris.contains(&csv_uri.as_str()), "{uris:?}");
+    let csv = links.iter().find(|l| l.uri == csv_uri).unwrap();
+    assert_eq!(
+        (csv.size, csv.mime_type.as_deref()),
+        (Some(8), Some("text/csv"))
+    );
+    let structured = result.structured_content.clone().unwrap();
+    assert!(
+        structured["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["path"] == "/out/a b.csv")
+    );
+    assert!(
+        text(&result).contains("Files written: "),
+        "{}",
+        text(&result)
+    );
+
+    // Text reads as text, bytes as a base64 blob.
+    let read = server
+        .client
+        .read_resource(ReadResourceRequestParams::new(csv_uri.clone()))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text: csv_text, .. } = &read.contents[0] else {
+        panic!("{read:?}")
+    };
+    assert_eq!(csv_text, "x,y\n1,2\n");
+    let raw_uri = format!("sandbox://{id}/out/raw.bin");
+    let read = server
+        .client
+        .read_resource(ReadResourceRequestParams::new(raw_uri))
+        .await
+        .unwrap();
+    let ResourceContents::BlobResourceContents { blob, .. } = &read.contents[0] else {
+        panic!("{read:?}")
+    };
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(blob)
+        .unwrap();
+    assert_eq!(bytes, (0..=255u8).collect::<Vec<_>>());
+
+    // The listing has them; a second execution that writes nothing links nothing.
+    let listed = server.client.list_all_resources().await.unwrap();
+    assert!(listed.iter().any(|r| r.uri == csv_uri), "{listed:?}");
+    // File times tick every few milliseconds: let one tick pass, so the
+    // files above are older than the next execution.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let quiet = server.exec(&id, "1 + 1").await;
+    assert!(
+        quiet.content.iter().all(|c| c.as_resource_link().is_none()),
+        "{:?}",
+        quiet.content
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn resource_reads_keep_the_file_tools_rules() {
+    let server = Server::start_with(&[("SANDBOX_MAX_FILE_BYTES", "100000")]).await;
+    let id = server.create().await;
+    let dir = crate::protocol::host_dir(&server, &id).await;
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("leak")).unwrap();
+    std::fs::write(dir.join("big.txt"), vec![b'a'; 200_000]).unwrap();
+    let read = |uri: String| {
+        let peer = server.client.peer().clone();
+        async move {
+            peer.read_resource(ReadResourceRequestParams::new(uri))
+                .await
+        }
+    };
+    for (uri, expected) in [
+        (format!("sandbox://{id}/leak"), "outside"),
+        (format!("sandbox://{id}/../../etc/passwd"), "outside"),
+        (
+            format!("sandbox://{id}/%2e%2e/%2e%2e/etc/passwd"),
+            "outside",
+        ),
+        ("file:///etc/passwd".to_owned(), "not a sandbox file URI"),
+        ("sandbox://nobody/x".to_owned(), "nobody"),
+        (format!("sandbox://{id}/missing.txt"), "missing.txt"),
+        (format!("sandbox://{id}/big.txt"), "read_file"),
+    ] {
+        let err = read(uri.clone()).await.expect_err(&uri).to_string();
+        assert!(err.contains(expected), "{uri}: {err}");
+        assert!(!err.contains("root:x:0"), "{uri}: {err}");
+    }
+    // Still usable afterwards.
+    let small = read(format!("sandbox://{id}/which-{id}")).await.unwrap();
+    assert_eq!(small.contents.len(), 1);
     server.stop().await;
 }
