@@ -135,7 +135,10 @@ pub enum OutputStream {
 /// result's streams are made of). Called on the path the guest writes
 /// through: it must only take the bytes and return.
 #[derive(Clone)]
-pub struct OutputTap(std::sync::Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>);
+pub struct OutputTap(std::sync::Arc<TapFn>);
+
+/// What an [`OutputTap`] calls with each write.
+type TapFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
 
 impl OutputTap {
     /// Output goes to `take` as it is written.
@@ -387,6 +390,10 @@ pub struct ResourceUsage {
     /// Why the disk use could not be measured (writes are refused meanwhile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_error: Option<String>,
+    /// Whether the sandbox's interpreter was taken from the warm pool
+    /// rather than started for it (local sandboxes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_warm_pool: Option<bool>,
 }
 
 /// Where an installed package came from.
