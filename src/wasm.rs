@@ -9,6 +9,7 @@
 mod capture;
 mod door;
 pub mod engine;
+mod file_check;
 mod guest_io;
 pub mod host_memory;
 pub mod host_resources;
@@ -335,7 +336,7 @@ impl Backend for WasmBackend {
             )));
         }
         if name == self.settings.default_runtime
-            && let Some(warm) = self.pool().await?.take()
+            && let Some(warm) = self.pool().await?.take(&spec.limits)
             && let Some((dir, ledger, interpreter)) = warm.into_parts()
         {
             let sandbox =

@@ -252,14 +252,6 @@ impl QuotaLedger {
         )
     }
 
-    /// Whether the sandbox is over its quota, measured now (a sandbox that
-    /// cannot be measured is).
-    pub fn over_quota(&self) -> bool {
-        !self.usage().is_ok_and(|usage| {
-            usage.bytes <= self.quota.max_bytes && usage.files <= self.quota.max_files
-        })
-    }
-
     /// What the sandbox may still add, measured now.
     pub fn room(&self) -> Result<Room, SandboxError> {
         let usage = self.usage().map_err(measure_error)?;

@@ -137,7 +137,7 @@ pub enum OutputStream {
 #[derive(Clone)]
 pub struct OutputTap(std::sync::Arc<TapFn>);
 
-/// What an [`OutputTap`] calls.
+/// What an [`OutputTap`] calls with each write.
 type TapFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
 
 impl OutputTap {
@@ -410,6 +410,10 @@ pub struct ResourceUsage {
     /// Why the disk use could not be measured (writes are refused meanwhile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_error: Option<String>,
+    /// Whether the sandbox's interpreter was taken from the warm pool
+    /// rather than started for it (local sandboxes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_warm_pool: Option<bool>,
 }
 
 /// Where an installed package came from.

@@ -46,7 +46,7 @@ pub(crate) enum Stream {
 
 /// A reply from the driver and the fuel left when it was sent.
 pub(crate) struct RawReply {
-    /// The reply's JSON.
+    /// The reply's body (kind-tagged fields: see [`super::protocol`]).
     pub body: Vec<u8>,
     /// Fuel left as the guest wrote the reply.
     pub fuel_left: u64,

@@ -64,8 +64,6 @@ pub(crate) struct GuestImage {
     pub executor: tokio::runtime::Handle,
     /// Whether the engine meters fuel.
     pub fuel_metered: bool,
-    /// Whether the module carries the disk-quota gates.
-    pub quota_gated: bool,
     /// Whether the module is pre-initialised and driven turn by turn (see
     /// [`super::turns`]); otherwise it runs the driver's loop to its end.
     pub turns: bool,
@@ -373,7 +371,7 @@ pub(crate) struct CallLimits {
 pub(crate) enum Outcome {
     /// The driver answered.
     Reply {
-        /// The reply's JSON.
+        /// The reply's body (kind-tagged fields: see [`super::protocol`]).
         body: Vec<u8>,
         /// Fuel the call burned, when metered.
         fuel_used: Option<u64>,

@@ -94,8 +94,14 @@ pub(crate) fn load(
     slot: &ImageSlot,
 ) -> Result<Arc<GuestImage>, SandboxError> {
     let name = manifest.name.as_str();
-    let runtime = load_runtime(&settings.runtime_dir, manifest, &settings.default_runtime)
-        .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    let records = settings.cache_dir.join("verified");
+    let runtime = load_runtime(
+        &settings.runtime_dir,
+        manifest,
+        &settings.default_runtime,
+        Some(&records),
+    )
+    .map_err(|e| SandboxError::Runtime(e.to_string()))?;
     if let Some(missing) = runtime
         .manifest
         .wasm_features
@@ -108,23 +114,18 @@ pub(crate) fn load(
     }
     let mounts = mounts::prepare(&runtime, &settings.cache_dir)
         .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
-    let turns = preinit::supports_turns(&runtime.module_bytes);
     let state_key = preinit_key(&runtime.manifest, &mounts, &settings.preload);
-    let compiled = if turns {
-        preinitialised(
-            settings, &engine, &runtime, &mounts, &executor, slot, &state_key,
-        )
-    } else {
-        compiled(settings, &engine, &runtime, slot)
-    };
+    let module = module(
+        settings, &engine, &runtime, &mounts, &executor, slot, &state_key,
+    );
     slot.set_phase(None);
-    let (module, quota_gated) = compiled?;
+    let (module, turns) = module?;
     let built_in = match runtime.distributions() {
         Some(path) => BuiltInPackages::from_zip(path)
             .map_err(|e| SandboxError::Runtime(format!("cannot read {}: {e}", path.display())))?,
         None => BuiltInPackages::default(),
     };
-    let pre = link(&engine, &module, &runtime.manifest, quota_gated).map_err(|e| {
+    let pre = link(&engine, &module, &runtime.manifest).map_err(|e| {
         SandboxError::Runtime(format!("cannot link the Python runtime '{name}': {e}"))
     })?;
     Ok(Arc::new(GuestImage {
@@ -133,7 +134,6 @@ pub(crate) fn load(
         manifest: runtime.manifest,
         executor,
         fuel_metered: settings.engine.fuel,
-        quota_gated,
         turns,
         initial_memory: initial_memory(&module),
         state_key,
@@ -144,49 +144,69 @@ pub(crate) fn load(
     }))
 }
 
-/// The compiled module, from the cache or compiled now (with the quota gates
-/// woven in when the module allows), and whether it carries the gates.
+/// The runtime's compiled module, and whether it is pre-initialised and
+/// driven turn by turn: from the cache when it is there (without reading the
+/// runtime's module), else built from the module now. Only a turn-driven
+/// runtime is ever cached under `state_key`, and only another under its
+/// gated key.
+#[allow(clippy::too_many_arguments)]
+fn module(
+    settings: &WasmSettings,
+    engine: &Engine,
+    runtime: &VerifiedRuntime,
+    mounts: &[mounts::ReadOnlyMount],
+    executor: &tokio::runtime::Handle,
+    slot: &ImageSlot,
+    state_key: &str,
+) -> Result<(Module, bool), SandboxError> {
+    let cache = &settings.cache_dir;
+    if let Some(module) = module_cache::load(engine, cache, state_key) {
+        return Ok((module, true));
+    }
+    if let Some(module) = module_cache::load(engine, cache, &gated_key(&runtime.manifest)) {
+        return Ok((module, false));
+    }
+    let wasm = runtime
+        .read_module()
+        .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    if preinit::supports_turns(&wasm) {
+        let module = preinitialised(
+            settings, engine, runtime, &wasm, mounts, executor, slot, state_key,
+        )?;
+        Ok((module, true))
+    } else {
+        Ok((compiled(settings, engine, runtime, &wasm, slot)?, false))
+    }
+}
+
+/// The cache key of a runtime's module with the quota gates woven in.
+fn gated_key(manifest: &RuntimeManifest) -> String {
+    format!(
+        "{}-gate{}",
+        &manifest.sha256[..24],
+        quota_gate::GATE_VERSION
+    )
+}
+
+/// Compiles `wasm`, the runtime's module, with the quota gates woven in, and
+/// caches it.
 fn compiled(
     settings: &WasmSettings,
     engine: &Engine,
     runtime: &VerifiedRuntime,
+    wasm: &[u8],
     slot: &ImageSlot,
-) -> Result<(Module, bool), SandboxError> {
+) -> Result<Module, SandboxError> {
     let manifest = &runtime.manifest;
     let cache = &settings.cache_dir;
-    let sha = &manifest.sha256;
-    let gated_key = format!("{}-gate{}", &sha[..24], quota_gate::GATE_VERSION);
-    if let Some(module) = module_cache::load(engine, cache, &gated_key) {
-        return Ok((module, true));
-    }
-    // Weaving is quick next to compiling; a module it cannot gate runs
-    // without the gates (from the cache when it was compiled before).
-    let (key, wasm, gated) = match quota_gate::weave(&runtime.module_bytes) {
-        Ok(woven) => {
-            tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, door = ?woven.door, "added disk-quota gates");
-            (gated_key, std::borrow::Cow::Owned(woven.module), true)
-        }
-        Err(why) => {
-            tracing::warn!(
-                "runtime {}: disk quotas are checked only between executions: {why}",
-                manifest.name
-            );
-            let key = sha[..24].to_owned();
-            if let Some(module) = module_cache::load(engine, cache, &key) {
-                return Ok((module, false));
-            }
-            (
-                key,
-                std::borrow::Cow::Borrowed(&runtime.module_bytes[..]),
-                false,
-            )
-        }
-    };
+    let key = gated_key(manifest);
+    // Weaving is quick next to compiling.
+    let woven = woven(&manifest.name, wasm)?;
     // Nothing cached: this is the expensive first start.
     let _compiling = wait_for_compiler(manifest, slot);
     // Whoever held the lock may have compiled this very module meanwhile.
     if let Some(module) = module_cache::load(engine, cache, &key) {
-        return Ok((module, gated));
+        return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache)
@@ -199,43 +219,49 @@ fn compiled(
         manifest.name
     );
     slot.set_phase(Some(phase));
-    let module = module_cache::compile_and_store(engine, cache, &key, &wasm).map_err(|e| {
+    let module = module_cache::compile_and_store(engine, cache, &key, &woven).map_err(|e| {
         SandboxError::Runtime(format!(
             "cannot compile the Python runtime {}: {e}",
             runtime.module_path.display()
         ))
     })?;
-    Ok((module, gated))
+    Ok(module)
 }
 
-/// The pre-initialised module of a turn-driven runtime (see [`preinit`]),
-/// from the cache or built now, and whether it carries the quota gates.
+/// The runtime `name`'s module with the disk-quota gates woven in; a module
+/// that cannot carry them is refused, never run without them.
+fn woven(name: &str, wasm: &[u8]) -> Result<Vec<u8>, SandboxError> {
+    let woven = quota_gate::weave(wasm).map_err(|why| {
+        SandboxError::Runtime(format!(
+            "the runtime '{name}' cannot carry the disk-quota gates: {why}"
+        ))
+    })?;
+    tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, door = ?woven.door, "added disk-quota gates");
+    Ok(woven.module)
+}
+
+/// Builds the pre-initialised module of a turn-driven runtime (see
+/// [`preinit`]) from `wasm`, its module, with the quota gates, and caches it.
 /// Its cache key covers everything the snapshot depends on: the runtime,
 /// the gates, the driver, the preloaded modules, the environment and the
 /// mounts.
+#[allow(clippy::too_many_arguments)]
 fn preinitialised(
     settings: &WasmSettings,
     engine: &Engine,
     runtime: &VerifiedRuntime,
+    wasm: &[u8],
     mounts: &[mounts::ReadOnlyMount],
     executor: &tokio::runtime::Handle,
     slot: &ImageSlot,
     key: &str,
-) -> Result<(Module, bool), SandboxError> {
+) -> Result<Module, SandboxError> {
     let manifest = &runtime.manifest;
     let cache = &settings.cache_dir;
-    if let Some(module) = module_cache::load(engine, cache, key) {
-        return Ok((module, true));
-    }
-    let woven = quota_gate::weave(&runtime.module_bytes).map_err(|why| {
-        SandboxError::Runtime(format!(
-            "the runtime '{}' cannot carry the disk-quota gates: {why}",
-            manifest.name
-        ))
-    })?;
+    let woven = woven(&manifest.name, wasm)?;
     let _compiling = wait_for_compiler(manifest, slot);
     if let Some(module) = module_cache::load(engine, cache, key) {
-        return Ok((module, true));
+        return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache)
@@ -260,8 +286,7 @@ fn preinitialised(
     std::fs::create_dir_all(&scratch)
         .map_err(|e| SandboxError::Runtime(format!("cannot create {}: {e}", scratch.display())))?;
     let plan = preinit::PreinitPlan {
-        wasm: &woven.module,
-        gated: true,
+        wasm: &woven,
         manifest,
         mounts,
         preload: &settings.preload,
@@ -288,7 +313,7 @@ fn preinitialised(
             manifest.name
         ))
     })?;
-    Ok((module, true))
+    Ok(module)
 }
 
 /// Bytes of linear memory an instance of `module` starts with.
@@ -381,7 +406,6 @@ pub(super) fn link(
     engine: &Engine,
     module: &Module,
     manifest: &RuntimeManifest,
-    quota_gated: bool,
 ) -> wasmtime::Result<wasmtime::InstancePre<GuestState>> {
     const WASI: &str = "wasi_snapshot_preview1";
     let mut linker: Linker<GuestState> = Linker::new(engine);
@@ -405,7 +429,7 @@ pub(super) fn link(
             )?;
         }
         // Advice is only advice: real calls are accepted and not acted on.
-        Some(Door::FdAdvise) if quota_gated => {
+        Some(Door::FdAdvise) => {
             linker.func_wrap(
                 WASI,
                 "fd_advise",
@@ -486,6 +510,104 @@ mod tests {
         assert!(text.contains(&seconds) && text.contains(&memory), "{text}");
     }
 
+    /// A guest that opens a file, renumbers it onto stdout (or stdout onto
+    /// it), then writes 4 MiB to fd 1, run against the real WASI host with
+    /// its real gates and output capture.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn renumbering_onto_or_from_stdout_leaves_the_output_captured_and_capped() {
+        use super::super::capture::OutputCapture;
+        use super::super::guest_io::{GuestLink, TOKEN_LEN};
+        use crate::sandbox::quota::{DiskQuota, QuotaLedger};
+        let guest = wat::parse_str(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_allocate" (func (param i32 i64 i64) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_renumber" (func $renumber (param i32 i32) (result i32)))
+              (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (data (i32.const 100) "f.txt")
+              ;; onto: 1 renumbers the file onto stdout, 0 stdout onto the file.
+              ;; Returns fd_renumber's errno.
+              (func (export "run") (param $onto i32) (result i32)
+                (local $fd i32) (local $errno i32) (local $i i32)
+                (drop (call $open (i32.const 3) (i32.const 0) (i32.const 100) (i32.const 5)
+                  (i32.const 1) (i64.const 0x1fffffff) (i64.const 0x1fffffff) (i32.const 0) (i32.const 200)))
+                (local.set $fd (i32.load (i32.const 200)))
+                (local.set $errno
+                  (if (result i32) (local.get $onto)
+                    (then (call $renumber (local.get $fd) (i32.const 1)))
+                    (else (call $renumber (i32.const 1) (local.get $fd)))))
+                ;; 1024 writes of 4 KiB of 'x' to fd 1.
+                (memory.fill (i32.const 1024) (i32.const 120) (i32.const 4096))
+                (i32.store (i32.const 0) (i32.const 1024))
+                (i32.store (i32.const 4) (i32.const 4096))
+                (loop $again
+                  (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+                  (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                  (br_if $again (i32.lt_u (local.get $i) (i32.const 1024))))
+                (local.get $errno)))"#,
+        )
+        .unwrap();
+        let settings = super::super::engine::EngineSettings {
+            fuel: false,
+            ..Default::default()
+        };
+        let engine = super::super::engine::build_engine(settings).unwrap();
+        let module = Module::new(&engine, quota_gate::weave(&guest).unwrap().module).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let manifest = super::super::runtime::RuntimeCatalog::scan(tmp.path())
+            .unwrap()
+            .get("python-3.12")
+            .unwrap()
+            .clone();
+        let pre = link(&engine, &module, &manifest).unwrap();
+        for onto in [1, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let handle =
+                cap_std::fs::Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
+                    .unwrap();
+            let ledger = QuotaLedger::new(
+                Arc::new(handle),
+                dir.path(),
+                DiskQuota::unlimited(),
+                Budget::unlimited(),
+            );
+            let guest_link = GuestLink::new([b'0'; TOKEN_LEN], false);
+            let state =
+                GuestState::for_preinit(&manifest, &[], dir.path(), guest_link.clone(), ledger)
+                    .unwrap();
+            let _reply = guest_link.send(
+                &[],
+                b"",
+                0,
+                0,
+                OutputCapture::memory(64 << 10),
+                OutputCapture::memory(64 << 10),
+            );
+            let mut store = wasmtime::Store::new(&engine, state);
+            store.epoch_deadline_async_yield_and_update(1);
+            let instance = pre.instantiate_async(&mut store).await.unwrap();
+            let run = instance
+                .get_typed_func::<i32, i32>(&mut store, "run")
+                .unwrap();
+            let errno = run.call_async(&mut store, onto).await.unwrap();
+            assert_eq!(errno, 8, "onto {onto}: EBADF");
+            let (stdout, _) = guest_link.take_output();
+            let stdout = stdout.finish();
+            assert_eq!(
+                stdout.total_bytes,
+                4 << 20,
+                "onto {onto}: every byte reached the capture"
+            );
+            assert!(
+                stdout.truncated && stdout.text.len() < (64 << 10) + 1024,
+                "onto {onto}: and it is capped"
+            );
+            let file = std::fs::metadata(dir.path().join("f.txt")).unwrap();
+            assert_eq!(file.len(), 0, "onto {onto}: nothing went to the file");
+        }
+    }
+
     #[test]
     fn an_undeclared_import_is_refused_by_name() {
         let engine = super::super::engine::build_engine(Default::default()).unwrap();
@@ -499,7 +621,7 @@ mod tests {
             .get("python-3.12")
             .unwrap()
             .clone();
-        let Err(err) = link(&engine, &module, &manifest, false) else {
+        let Err(err) = link(&engine, &module, &manifest) else {
             panic!("an undeclared import must not link")
         };
         assert!(err.to_string().contains("host.call"), "{err}");
@@ -509,6 +631,6 @@ mod tests {
             .unwrap()
             .host_stubs
             .clone();
-        assert!(link(&engine, &module, &manifest, false).is_ok());
+        assert!(link(&engine, &module, &manifest).is_ok());
     }
 }

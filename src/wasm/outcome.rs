@@ -1,19 +1,41 @@
 //! How a call to the driver ended, in words for the model: the one place that
-//! turns an [`Outcome`] (with the [`GuestExit`] that [`super::trap`]
-//! classified) into the parts of an [`Execution`]: the reply's value, error
-//! and images held to the limits, or the limit or crash that stopped the
-//! interpreter.
+//! turns a [`FinishedCall`] (its [`Outcome`], with the [`GuestExit`] that
+//! [`super::trap`] classified, and its output) into an [`Execution`]: the
+//! reply's value, error and images held to the limits, or the limit or crash
+//! that stopped the interpreter, the disk quota, and the usage.
+
+use std::time::Duration;
 
 use base64::Engine as _;
 
+use super::capture::OutputCapture;
 use super::interpreter::{MemoryRefusal, Outcome};
 use super::protocol::{Reply, decode_reply};
 use super::trap::GuestExit;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{
-    ExecError, ExecImage, ExecLimits, Execution, GuestPath, LimitHit, LimitKind, StopReason,
+    ExecError, ExecImage, ExecLimits, Execution, GuestPath, LimitHit, LimitKind, StopReason, Usage,
     cap_exec_error, cap_value_text, human_bytes, human_duration,
 };
+
+/// What a lost interpreter means for the sandbox, for the model.
+pub(crate) const STATE_LOST: &str = "the interpreter was stopped and a fresh one is starting in the same sandbox: variables, imports and definitions are lost, files are kept";
+
+/// A call to the driver that has ended, and the interpreter as it left it.
+pub(crate) struct FinishedCall {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// What the program wrote to stdout.
+    pub stdout: OutputCapture,
+    /// What the program wrote to stderr.
+    pub stderr: OutputCapture,
+    /// How long it took.
+    pub wall: Duration,
+    /// The interpreter's memory after it.
+    pub memory_bytes: u64,
+    /// Which limit refused a memory growth during it, if one did.
+    pub memory_refused: Option<MemoryRefusal>,
+}
 
 /// What the sandbox knew as the call ended.
 pub(crate) struct Facts<'a> {
@@ -21,18 +43,52 @@ pub(crate) struct Facts<'a> {
     pub limits: &'a ExecLimits,
     /// The sandbox's memory cap, in bytes.
     pub memory_cap: u64,
-    /// Which limit refused a memory growth during the call, if one did.
-    pub memory_refused: Option<MemoryRefusal>,
     /// The server's memory budget.
     pub memory_budget: &'a Budget,
     /// Most files the interpreter may hold open.
     pub open_files: u64,
     /// Why the call was stopped, when it was.
     pub stop_reason: StopReason,
+    /// The sandbox's disk quota, in words, when a write was refused for it
+    /// during the call.
+    pub disk_refused: Option<String>,
+    /// A loss an earlier call could not report (it was cancelled), to report
+    /// now when this call loses nothing itself.
+    pub earlier_loss: Option<String>,
+}
+
+/// The result of `call`, and the loss of its interpreter, if it was lost
+/// (the sandbox must then act on it: see [`Loss`]).
+pub(crate) fn execution(call: FinishedCall, facts: &Facts<'_>) -> (Execution, Option<Loss>) {
+    let mut execution = Execution {
+        stdout: call.stdout.finish(),
+        stderr: call.stderr.finish(),
+        ..Execution::default()
+    };
+    let (fuel_used, loss) = match ending(call.outcome, facts, call.memory_refused, &mut execution) {
+        Ending::Answered { fuel_used } => (fuel_used, None),
+        Ending::Lost(loss) => {
+            loss.record(&mut execution);
+            (None, Some(loss))
+        }
+    };
+    let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
+    note_disk_quota(&mut execution, facts.disk_refused.as_deref());
+    execution.note_output_limit(facts.limits.output_bytes);
+    if execution.state_lost.is_none() {
+        execution.state_lost = facts.earlier_loss.clone();
+    }
+    execution.usage = Usage {
+        wall_ms: call.wall.as_secs_f64() * 1000.0,
+        fuel: fuel_used,
+        memory_bytes: Some(call.memory_bytes),
+        output_truncated,
+    };
+    (execution, loss)
 }
 
 /// How the call ended.
-pub(crate) enum Ending {
+enum Ending {
     /// The driver answered; the result has its parts.
     Answered {
         /// Fuel the call burned, when metered.
@@ -47,9 +103,9 @@ pub(crate) struct Loss {
     /// What happened, in words (the start of the state-lost sentence).
     pub why: String,
     /// The limit that stopped it (`None`: an error named `error_name`).
-    pub limit: Option<(LimitKind, String)>,
+    limit: Option<(LimitKind, String)>,
     /// The error's name when no limit stopped it.
-    pub error_name: &'static str,
+    error_name: &'static str,
     /// Whether a replacement interpreter should start (not for a sandbox
     /// that is being closed).
     pub replace: bool,
@@ -60,31 +116,39 @@ pub(crate) struct Loss {
 
 impl Loss {
     /// Puts the loss into the result: what happened as the limit or error,
-    /// and `consequence` (what it means for the sandbox) as the state lost,
-    /// each said once.
-    pub(crate) fn record(self, execution: &mut Execution, consequence: String) {
-        match self.limit {
+    /// and what it means for the sandbox as the state lost, each said once.
+    fn record(&self, execution: &mut Execution) {
+        match &self.limit {
             Some((kind, limit)) => {
                 execution.limit = Some(LimitHit {
-                    kind,
-                    limit,
-                    message: self.why,
+                    kind: *kind,
+                    limit: limit.clone(),
+                    message: self.why.clone(),
                 });
             }
             None => {
                 execution.error = Some(ExecError {
                     name: self.error_name.into(),
-                    value: self.why,
+                    value: self.why.clone(),
                     traceback: String::new(),
                 });
             }
         }
-        execution.state_lost = Some(consequence);
+        execution.state_lost = Some(if self.replace {
+            STATE_LOST.to_owned()
+        } else {
+            "the interpreter was stopped".to_owned()
+        });
     }
 }
 
 /// Turns the outcome into the result's parts, or into the loss to record.
-pub(crate) fn ending(outcome: Outcome, facts: &Facts<'_>, execution: &mut Execution) -> Ending {
+fn ending(
+    outcome: Outcome,
+    facts: &Facts<'_>,
+    memory_refused: Option<MemoryRefusal>,
+    execution: &mut Execution,
+) -> Ending {
     match outcome {
         Outcome::Reply { body, fuel_used } => {
             match decode_reply(&body) {
@@ -97,7 +161,7 @@ pub(crate) fn ending(outcome: Outcome, facts: &Facts<'_>, execution: &mut Execut
                     });
                 }
             }
-            note_memory_error(execution, facts);
+            note_memory_error(execution, facts, memory_refused);
             Ending::Answered { fuel_used }
         }
         Outcome::TimedOut => {
@@ -117,12 +181,28 @@ pub(crate) fn ending(outcome: Outcome, facts: &Facts<'_>, execution: &mut Execut
             replace: facts.stop_reason == StopReason::Cancelled,
             unseen: facts.stop_reason == StopReason::Cancelled,
         }),
-        Outcome::Exited(exit) => Ending::Lost(exit_loss(&exit, facts)),
+        Outcome::Exited(exit) => Ending::Lost(exit_loss(&exit, facts, memory_refused)),
     }
 }
 
+/// A write refused for the disk quota during the call is the limit hit,
+/// when no other limit was.
+fn note_disk_quota(execution: &mut Execution, quota: Option<&str>) {
+    let Some(limit) = quota else { return };
+    if execution.limit.is_some() {
+        return;
+    }
+    execution.limit = Some(LimitHit {
+        kind: LimitKind::Disk,
+        limit: limit.to_owned(),
+        message: format!(
+            "disk quota of {limit} reached: a write failed inside Python with OSError (Quota exceeded); delete files (or read them out with read_file) to make room"
+        ),
+    });
+}
+
 /// Why an interpreter that stopped on its own did.
-fn exit_loss(exit: &GuestExit, facts: &Facts<'_>) -> Loss {
+fn exit_loss(exit: &GuestExit, facts: &Facts<'_>, memory_refused: Option<MemoryRefusal>) -> Loss {
     let memory_cap = human_bytes(facts.memory_cap);
     let (limit, why) = match exit {
         GuestExit::OutOfFuel => {
@@ -146,7 +226,7 @@ fn exit_loss(exit: &GuestExit, facts: &Facts<'_>) -> Loss {
                 facts.open_files
             ),
         ),
-        GuestExit::Trap(_) if facts.memory_refused.is_some() => (
+        GuestExit::Trap(_) if memory_refused.is_some() => (
             Some((LimitKind::Memory, memory_cap.clone())),
             format!(
                 "memory limit of {memory_cap} reached and the interpreter could not recover ({exit})"
@@ -169,12 +249,16 @@ fn exit_loss(exit: &GuestExit, facts: &Facts<'_>) -> Loss {
 
 /// A `MemoryError` raised because a growth was refused is a memory limit:
 /// the sandbox's own cap, or the budget all sandboxes share.
-fn note_memory_error(execution: &mut Execution, facts: &Facts<'_>) {
+fn note_memory_error(
+    execution: &mut Execution,
+    facts: &Facts<'_>,
+    memory_refused: Option<MemoryRefusal>,
+) {
     let raised = execution
         .error
         .as_ref()
         .is_some_and(|e| e.name.ends_with("MemoryError"));
-    let (limit, message) = match facts.memory_refused {
+    let (limit, message) = match memory_refused {
         _ if !raised => return,
         None => return,
         Some(MemoryRefusal::Cap) => {

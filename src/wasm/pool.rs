@@ -39,6 +39,13 @@ impl Warm {
     fn is_alive(&self) -> bool {
         self.parts.as_ref().is_some_and(|(_, _, i)| i.is_alive())
     }
+
+    /// Memory the interpreter holds now.
+    fn memory_bytes(&self) -> u64 {
+        self.parts
+            .as_ref()
+            .map_or(0, |(_, _, interpreter)| interpreter.memory_bytes())
+    }
 }
 
 impl Drop for Warm {
@@ -83,15 +90,23 @@ impl WarmPool {
         self.ready.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes a ready interpreter, if there is one, and starts a replacement.
-    pub(crate) fn take(self: &Arc<Self>) -> Option<Warm> {
+    /// Takes a ready interpreter for a sandbox with `limits`, if there is one
+    /// that can serve it (see [`serves`]), and starts a replacement. A
+    /// sandbox the pool cannot serve starts its own interpreter.
+    pub(crate) fn take(self: &Arc<Self>, limits: &SandboxLimits) -> Option<Warm> {
         let warm = loop {
             let Some(warm) = self.ready().pop_front() else {
                 break None;
             };
-            if warm.is_alive() {
-                break Some(warm);
+            if !warm.is_alive() {
+                continue;
             }
+            if !serves(&self.limits, warm.memory_bytes(), limits) {
+                // Pooled interpreters are alike: none serves these limits.
+                self.ready().push_front(warm);
+                return None;
+            }
+            break Some(warm);
         };
         self.refill_after(REFILL_DELAY);
         warm
@@ -158,5 +173,59 @@ impl WarmPool {
                 Err(e)
             }
         }
+    }
+}
+
+/// Whether an interpreter started under the pool's limits (`started`), and
+/// holding `memory_now` bytes, can be a sandbox with the limits `wanted`: its
+/// disk quota and open-file limit are fixed when it starts, so they must be
+/// the same; its memory cap is set when it is handed out, so it must hold no
+/// more than that cap already.
+fn serves(started: &SandboxLimits, memory_now: u64, wanted: &SandboxLimits) -> bool {
+    (started.disk_bytes, started.disk_files, started.open_files)
+        == (wanted.disk_bytes, wanted.disk_files, wanted.open_files)
+        && memory_now <= wanted.memory_bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(memory_mb: u64) -> SandboxLimits {
+        SandboxLimits {
+            timeout: std::time::Duration::from_secs(30),
+            max_timeout: std::time::Duration::from_secs(300),
+            memory_bytes: memory_mb << 20,
+            fuel: None,
+            output_bytes: 16 << 10,
+            output_file_bytes: 1 << 20,
+            disk_bytes: 256 << 20,
+            disk_files: 10_000,
+            image_bytes: 1 << 20,
+            max_images: 8,
+            open_files: 64,
+        }
+    }
+
+    #[test]
+    fn a_pooled_interpreter_serves_only_limits_it_can_keep() {
+        let pool = limits(512);
+        let held = 40 << 20;
+        assert!(serves(&pool, held, &limits(512)), "the pool's own limits");
+        assert!(serves(&pool, held, &limits(1024)), "a higher memory cap");
+        assert!(
+            serves(&pool, held, &limits(40)),
+            "a lower cap it fits under"
+        );
+        assert!(
+            !serves(&pool, held, &limits(32)),
+            "a cap below what it holds already"
+        );
+        let mut other_disk = limits(512);
+        other_disk.disk_bytes = 1 << 20;
+        assert!(!serves(&pool, held, &other_disk), "another disk quota");
+        let mut other_open = limits(512);
+        other_open.open_files = 8;
+        assert!(!serves(&pool, held, &other_open), "another open-file limit");
     }
 }

@@ -44,10 +44,8 @@ const INIT_FUNC: &str = "wizer.initialize";
 
 /// What a pre-initialisation needs.
 pub(crate) struct PreinitPlan<'a> {
-    /// The runtime's module, with the quota gates woven in when `gated`.
+    /// The runtime's module, with the quota gates woven in.
     pub wasm: &'a [u8],
-    /// Whether it carries the gates.
-    pub gated: bool,
     /// Its manifest.
     pub manifest: &'a RuntimeManifest,
     /// Its read-only mounts, as every sandbox gets them.
@@ -90,7 +88,7 @@ pub(crate) fn build(
     let engine = init_engine().map_err(|e| e.to_string())?;
     let module = Module::new(&engine, &instrumented)
         .map_err(|e| format!("cannot compile the runtime for its pre-initialisation: {e:#}"))?;
-    let pre = link(&engine, &module, plan.manifest, plan.gated).map_err(|e| e.to_string())?;
+    let pre = link(&engine, &module, plan.manifest).map_err(|e| e.to_string())?;
     let snapshot = runtime.block_on(async {
         let (mut store, instance) = initialised(plan, &engine, &pre).await?;
         let mut state = Captured {

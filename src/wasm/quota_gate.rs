@@ -31,8 +31,14 @@
 //! Growing a file with `fd_filestat_set_size` is not gated: it makes a hole,
 //! which holds no disk until written, and writes are gated.
 //!
+//! `fd_renumber` from or onto stdin, stdout or stderr is refused (`EBADF`)
+//! by the gate itself: those numbers are the driver's channel and the
+//! captured, capped output, and must keep naming them.
+//!
 //! Appending functions leaves every existing index unchanged, so only the
-//! `call` instructions to the wrapped imports are rewritten.
+//! `call` instructions to the wrapped imports are rewritten. A module that
+//! could reach a gated import any other way (a table, an export, a global or
+//! a `ref.func`) is refused, never half gated.
 
 use std::collections::HashMap;
 
@@ -42,7 +48,7 @@ use wasm_encoder::{
 use wasmparser::{ElementItems, Operator, Parser, Payload, TypeRef};
 
 /// Bumped whenever the woven code changes (it keys the module cache).
-pub const GATE_VERSION: u32 = 7;
+pub const GATE_VERSION: u32 = 8;
 
 /// The import the gates ask their questions through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +104,8 @@ const OFLAGS_CREAT: i32 = 1;
 const OFLAGS_EXCL: i32 = 4;
 /// WASI preview 1's `ENOENT`.
 const ERRNO_NOENT: i32 = 44;
+/// WASI preview 1's `EBADF`.
+const ERRNO_BADF: i32 = 8;
 /// Bytes booked for a new directory or link: one file-system block.
 const ENTRY_BLOCK: i64 = 4096;
 
@@ -118,7 +126,8 @@ enum Gate {
     Create { fd_param: u32 },
     /// `fd_close`: tell, then go on whatever the answer.
     Close,
-    /// `fd_renumber(from, to)`: both numbers stop naming what they named
+    /// `fd_renumber(from, to)`: refused (`EBADF`) when either is stdin,
+    /// stdout or stderr; otherwise both numbers stop naming what they named
     /// (`to` takes `from`'s file, `from` is freed): tell about both.
     Renumber,
     /// `poll_oneoff`: a lone relative clock wait becomes an absolute one (with
@@ -166,208 +175,397 @@ pub struct Woven {
     pub door: Door,
 }
 
-/// Adds the gates to a module. Fails (leaving the caller to run the module
-/// without gates) when the module imports neither `fd_allocate` nor
-/// `fd_advise` (with their WASI types), or refers to a gated import other than
-/// by a direct call.
-pub fn weave(wasm: &[u8]) -> Result<Woven, String> {
-    let mut types: Vec<(Vec<ValType>, Vec<ValType>)> = Vec::new();
-    let mut imported_funcs: u32 = 0;
-    // The door: its function index and which one it is.
-    let mut allocate: Option<(u32, Door)> = None;
-    let mut advise: Option<u32> = None;
-    let mut clock: Option<u32> = None;
-    // import index -> (name, type index, gate)
-    let mut targets: Vec<(u32, String, u32, Gate)> = Vec::new();
-    let mut defined_types: Vec<u32> = Vec::new();
-    let mut redirect: HashMap<u32, u32> = HashMap::new();
-    let mut module = wasm_encoder::Module::new();
-    let mut code: Option<CodeSection> = None;
-    let mut call_sites = 0usize;
+/// Why a module cannot carry the gates. A runtime that cannot is refused:
+/// without its gates, a guest's writes would go unaccounted.
+#[derive(Debug, thiserror::Error)]
+pub enum WeaveError {
+    /// The bytes are not a WebAssembly module.
+    #[error("the module does not parse ({0}): fetch the runtime again (./fetch-python.sh --force)")]
+    Parse(String),
+    /// Neither door is imported.
+    #[error(
+        "the module imports neither fd_allocate nor fd_advise, through which its disk-quota gates would ask the host: use a runtime built with wasi-libc, which imports them"
+    )]
+    NoDoor,
+    /// A WASI import the gates rely on has another type than WASI's.
+    #[error(
+        "the module imports {0} with a type that is not WASI preview 1's: use a runtime built for wasi_snapshot_preview1"
+    )]
+    WrongType(String),
+    /// `poll_oneoff` is imported without `clock_time_get`.
+    #[error(
+        "the module imports poll_oneoff but not clock_time_get, so its waits cannot be bounded: use a runtime built with wasi-libc, which imports both"
+    )]
+    NoClock,
+    /// A gated import is reachable other than by a direct call.
+    #[error(
+        "the module refers to {import} {how}, so calls through that reference would bypass its disk-quota gate: use a runtime that calls its WASI imports directly (a wasi-libc build does)"
+    )]
+    Indirect {
+        /// The import's name.
+        import: String,
+        /// Where the reference is.
+        how: &'static str,
+    },
+}
 
+impl From<wasmparser::BinaryReaderError> for WeaveError {
+    fn from(e: wasmparser::BinaryReaderError) -> Self {
+        Self::Parse(e.to_string())
+    }
+}
+
+/// Adds the gates to a module: every gated import is called only through its
+/// gate, or the module is refused with the reason (see [`WeaveError`]).
+pub fn weave(wasm: &[u8]) -> Result<Woven, WeaveError> {
+    let mut weaver = Weaver::default();
     for payload in Parser::new(0).parse_all(wasm) {
-        let payload = payload.map_err(|e| format!("the module does not parse: {e}"))?;
-        if code.is_some() && !matches!(payload, Payload::CodeSectionEntry(_)) {
-            let mut section = code.take().unwrap_or_default();
-            append_gates(&mut section, &targets, &types, allocate)?;
-            module.section(&section);
+        let payload = payload?;
+        if !matches!(payload, Payload::CodeSectionEntry(_)) {
+            weaver.end_code_section()?;
         }
+        weaver.take(payload, wasm)?;
+    }
+    weaver.end_code_section()?;
+    weaver.finish()
+}
+
+/// A gated import: its function index, name, type index and gate.
+struct Target {
+    import: u32,
+    name: String,
+    ty: u32,
+    gate: Gate,
+}
+
+/// The module being rewritten, section by section.
+#[derive(Default)]
+struct Weaver {
+    /// Each type's parameters and results (empty for a type no WASI import
+    /// can have).
+    types: Vec<(Vec<ValType>, Vec<ValType>)>,
+    imported_funcs: u32,
+    /// The door's function index, once the imports are read.
+    door: Option<(u32, Door)>,
+    targets: Vec<Target>,
+    /// Gated import index -> its gate's function index.
+    redirect: HashMap<u32, u32>,
+    module: wasm_encoder::Module,
+    /// The code section being copied.
+    code: Option<CodeSection>,
+    call_sites: usize,
+}
+
+impl Weaver {
+    /// Copies one section (or code entry), reading what the gates need.
+    fn take(&mut self, payload: Payload<'_>, wasm: &[u8]) -> Result<(), WeaveError> {
         match payload {
             Payload::Version { .. } | Payload::End(_) => {}
             Payload::TypeSection(reader) => {
-                for rec in reader.clone().into_iter() {
-                    let rec = rec.map_err(|e| e.to_string())?;
-                    for sub in rec.types() {
-                        // A type with references (or not a function type)
-                        // never fits a WASI import: it is kept as an empty
-                        // signature, which no gate or door accepts.
-                        let numeric = match &sub.composite_type.inner {
-                            wasmparser::CompositeInnerType::Func(f) => f
-                                .params()
-                                .iter()
-                                .map(val_type)
-                                .collect::<Result<Vec<_>, _>>()
-                                .and_then(|params| {
-                                    Ok((
-                                        params,
-                                        f.results()
-                                            .iter()
-                                            .map(val_type)
-                                            .collect::<Result<Vec<_>, _>>()?,
-                                    ))
-                                })
-                                .ok(),
-                            _ => None,
-                        };
-                        types.push(numeric.unwrap_or_default());
-                    }
-                }
-                copy(&mut module, 1, wasm, reader.range());
+                self.read_types(reader.clone())?;
+                copy(&mut self.module, 1, wasm, reader.range());
             }
             Payload::ImportSection(reader) => {
-                for import in reader.clone().into_imports() {
-                    let import = import.map_err(|e| e.to_string())?;
-                    if let TypeRef::Func(ty) = import.ty {
-                        if import.module == WASI {
-                            if import.name == "fd_allocate" {
-                                check_door(&types, ty, Door::FdAllocate)?;
-                                allocate = Some((imported_funcs, Door::FdAllocate));
-                            } else if import.name == "fd_advise" {
-                                check_door(&types, ty, Door::FdAdvise)?;
-                                advise = Some(imported_funcs);
-                            } else if import.name == "clock_time_get" {
-                                check_clock(&types, ty)?;
-                                clock = Some(imported_funcs);
-                            } else if let Some(gate) = gate_for(import.name) {
-                                targets.push((imported_funcs, import.name.to_owned(), ty, gate));
-                            }
-                        }
-                        imported_funcs += 1;
-                    }
-                }
-                if allocate.is_none() {
-                    allocate = advise.map(|index| (index, Door::FdAdvise));
-                }
-                for (_, name, _, gate) in &mut targets {
-                    if let Gate::Poll { clock_time_get } = gate {
-                        *clock_time_get = clock.ok_or_else(|| {
-                            format!("the module imports {name} but not clock_time_get, so its waits cannot be bounded")
-                        })?;
-                    }
-                }
-                copy(&mut module, 2, wasm, reader.range());
+                self.read_imports(reader.clone())?;
+                copy(&mut self.module, 2, wasm, reader.range());
             }
-            Payload::FunctionSection(reader) => {
-                for ty in reader.clone() {
-                    defined_types.push(ty.map_err(|e| e.to_string())?);
-                }
-                if allocate.is_none() {
-                    return Err(NO_DOOR.into());
-                }
-                let first_gate = imported_funcs + defined_types.len() as u32;
-                let mut section = FunctionSection::new();
-                for ty in &defined_types {
-                    section.function(*ty);
-                }
-                for (i, (import, _, ty, _)) in targets.iter().enumerate() {
-                    section.function(*ty);
-                    redirect.insert(*import, first_gate + i as u32);
-                }
-                module.section(&section);
-            }
-            Payload::ElementSection(reader) => {
-                for element in reader.clone() {
-                    let element = element.map_err(|e| e.to_string())?;
-                    if let ElementItems::Functions(funcs) = element.items {
-                        for f in funcs {
-                            let f = f.map_err(|e| e.to_string())?;
-                            if redirect.contains_key(&f) {
-                                return Err(format!(
-                                    "import {f} is in a table; it cannot be gated"
-                                ));
-                            }
-                        }
-                    }
-                }
-                copy(&mut module, 9, wasm, reader.range());
+            Payload::FunctionSection(reader) => self.declare_gates(reader)?,
+            Payload::GlobalSection(reader) => {
+                self.check_globals(reader.clone())?;
+                copy(&mut self.module, 6, wasm, reader.range());
             }
             Payload::ExportSection(reader) => {
-                for export in reader.clone() {
-                    let export = export.map_err(|e| e.to_string())?;
-                    if export.kind == wasmparser::ExternalKind::Func
-                        && redirect.contains_key(&export.index)
-                    {
-                        return Err(format!(
-                            "import {} is exported; it cannot be gated",
-                            export.index
-                        ));
-                    }
-                }
-                copy(&mut module, 7, wasm, reader.range());
+                self.check_exports(reader.clone())?;
+                copy(&mut self.module, 7, wasm, reader.range());
             }
-            Payload::CodeSectionStart { .. } => code = Some(CodeSection::new()),
+            Payload::ElementSection(reader) => {
+                self.check_elements(reader.clone())?;
+                copy(&mut self.module, 9, wasm, reader.range());
+            }
+            Payload::CodeSectionStart { .. } => self.code = Some(CodeSection::new()),
             Payload::CodeSectionEntry(body) => {
-                let section = code.get_or_insert_with(CodeSection::new);
-                let (bytes, sites) = redirect_calls(wasm, &body, &redirect)?;
-                call_sites += sites;
-                section.raw(&bytes);
+                let (bytes, sites) = self.redirect_calls(wasm, &body)?;
+                self.call_sites += sites;
+                self.code.get_or_insert_with(CodeSection::new).raw(&bytes);
             }
             Payload::CustomSection(reader) => {
-                module.section(&wasm_encoder::CustomSection {
+                self.module.section(&wasm_encoder::CustomSection {
                     name: reader.name().into(),
                     data: reader.data().into(),
                 });
             }
             other => {
                 if let Some((id, range)) = other.as_section() {
-                    copy(&mut module, id, wasm, range);
+                    copy(&mut self.module, id, wasm, range);
                 }
             }
         }
+        Ok(())
     }
-    if let Some(mut section) = code.take() {
-        append_gates(&mut section, &targets, &types, allocate)?;
-        module.section(&section);
-    }
-    let Some((_, door)) = allocate else {
-        return Err(NO_DOOR.into());
-    };
-    Ok(Woven {
-        module: module.finish(),
-        gated: targets.into_iter().map(|(_, name, _, _)| name).collect(),
-        call_sites,
-        door,
-    })
-}
 
-const NO_DOOR: &str = "the module imports neither fd_allocate nor fd_advise";
-
-/// Checks that `clock_time_get` has its WASI type.
-fn check_clock(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32) -> Result<(), String> {
-    match types.get(ty as usize) {
-        Some((params, results))
-            if params == &[ValType::I32, ValType::I64, ValType::I32]
-                && results == &[ValType::I32] =>
-        {
-            Ok(())
+    /// Records every type's signature.
+    fn read_types(&mut self, reader: wasmparser::TypeSectionReader<'_>) -> Result<(), WeaveError> {
+        for rec in reader {
+            for sub in rec?.types() {
+                // A type with references (or not a function type) never fits
+                // a WASI import: it is kept as an empty signature, which no
+                // gate or door accepts.
+                self.types
+                    .push(numeric_signature(&sub.composite_type.inner).unwrap_or_default());
+            }
         }
-        _ => Err("the module imports clock_time_get with an unexpected type".into()),
+        Ok(())
+    }
+
+    /// Finds the door, the clock and the imports to gate.
+    fn read_imports(
+        &mut self,
+        reader: wasmparser::ImportSectionReader<'_>,
+    ) -> Result<(), WeaveError> {
+        let (mut allocate, mut advise, mut clock) = (None, None, None);
+        for import in reader.into_imports() {
+            let import = import?;
+            let TypeRef::Func(ty) = import.ty else {
+                continue;
+            };
+            let index = self.imported_funcs;
+            self.imported_funcs += 1;
+            if import.module != WASI {
+                continue;
+            }
+            match import.name {
+                "fd_allocate" => allocate = Some(self.door_at(index, ty, Door::FdAllocate)?),
+                "fd_advise" => advise = Some(self.door_at(index, ty, Door::FdAdvise)?),
+                "clock_time_get" => clock = Some(self.clock_at(index, ty)?),
+                name => {
+                    if let Some(gate) = gate_for(name) {
+                        self.targets.push(Target {
+                            import: index,
+                            name: name.to_owned(),
+                            ty,
+                            gate,
+                        });
+                    }
+                }
+            }
+        }
+        self.door = allocate.or(advise);
+        for target in &mut self.targets {
+            if let Gate::Poll { clock_time_get } = &mut target.gate {
+                *clock_time_get = clock.ok_or(WeaveError::NoClock)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The door at function `index`, when its type is WASI's.
+    fn door_at(&self, index: u32, ty: u32, door: Door) -> Result<(u32, Door), WeaveError> {
+        let want: &[ValType] = match door {
+            Door::FdAllocate => &[ValType::I32, ValType::I64, ValType::I64],
+            Door::FdAdvise => &[ValType::I32, ValType::I64, ValType::I64, ValType::I32],
+        };
+        self.expect_type(ty, want, door.import_name())?;
+        Ok((index, door))
+    }
+
+    /// `clock_time_get` at function `index`, when its type is WASI's.
+    fn clock_at(&self, index: u32, ty: u32) -> Result<u32, WeaveError> {
+        let want = [ValType::I32, ValType::I64, ValType::I32];
+        self.expect_type(ty, &want, "clock_time_get")?;
+        Ok(index)
+    }
+
+    fn expect_type(&self, ty: u32, params: &[ValType], name: &str) -> Result<(), WeaveError> {
+        match self.types.get(ty as usize) {
+            Some((p, r)) if p == params && r == &[ValType::I32] => Ok(()),
+            _ => Err(WeaveError::WrongType(name.to_owned())),
+        }
+    }
+
+    /// Copies the function section with one more function per gate, after
+    /// the module's own (so no existing index moves).
+    fn declare_gates(
+        &mut self,
+        reader: wasmparser::FunctionSectionReader<'_>,
+    ) -> Result<(), WeaveError> {
+        if self.door.is_none() {
+            return Err(WeaveError::NoDoor);
+        }
+        let mut section = FunctionSection::new();
+        let mut defined = 0u32;
+        for ty in reader {
+            section.function(ty?);
+            defined += 1;
+        }
+        let first_gate = self.imported_funcs + defined;
+        for (i, target) in self.targets.iter().enumerate() {
+            section.function(target.ty);
+            self.redirect.insert(target.import, first_gate + i as u32);
+        }
+        self.module.section(&section);
+        Ok(())
+    }
+
+    /// The name of a gated import, when `index` is one.
+    fn gated(&self, index: u32) -> Option<&str> {
+        self.targets
+            .iter()
+            .find(|t| t.import == index)
+            .map(|t| t.name.as_str())
+    }
+
+    /// Refuses a reference to a gated import found `how`.
+    fn refuse_reference(&self, index: u32, how: &'static str) -> Result<(), WeaveError> {
+        match self.gated(index) {
+            Some(import) => Err(WeaveError::Indirect {
+                import: import.to_owned(),
+                how,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses a `ref.func` of a gated import in a constant expression.
+    fn check_const_expr(
+        &self,
+        expr: &wasmparser::ConstExpr<'_>,
+        how: &'static str,
+    ) -> Result<(), WeaveError> {
+        let mut ops = expr.get_operators_reader();
+        while !ops.eof() {
+            if let Operator::RefFunc { function_index } = ops.read()? {
+                self.refuse_reference(function_index, how)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_globals(&self, reader: wasmparser::GlobalSectionReader<'_>) -> Result<(), WeaveError> {
+        for global in reader {
+            self.check_const_expr(&global?.init_expr, "in a global")?;
+        }
+        Ok(())
+    }
+
+    fn check_exports(&self, reader: wasmparser::ExportSectionReader<'_>) -> Result<(), WeaveError> {
+        for export in reader {
+            let export = export?;
+            if export.kind == wasmparser::ExternalKind::Func {
+                self.refuse_reference(export.index, "in an export")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_elements(
+        &self,
+        reader: wasmparser::ElementSectionReader<'_>,
+    ) -> Result<(), WeaveError> {
+        for element in reader {
+            match element?.items {
+                ElementItems::Functions(funcs) => {
+                    for f in funcs {
+                        self.refuse_reference(f?, "in an element segment")?;
+                    }
+                }
+                ElementItems::Expressions(_, exprs) => {
+                    for expr in exprs {
+                        self.check_const_expr(&expr?, "in an element segment")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies a function body, pointing calls to gated imports at their
+    /// gates; a `ref.func` of one is refused.
+    fn redirect_calls(
+        &self,
+        wasm: &[u8],
+        body: &wasmparser::FunctionBody<'_>,
+    ) -> Result<(Vec<u8>, usize), WeaveError> {
+        let range = body.range();
+        let mut ops = body.get_operators_reader()?;
+        let mut out = Vec::with_capacity(range.len() + 8);
+        let mut last = range.start;
+        let mut sites = 0;
+        while !ops.eof() {
+            let (op, offset) = ops.read_with_offset()?;
+            let (opcode, target) = match op {
+                Operator::Call { function_index } => (0x10u8, function_index),
+                Operator::ReturnCall { function_index } => (0x12u8, function_index),
+                // Valid modules declare such a function in an element
+                // segment first (refused there); checked here too.
+                Operator::RefFunc { function_index } => {
+                    self.refuse_reference(function_index, "with ref.func in code")?;
+                    continue;
+                }
+                _ => continue,
+            };
+            if let Some(&gate) = self.redirect.get(&target) {
+                out.extend_from_slice(&wasm[last..offset]);
+                out.push(opcode);
+                leb128_u32(&mut out, gate);
+                last = ops.original_position();
+                sites += 1;
+            }
+        }
+        out.extend_from_slice(&wasm[last..range.end]);
+        Ok((out, sites))
+    }
+
+    /// Appends the gates to the code section being copied, and writes it.
+    fn end_code_section(&mut self) -> Result<(), WeaveError> {
+        let Some(mut section) = self.code.take() else {
+            return Ok(());
+        };
+        let door = self.door.ok_or(WeaveError::NoDoor)?;
+        for target in &self.targets {
+            let (params, results) = self
+                .types
+                .get(target.ty as usize)
+                .ok_or_else(|| WeaveError::WrongType(target.name.clone()))?;
+            if results.as_slice() != [ValType::I32] {
+                return Err(WeaveError::WrongType(target.name.clone()));
+            }
+            let function = gate_function(target.import, door, params, target.gate)
+                .map_err(|_| WeaveError::WrongType(target.name.clone()))?;
+            section.function(&function);
+        }
+        self.module.section(&section);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Woven, WeaveError> {
+        let (_, door) = self.door.ok_or(WeaveError::NoDoor)?;
+        Ok(Woven {
+            module: self.module.finish(),
+            gated: self.targets.into_iter().map(|t| t.name).collect(),
+            call_sites: self.call_sites,
+            door,
+        })
     }
 }
 
-/// Checks that the door's import has its WASI type.
-fn check_door(types: &[(Vec<ValType>, Vec<ValType>)], ty: u32, door: Door) -> Result<(), String> {
-    let want: &[ValType] = match door {
-        Door::FdAllocate => &[ValType::I32, ValType::I64, ValType::I64],
-        Door::FdAdvise => &[ValType::I32, ValType::I64, ValType::I64, ValType::I32],
+/// A function type's parameters and results, when all are numbers.
+fn numeric_signature(
+    inner: &wasmparser::CompositeInnerType,
+) -> Option<(Vec<ValType>, Vec<ValType>)> {
+    let wasmparser::CompositeInnerType::Func(f) = inner else {
+        return None;
     };
-    match types.get(ty as usize) {
-        Some((params, results)) if params == want && results == &[ValType::I32] => Ok(()),
-        _ => Err(format!(
-            "the module imports {} with an unexpected type",
-            door.import_name()
-        )),
-    }
+    let params = f
+        .params()
+        .iter()
+        .map(val_type)
+        .collect::<Option<Vec<_>>>()?;
+    let results = f
+        .results()
+        .iter()
+        .map(val_type)
+        .collect::<Option<Vec<_>>>()?;
+    Some((params, results))
 }
 
 fn copy(module: &mut wasm_encoder::Module, id: u8, wasm: &[u8], range: std::ops::Range<usize>) {
@@ -377,45 +575,15 @@ fn copy(module: &mut wasm_encoder::Module, id: u8, wasm: &[u8], range: std::ops:
     });
 }
 
-fn val_type(t: &wasmparser::ValType) -> Result<ValType, String> {
-    Ok(match t {
+fn val_type(t: &wasmparser::ValType) -> Option<ValType> {
+    Some(match t {
         wasmparser::ValType::I32 => ValType::I32,
         wasmparser::ValType::I64 => ValType::I64,
         wasmparser::ValType::F32 => ValType::F32,
         wasmparser::ValType::F64 => ValType::F64,
         wasmparser::ValType::V128 => ValType::V128,
-        wasmparser::ValType::Ref(_) => return Err("a reference type".into()),
+        wasmparser::ValType::Ref(_) => return None,
     })
-}
-
-/// Copies a function body, pointing calls to gated imports at their gates.
-fn redirect_calls(
-    wasm: &[u8],
-    body: &wasmparser::FunctionBody<'_>,
-    redirect: &HashMap<u32, u32>,
-) -> Result<(Vec<u8>, usize), String> {
-    let range = body.range();
-    let mut ops = body.get_operators_reader().map_err(|e| e.to_string())?;
-    let mut out = Vec::with_capacity(range.len() + 8);
-    let mut last = range.start;
-    let mut sites = 0;
-    while !ops.eof() {
-        let (op, offset) = ops.read_with_offset().map_err(|e| e.to_string())?;
-        let (opcode, target) = match op {
-            Operator::Call { function_index } => (0x10u8, function_index),
-            Operator::ReturnCall { function_index } => (0x12u8, function_index),
-            _ => continue,
-        };
-        if let Some(&gate) = redirect.get(&target) {
-            out.extend_from_slice(&wasm[last..offset]);
-            out.push(opcode);
-            leb128_u32(&mut out, gate);
-            last = ops.original_position();
-            sites += 1;
-        }
-    }
-    out.extend_from_slice(&wasm[last..range.end]);
-    Ok((out, sites))
 }
 
 fn leb128_u32(out: &mut Vec<u8>, mut value: u32) {
@@ -429,29 +597,6 @@ fn leb128_u32(out: &mut Vec<u8>, mut value: u32) {
         out.push(byte | 0x80);
     }
 }
-
-/// Appends one gate function per gated import, in `targets` order.
-fn append_gates(
-    code: &mut CodeSection,
-    targets: &[(u32, String, u32, Gate)],
-    types: &[(Vec<ValType>, Vec<ValType>)],
-    allocate: Option<(u32, Door)>,
-) -> Result<(), String> {
-    let Some(door) = allocate else {
-        return Err(NO_DOOR.into());
-    };
-    for (import, name, ty, gate) in targets {
-        let (params, results) = types
-            .get(*ty as usize)
-            .ok_or_else(|| format!("{name} has an unknown type"))?;
-        if results.as_slice() != [ValType::I32] {
-            return Err(format!("{name} does not return an errno"));
-        }
-        code.function(&gate_function(*import, door, params, *gate)?);
-    }
-    Ok(())
-}
-
 /// `fn gate(params...) -> errno { let e = ask(...); if e != 0 { return e } import(params...) }`
 fn gate_function(
     import: u32,
@@ -588,8 +733,10 @@ fn gate_function(
             f.instruction(&Instruction::Drop);
         }
         Gate::Renumber => {
+            param_i32(0)?;
+            param_i32(1)?;
+            refuse_stdio_renumber(&mut f);
             for fd in [0, 1] {
-                param_i32(fd)?;
                 ask(&mut f, fd, NOTE_CLOSE, Instruction::I64Const(0));
                 f.instruction(&Instruction::Drop);
             }
@@ -742,6 +889,22 @@ fn absolute_lone_clock_wait(f: &mut Function, clock_time_get: u32, flags: u32, t
     f.instruction(&Instruction::End);
 }
 
+/// `if from < 3 || to < 3 { return EBADF }` (unsigned): stdin, stdout and
+/// stderr are the driver's channels and the captured output, so no other
+/// descriptor may take their numbers, and they may not move.
+fn refuse_stdio_renumber(f: &mut Function) {
+    for fd in [0, 1] {
+        f.instruction(&Instruction::LocalGet(fd));
+        f.instruction(&Instruction::I32Const(3));
+        f.instruction(&Instruction::I32LtU);
+    }
+    f.instruction(&Instruction::I32Or);
+    f.instruction(&Instruction::If(BlockType::Empty));
+    f.instruction(&Instruction::I32Const(ERRNO_BADF));
+    f.instruction(&Instruction::Return);
+    f.instruction(&Instruction::End);
+}
+
 /// `if errno != 0 { return errno }`
 fn return_if_errno(f: &mut Function, errno: u32) {
     f.instruction(&Instruction::LocalGet(errno));
@@ -785,11 +948,12 @@ mod tests {
     }
 
     #[test]
-    fn a_module_without_fd_allocate_is_left_alone() {
+    fn a_module_without_a_door_is_refused() {
         let wasm = wat_module(
             r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))"#,
         );
-        assert!(weave(&wasm).unwrap_err().contains("fd_allocate"));
+        let err = weave(&wasm).unwrap_err().to_string();
+        assert!(err.contains("fd_allocate"), "{err}");
     }
 
     #[test]
@@ -834,6 +998,102 @@ mod tests {
             .unwrap();
         assert_eq!(run.call(&mut store, ()).unwrap(), 19);
         assert_eq!(store.data().as_slice(), [(3, ASK_WRITE, 7, 0)]);
+    }
+
+    #[test]
+    fn a_module_reaching_a_gated_import_other_than_by_a_call_is_refused() {
+        let imports = r#"
+              (import "wasi_snapshot_preview1" "fd_allocate" (func (param i32 i64 i64) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))"#;
+        for (body, how) in [
+            (
+                "(table 1 funcref) (elem (i32.const 0) funcref (ref.func $write))",
+                "in an element segment",
+            ),
+            (
+                "(table 1 funcref) (elem (i32.const 0) $write)",
+                "in an element segment",
+            ),
+            ("(global funcref (ref.func $write))", "in a global"),
+            // ref.func in code needs the function declared in a segment first.
+            (
+                "(elem declare func $write) (func (result funcref) (ref.func $write))",
+                "in an element segment",
+            ),
+            ("(export \"w\" (func $write))", "in an export"),
+        ] {
+            let wasm = wat_module(&format!("(module {imports} {body})"));
+            let err = weave(&wasm).expect_err(body);
+            assert!(
+                matches!(&err, WeaveError::Indirect { import, how: h } if import == "fd_write" && *h == how),
+                "{body}: {err}"
+            );
+            assert!(
+                err.to_string()
+                    .contains("use a runtime that calls its WASI imports directly"),
+                "{err}"
+            );
+        }
+        // A table holding only the module's own functions is fine.
+        let wasm = wat_module(&format!(
+            "(module {imports} (table 1 funcref) (elem (i32.const 0) funcref (ref.func $own)) (func $own))"
+        ));
+        assert!(weave(&wasm).is_ok());
+    }
+
+    #[test]
+    fn a_renumber_from_or_onto_stdio_is_refused_before_reaching_wasi() {
+        use wasmtime::{Engine, Linker, Module, Store};
+        let wasm = wat_module(
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_allocate" (func (param i32 i64 i64) (result i32)))
+              (import "wasi_snapshot_preview1" "fd_renumber" (func $renumber (param i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (func (export "run") (param i32 i32) (result i32)
+                (call $renumber (local.get 0) (local.get 1))))"#,
+        );
+        let engine = Engine::default();
+        let module = Module::new(&engine, weave(&wasm).unwrap().module).unwrap();
+        // What reached the host: (door questions, renumbers).
+        type Seen = (Vec<(i32, i64)>, Vec<(i32, i32)>);
+        let mut linker: Linker<Seen> = Linker::new(&engine);
+        linker
+            .func_wrap(
+                WASI,
+                "fd_allocate",
+                |mut c: wasmtime::Caller<'_, Seen>, fd: i32, off: i64, _: i64| {
+                    c.data_mut().0.push((fd, off));
+                    0
+                },
+            )
+            .unwrap()
+            .func_wrap(
+                WASI,
+                "fd_renumber",
+                |mut c: wasmtime::Caller<'_, Seen>, from: i32, to: i32| {
+                    c.data_mut().1.push((from, to));
+                    0
+                },
+            )
+            .unwrap();
+        let mut store = Store::new(&engine, (Vec::new(), Vec::new()));
+        let instance = linker.instantiate(&mut store, &module).unwrap();
+        let run = instance
+            .get_typed_func::<(i32, i32), i32>(&mut store, "run")
+            .unwrap();
+        for (from, to) in [(3, 1), (4, 2), (5, 0), (1, 6), (2, 7), (0, 8)] {
+            assert_eq!(
+                run.call(&mut store, (from, to)).unwrap(),
+                ERRNO_BADF,
+                "{from} -> {to}"
+            );
+        }
+        assert_eq!(*store.data(), (vec![], vec![]), "nothing reached the host");
+        assert_eq!(run.call(&mut store, (4, 5)).unwrap(), 0);
+        assert_eq!(
+            *store.data(),
+            (vec![(4, NOTE_CLOSE), (5, NOTE_CLOSE)], vec![(4, 5)])
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::file_check;
+
 /// Manifests shipped with the binary: (name, TOML text).
 const BUILT_IN: &[(&str, &str)] = &[
     (
@@ -264,13 +266,23 @@ pub struct VerifiedRuntime {
     pub manifest: RuntimeManifest,
     /// The module file.
     pub module_path: PathBuf,
-    /// The module's bytes.
-    pub module_bytes: Vec<u8>,
     /// Where each of the manifest's artifacts is, in the manifest's order.
     pub artifact_paths: Vec<PathBuf>,
+    /// ` --runtime NAME` for a runtime other than the default, for messages.
+    runtime_flag: String,
 }
 
 impl VerifiedRuntime {
+    /// Reads the module's bytes, checking them against the pinned sha256
+    /// (the file may have changed since it was checked): for compiling it.
+    pub fn read_module(&self) -> Result<Vec<u8>, RuntimeError> {
+        let path = &self.module_path;
+        let bytes = std::fs::read(path).map_err(|e| unreadable(path, e, &self.runtime_flag))?;
+        let actual = hex(&Sha256::digest(&bytes));
+        check_sha(path, actual, &self.manifest.sha256, &self.runtime_flag)?;
+        Ok(bytes)
+    }
+
     /// The verified path of the artifact whose `*.dist-info` are packages
     /// built into the runtime, if it has one.
     pub fn distributions(&self) -> Option<&Path> {
@@ -413,67 +425,83 @@ fn shown_name(name: &str) -> String {
     shown
 }
 
-/// Finds the files of the runtime `manifest` describes in `dir` and checks the sha256 of its module
-/// and of every artifact.
+/// Finds the files of the runtime `manifest` describes in `dir` and checks
+/// the sha256 of its module and of every artifact. With `records` (a
+/// directory of the module cache), a file unchanged since it was last hashed
+/// is not read again (see `file_check`); the module's bytes are read, and
+/// checked again, only by [`VerifiedRuntime::read_module`].
 pub fn load_runtime(
     dir: &Path,
     manifest: &RuntimeManifest,
     default_name: &str,
+    records: Option<&Path>,
 ) -> Result<VerifiedRuntime, RuntimeError> {
-    let manifest = manifest.clone();
-    let name = manifest.name.as_str();
-    let runtime_flag = if name == default_name {
+    let runtime_flag = if manifest.name == default_name {
         String::new()
     } else {
-        format!(" --runtime {name}")
-    };
-    let missing = |path: PathBuf| RuntimeError::Missing {
-        path,
-        runtime_flag: runtime_flag.clone(),
-    };
-    let corrupt = |path: PathBuf, actual: String, expected: &str| RuntimeError::Corrupt {
-        path,
-        actual,
-        expected: expected.to_owned(),
-        runtime_flag: runtime_flag.clone(),
+        format!(" --runtime {}", manifest.name)
     };
     let module_path = dir.join(&manifest.module);
-    let module_bytes = match std::fs::read(&module_path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(module_path)),
-        Err(source) => {
-            return Err(RuntimeError::Unreadable {
-                path: module_path,
-                source,
-            });
-        }
-    };
-    let actual = hex(&Sha256::digest(&module_bytes));
-    if !actual.eq_ignore_ascii_case(&manifest.sha256) {
-        return Err(corrupt(module_path, actual, &manifest.sha256));
-    }
+    check_file(&module_path, &manifest.sha256, records, &runtime_flag)?;
     let mut artifact_paths = Vec::with_capacity(manifest.artifacts.len());
     for artifact in &manifest.artifacts {
         let path = dir.join(&artifact.file);
-        let actual = match crate::packages::cache::hash_file(&path).map(|(sha, _)| sha) {
-            Ok(actual) => actual,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(path)),
-            Err(source) => return Err(RuntimeError::Unreadable { path, source }),
-        };
-        if !actual.eq_ignore_ascii_case(&artifact.sha256) {
-            return Err(corrupt(path, actual, &artifact.sha256));
-        }
+        check_file(&path, &artifact.sha256, records, &runtime_flag)?;
         artifact_paths.push(path);
     }
     Ok(VerifiedRuntime {
-        manifest,
+        manifest: manifest.clone(),
         module_path,
-        module_bytes,
         artifact_paths,
+        runtime_flag,
     })
 }
 
-/// The sha256 of a file, read in pieces.
+/// Checks that the file at `path` has the sha256 `expected`.
+fn check_file(
+    path: &Path,
+    expected: &str,
+    records: Option<&Path>,
+    runtime_flag: &str,
+) -> Result<(), RuntimeError> {
+    let (actual, _) = file_check::sha256_of(path, records)
+        .map_err(|source| unreadable(path, source, runtime_flag))?;
+    check_sha(path, actual, expected, runtime_flag)
+}
+
+fn check_sha(
+    path: &Path,
+    actual: String,
+    expected: &str,
+    runtime_flag: &str,
+) -> Result<(), RuntimeError> {
+    if actual.eq_ignore_ascii_case(expected) {
+        Ok(())
+    } else {
+        Err(RuntimeError::Corrupt {
+            path: path.to_owned(),
+            actual,
+            expected: expected.to_owned(),
+            runtime_flag: runtime_flag.to_owned(),
+        })
+    }
+}
+
+/// A file that is not there is missing; any other failure, unreadable.
+fn unreadable(path: &Path, source: std::io::Error, runtime_flag: &str) -> RuntimeError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        RuntimeError::Missing {
+            path: path.to_owned(),
+            runtime_flag: runtime_flag.to_owned(),
+        }
+    } else {
+        RuntimeError::Unreadable {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -504,18 +532,44 @@ mod tests {
     fn missing_corrupt_and_unknown_runtimes_say_how_to_fix_them() {
         let tmp = tempfile::tempdir().unwrap();
         let manifest = built_in("python-3.12");
-        let err = load_runtime(tmp.path(), &manifest, "python-3.12").unwrap_err();
+        let err = load_runtime(tmp.path(), &manifest, "python-3.12", None).unwrap_err();
         assert!(matches!(err, RuntimeError::Missing { .. }));
         assert!(err.to_string().contains("./fetch-python.sh"), "{err}");
 
         std::fs::write(tmp.path().join("python-3.12.0.wasm"), b"not wasm").unwrap();
-        let err = load_runtime(tmp.path(), &manifest, "python-3.12").unwrap_err();
+        let err = load_runtime(tmp.path(), &manifest, "python-3.12", None).unwrap_err();
         assert!(matches!(err, RuntimeError::Corrupt { .. }));
         assert!(err.to_string().contains("--force"), "{err}");
 
         let catalog = RuntimeCatalog::scan(tmp.path()).unwrap();
         let err = catalog.get("python-9").unwrap_err();
         assert!(err.to_string().contains("python-3.12"), "{err}");
+    }
+
+    #[test]
+    fn a_runtime_file_swapped_after_it_was_recorded_is_still_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let records = tmp.path().join("verified");
+        let mut manifest = built_in("python-3.12");
+        manifest.sha256 = hex(&Sha256::digest(b"the pinned build"));
+        let module = tmp.path().join(&manifest.module);
+        std::fs::write(&module, b"the pinned build").unwrap();
+        std::thread::sleep(file_check::SETTLED + std::time::Duration::from_millis(100));
+        for _ in 0..2 {
+            let runtime =
+                load_runtime(tmp.path(), &manifest, "python-3.12", Some(&records)).unwrap();
+            assert_eq!(runtime.read_module().unwrap(), b"the pinned build");
+        }
+        let modified = std::fs::metadata(&module).unwrap().modified().unwrap();
+        std::fs::write(&module, b"the evil!! build").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&module)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        let err = load_runtime(tmp.path(), &manifest, "python-3.12", Some(&records)).unwrap_err();
+        assert!(matches!(err, RuntimeError::Corrupt { .. }), "{err}");
     }
 
     #[test]

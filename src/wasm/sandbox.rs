@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
-use super::outcome::{Ending, Facts, ending, reply_bytes};
+use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
 use super::state_image::StateImage;
@@ -25,16 +25,13 @@ use crate::sandbox::root::SandboxRoot;
 
 use crate::sandbox::{
     CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,
-    LimitHit, LimitKind, OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
-    Usage,
+    OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
 };
 
 /// How long an interpreter may take to start.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 const OUTPUT_DIR: &str = ".outputs";
-/// What a stopped interpreter means for the sandbox, for the model.
-const STATE_LOST: &str = "the interpreter was stopped and a fresh one is starting in the same sandbox: variables, imports and definitions are lost, files are kept";
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -51,6 +48,8 @@ pub(crate) struct WasmSandbox {
     restarting: Option<JoinHandle<Result<Interpreter, String>>>,
     /// Why the previous interpreter stopped, until the next execution reports it.
     lost_state: Option<String>,
+    /// Whether the first interpreter came from the warm pool.
+    from_warm_pool: bool,
     executions: u64,
     closed: bool,
     /// Installs packages (none: not configured).
@@ -102,6 +101,7 @@ impl WasmSandbox {
         interpreter.set_memory_limit(limits.memory_bytes);
         let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
         sandbox.interpreter = Some(interpreter);
+        sandbox.from_warm_pool = true;
         sandbox
     }
 
@@ -122,6 +122,7 @@ impl WasmSandbox {
             interpreter: None,
             restarting: None,
             lost_state: None,
+            from_warm_pool: false,
             executions: 0,
             closed: false,
             installer: None,
@@ -336,6 +337,61 @@ impl WasmSandbox {
         Ok((fork, report.copied))
     }
 
+    /// Runs `request`'s code on the interpreter, with its output captured
+    /// (and spilled to files past the inline limit).
+    async fn call_driver(
+        &mut self,
+        request: &ExecRequest,
+        stop: &StopSignal,
+    ) -> Result<FinishedCall, SandboxError> {
+        let limits = &request.limits;
+        let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")))
+            .tapped(request.output.clone(), OutputStream::Stdout);
+        let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")))
+            .tapped(request.output.clone(), OutputStream::Stderr);
+        let cell = format!("<cell-{}>", self.executions);
+        let figure_prefix = format!("/{OUTPUT_DIR}/exec-{}", self.executions);
+        let message = Request::Exec {
+            filename: &cell,
+            code: &request.code,
+            image_bytes: limits.image_bytes,
+            max_images: limits.max_images,
+            figure_prefix: &figure_prefix,
+            text_limit: limits.output_bytes,
+        };
+        let call_limits = CallLimits {
+            fuel: limits.fuel,
+            timeout: limits.timeout,
+            reply_bytes: reply_bytes(limits),
+        };
+        let interpreter = self.interpreter().await?;
+        let started = Instant::now();
+        let (outcome, stdout, stderr) = interpreter
+            .call(&message, call_limits, stop.token(), stdout, stderr)
+            .await;
+        Ok(FinishedCall {
+            outcome,
+            stdout,
+            stderr,
+            wall: started.elapsed(),
+            memory_bytes: interpreter.memory_bytes(),
+            memory_refused: interpreter.memory_refused(),
+        })
+    }
+
+    /// Acts on a lost interpreter: a replacement starts (unless the sandbox
+    /// is closing), and a loss the client did not see is told next time.
+    fn after_loss(&mut self, loss: &Loss) {
+        if loss.unseen {
+            self.lost_state = Some(format!("{}: {STATE_LOST}", loss.why));
+        }
+        if loss.replace {
+            self.lose_state();
+        } else {
+            self.interpreter = None;
+        }
+    }
+
     /// Marks the interpreter as stopped and starts its replacement; the
     /// caller reports [`STATE_LOST`].
     fn lose_state(&mut self) {
@@ -351,96 +407,28 @@ impl CodeInterpreter for WasmSandbox {
         request: ExecRequest,
         stop: StopSignal,
     ) -> Result<Execution, SandboxError> {
-        let limits = request.limits;
         self.executions += 1;
-        let cell = format!("<cell-{}>", self.executions);
-        let stdout = OutputCapture::new(limits.output_bytes, Some(self.spill("stdout")))
-            .tapped(request.output.clone(), OutputStream::Stdout);
-        let stderr = OutputCapture::new(limits.output_bytes, Some(self.spill("stderr")))
-            .tapped(request.output.clone(), OutputStream::Stderr);
-        let figure_prefix = format!("/{OUTPUT_DIR}/exec-{}", self.executions);
-        let message = Request::Exec {
-            filename: &cell,
-            code: &request.code,
-            image_bytes: limits.image_bytes,
-            max_images: limits.max_images,
-            figure_prefix: &figure_prefix,
-            text_limit: limits.output_bytes,
-        };
         self.interpreter().await?;
         // Taken once the interpreter is known to be alive, so a loss found
         // just now is reported by this call, not the next.
         let earlier_loss = self.lost_state.take();
-        let interpreter = self.interpreter().await?;
-        let started = Instant::now();
-        let call_limits = CallLimits {
-            fuel: limits.fuel,
-            timeout: limits.timeout,
-            reply_bytes: reply_bytes(&limits),
-        };
-        let (outcome, stdout, stderr) = interpreter
-            .call(&message, call_limits, stop.token(), stdout, stderr)
-            .await;
-        let wall = started.elapsed();
-        let memory_bytes = interpreter.memory_bytes();
-        let memory_refused = interpreter.memory_refused();
+        let call = self.call_driver(&request, &stop).await?;
         let facts = Facts {
-            limits: &limits,
+            limits: &request.limits,
             memory_cap: self.limits.memory_bytes,
-            memory_refused,
             memory_budget: &self.image.memory_budget,
             open_files: self.limits.open_files,
             stop_reason: stop.reason(),
+            disk_refused: self
+                .ledger
+                .take_refused()
+                .then(|| self.ledger.quota().describe()),
+            earlier_loss,
         };
-        let mut execution = Execution {
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
-            ..Execution::default()
-        };
-        let fuel_used = match ending(outcome, &facts, &mut execution) {
-            Ending::Answered { fuel_used } => fuel_used,
-            Ending::Lost(loss) => {
-                if loss.unseen {
-                    self.lost_state = Some(format!("{}: {STATE_LOST}", loss.why));
-                }
-                let consequence = if loss.replace {
-                    self.lose_state();
-                    STATE_LOST.to_owned()
-                } else {
-                    self.interpreter = None;
-                    "the interpreter was stopped".to_owned()
-                };
-                loss.record(&mut execution, consequence);
-                None
-            }
-        };
-
-        let output_truncated = execution.stdout.truncated || execution.stderr.truncated;
-        let over_quota = if self.image.quota_gated {
-            self.ledger.take_refused()
-        } else {
-            self.ledger.over_quota()
-        };
-        if over_quota && execution.limit.is_none() {
-            let limit = self.ledger.quota().describe();
-            execution.limit = Some(LimitHit {
-                kind: LimitKind::Disk,
-                limit: limit.clone(),
-                message: format!(
-                    "disk quota of {limit} reached: a write failed inside Python with OSError (Quota exceeded); delete files (or read them out with read_file) to make room"
-                ),
-            });
+        let (execution, loss) = outcome::execution(call, &facts);
+        if let Some(loss) = loss {
+            self.after_loss(&loss);
         }
-        execution.note_output_limit(limits.output_bytes);
-        if execution.state_lost.is_none() {
-            execution.state_lost = earlier_loss;
-        }
-        execution.usage = Usage {
-            wall_ms: wall.as_secs_f64() * 1000.0,
-            fuel: fuel_used,
-            memory_bytes: Some(memory_bytes),
-            output_truncated,
-        };
         Ok(execution)
     }
 
@@ -499,6 +487,7 @@ impl CodeInterpreter for WasmSandbox {
             disk_bytes: disk.map(|d| d.bytes),
             disk_files: disk.map(|d| d.files),
             disk_error,
+            from_warm_pool: Some(self.from_warm_pool),
         }
     }
 

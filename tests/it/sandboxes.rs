@@ -233,16 +233,40 @@ async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_
     second.stop().await;
 }
 
+/// Whether the sandbox `id`'s interpreter came from the warm pool, as its
+/// status says.
+async fn from_warm_pool(server: &Server, id: &str) -> bool {
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
+    let usage = &status["sandboxes"][0]["usage"];
+    usage["from_warm_pool"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("a local sandbox's status says where it came from: {status}"))
+}
+
+/// Creates a sandbox with `args` from the warm pool, waiting for the pool to
+/// fill (sandboxes created while it is empty start cold and are closed).
+async fn create_from_pool(server: &Server, args: serde_json::Value) -> String {
+    for _ in 0..240 {
+        let id = server.create_with(args.clone()).await;
+        if from_warm_pool(server, &id).await {
+            return id;
+        }
+        server.ok("close_sandbox", json!({"session_id": id})).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("the warm pool never served a sandbox: {}", server.logs());
+}
+
 #[tokio::test]
 async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories() {
     let server = Server::start_with(&[("SANDBOX_POOL_SIZE", "3")]).await;
-    let first = server.create().await;
+    let first = create_from_pool(&server, json!({})).await;
     server
         .run(&first, "open('/mine.txt', 'w').write('x')\nleft_behind = 1")
         .await;
-    // Give the pool time to start its interpreters; every create takes one.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let small = server.create_with(json!({"memory_mb": 48})).await;
+    let small = create_from_pool(&server, json!({"memory_mb": 48})).await;
     let r = server
         .exec(&small, "x = bytearray(100 * 1024 * 1024)")
         .await;
@@ -261,9 +285,14 @@ async fn sandboxes_from_the_warm_pool_get_their_own_limits_and_empty_directories
         r["value"], "(['tmp'], False)",
         "a pooled sandbox starts empty"
     );
-    let big = server.create_with(json!({"memory_mb": 256})).await;
+    let big = create_from_pool(&server, json!({"memory_mb": 256})).await;
     let r = server.run(&big, "len(bytearray(100 * 1024 * 1024))").await;
     assert_eq!(r["value"], "104857600");
+    // Without a pool, every sandbox starts its own interpreter.
+    let cold = Server::start_with(&[("SANDBOX_POOL_SIZE", "0")]).await;
+    let id = cold.create().await;
+    assert!(!from_warm_pool(&cold, &id).await);
+    cold.stop().await;
     server.stop().await;
 }
 
