@@ -334,7 +334,8 @@ pub struct Settings {
 
 /// Package sources for install_package (and `wheelhouse add`). With none of
 /// these, pip's own settings are used: PIP_INDEX_URL and
-/// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file.
+/// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file, else
+/// the index the machine's pip says it uses (see `pip_python`).
 #[derive(Debug, Args, Clone)]
 pub struct PackageArgs {
     /// Package index (simple API) to install from, e.g.
@@ -361,6 +362,17 @@ pub struct PackageArgs {
     /// (/dev/null: read none).
     #[arg(long, env = "PIP_CONFIG_FILE", hide = true, global = true)]
     pub pip_config_file: Option<PathBuf>,
+
+    /// With no index and no wheelhouse configured, the Python whose pip is
+    /// asked (once, at the first install) which index it uses, so packages
+    /// come from where `pip install` gets them; "none": never ask.
+    #[arg(
+        long,
+        env = "SANDBOX_PIP_PYTHON",
+        default_value = "python3",
+        global = true
+    )]
+    pub pip_python: String,
 
     /// Longest one install_package call may take, in seconds (resolving,
     /// downloading and unpacking); past it the install stops and changes
@@ -393,6 +405,7 @@ impl Default for PackageArgs {
             pip_index_url: None,
             pip_extra_index_url: None,
             pip_config_file: None,
+            pip_python: "python3".into(),
             install_timeout_seconds: 300.0,
             wheel_cache_mb: 1024,
         }

@@ -312,6 +312,14 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
 fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings, ConfigError> {
     let mut settings = PackageSettings::new(cache_dir.join("wheels"));
     settings.indexes = index_urls(p, &pip_conf_files(p.pip_config_file.as_deref()))?;
+    let pip_python = p.pip_python.trim();
+    let no_index = p
+        .index_url
+        .as_deref()
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("none"));
+    if !no_index && !pip_python.is_empty() && !pip_python.eq_ignore_ascii_case("none") {
+        settings.pip_python = Some(pip_python.to_owned());
+    }
     settings.install_timeout =
         seconds("SANDBOX_INSTALL_TIMEOUT_SECONDS", p.install_timeout_seconds)?;
     settings.wheel_cache_bytes = p.wheel_cache_mb.checked_mul(1 << 20).ok_or_else(|| {

@@ -20,6 +20,10 @@
 //!    cancelled or timed-out install leaves the sandbox as it was. A wheel
 //!    refused as unsafe is also deleted from the wheel cache.
 //!
+//! With no index and no wheelhouse configured, the first install asks the
+//! machine's pip which index it uses (see `pip_index.rs`), and every later
+//! install uses that answer.
+//!
 //! No code from a package runs on the host; nothing is built from source.
 
 use std::collections::HashMap;
@@ -40,6 +44,7 @@ use super::error::PackageError;
 use super::http::HttpClient;
 use super::index::IndexClient;
 use super::offload::offload;
+use super::pip_index::{PipIndexError, ask_pip};
 use super::place::{Fetched, place, room_for};
 use super::requirement::parse_requirements;
 use super::resolver::{Choice, Installed, Resolution, Resolver};
@@ -77,6 +82,9 @@ pub struct Installer {
     index: Arc<IndexClient>,
     cache: WheelCache,
     http: Arc<OnceLock<Result<HttpClient, String>>>,
+    /// With nothing configured: an installer for the index pip names, made
+    /// by the first install that needs it.
+    from_pip: Arc<OnceLock<Result<Installer, PipIndexError>>>,
 }
 
 impl Installer {
@@ -94,6 +102,7 @@ impl Installer {
             index,
             cache,
             http: Arc::new(OnceLock::new()),
+            from_pip: Arc::new(OnceLock::new()),
         }
     }
 
@@ -107,9 +116,32 @@ impl Installer {
         self.index.is_configured()
     }
 
-    /// Whether anything can be installed at all.
+    /// Whether an index or a wheelhouse is configured.
     pub fn is_configured(&self) -> bool {
         self.has_index() || self.settings.wheelhouse.is_some()
+    }
+
+    /// The installer that serves installs: this one when a source is
+    /// configured; else one for the index the machine's pip names, asked
+    /// once (this blocks while pip answers: call it off the async workers).
+    fn effective(&self) -> Result<&Installer, PackageError> {
+        if self.is_configured() {
+            return Ok(self);
+        }
+        let Some(python) = self.settings.pip_python.as_deref() else {
+            return Err(PackageError::NotConfigured);
+        };
+        let asked = self.from_pip.get_or_init(|| {
+            let indexes = ask_pip(python)?;
+            tracing::info!(python, indexes = ?indexes, "no index is configured; using the one pip names");
+            let mut settings = self.settings.clone();
+            settings.indexes = indexes;
+            settings.pip_python = None;
+            Ok(Installer::new(settings))
+        });
+        asked
+            .as_ref()
+            .map_err(|e| PackageError::NoPipIndex(e.to_string()))
     }
 
     /// The wheel cache.
@@ -221,9 +253,6 @@ impl Installer {
         progress: &(dyn Fn(String) + Send + Sync),
         cancel: &CancellationToken,
     ) -> Result<InstallReport, PackageError> {
-        if !self.is_configured() {
-            return Err(PackageError::NotConfigured);
-        }
         // Should this call be dropped, the work stops too.
         let token = cancel.child_token();
         let _stop_when_dropped = token.clone().drop_guard();
@@ -234,6 +263,7 @@ impl Installer {
         offload(progress, move |progress| async move {
             let report = |m: String| progress.send(m);
             installer
+                .effective()?
                 .install_here(&requirements, &target, stop, &report)
                 .await
         })
@@ -321,6 +351,13 @@ impl Installer {
             notes.extend(more_notes);
             report.installed = placed;
             progress(format!("installed {} package(s)", report.installed.len()));
+        }
+        if report
+            .installed
+            .iter()
+            .any(|p| p.source == Some(PackageSource::Index))
+        {
+            notes.push(format!("Downloaded from {}.", self.index.describe()));
         }
         if !notes.is_empty() {
             report.output = Some(notes.join("\n"));

@@ -631,6 +631,58 @@ async fn without_an_index_or_wheelhouse_it_says_how_to_configure_one() {
 }
 
 #[tokio::test]
+async fn with_nothing_configured_the_index_pip_names_is_used_and_named() {
+    let index = IndexServer::start().await;
+    index.add_wheel(&Wheel::module("frompip", "1.0", "WHERE = 'pip'\n"));
+    // pip reads XDG_CONFIG_DIRS/pip/pip.conf; the server reads no such file
+    // itself, so only pip's own answer leads to this index.
+    let xdg = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(xdg.path().join("pip")).unwrap();
+    std::fs::write(
+        xdg.path().join("pip").join("pip.conf"),
+        format!("[global]\nindex-url = {}\n", index.url),
+    )
+    .unwrap();
+    let server = Server::start_with(&[
+        ("SANDBOX_PIP_PYTHON", "python3"),
+        ("XDG_CONFIG_DIRS", xdg.path().to_str().unwrap()),
+        ("SANDBOX_POOL_SIZE", "0"),
+    ])
+    .await;
+    let id = server.create().await;
+    let result = install(&server, &id, "frompip").await;
+    assert_eq!(installed(&result), ["frompip 1.0 index"]);
+    let named = format!(
+        "Downloaded from {} (from pip's index, as python3 -m pip reports it).",
+        index.url
+    );
+    for field in ["output", "message"] {
+        assert!(
+            result[field].as_str().unwrap_or_default().contains(&named),
+            "the result names the index and that pip chose it: {result}"
+        );
+    }
+    assert_eq!(
+        server.run(&id, "import frompip; frompip.WHERE").await["value"],
+        "'pip'"
+    );
+    server.stop().await;
+
+    let no_pip = Server::start_with(&[("SANDBOX_PIP_PYTHON", "/nonexistent/python3")]).await;
+    let id = no_pip.create().await;
+    let err = install_err(&no_pip, &id, "six").await;
+    for what in [
+        "no pip was found",
+        "SANDBOX_PIP_PYTHON",
+        "SANDBOX_INDEX_URL",
+        "SANDBOX_WHEELHOUSE",
+    ] {
+        assert!(err.contains(what), "{what}: {err}");
+    }
+    no_pip.stop().await;
+}
+
+#[tokio::test]
 async fn transient_failures_are_retried_and_an_unreachable_index_is_named() {
     let index = IndexServer::start().await;
     index.add_wheel(&Wheel::module("flaky", "1.0", ""));

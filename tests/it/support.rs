@@ -121,11 +121,20 @@ impl Server {
                 .env("SANDBOX_ROOT", &root)
                 // Most tests use the small runtime; scientific ones ask for theirs.
                 .env("SANDBOX_RUNTIME", "python-3.12")
+                // The machine's pip would name an index on the internet;
+                // tests that want pip asked point it at a loopback index.
+                .env("SANDBOX_PIP_PYTHON", "none")
                 .env("SANDBOX_LOG", "info");
             for (k, v) in env {
                 c.env(k, v);
             }
         });
+        Self::start_command(cmd, tmp, root).await
+    }
+
+    /// Starts the server as `cmd` (a command that runs the binary, with its
+    /// environment set) and connects to it.
+    pub async fn start_command(cmd: tokio::process::Command, tmp: TempDir, root: PathBuf) -> Self {
         let (transport, stderr_pipe) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::piped())
             .spawn()
@@ -286,6 +295,7 @@ impl RawClient {
             .env("SANDBOX_ROOT", tmp.path().join("root"))
             .env("SANDBOX_LOG", "warn")
             .env("SANDBOX_POOL_SIZE", "0")
+            .env("SANDBOX_PIP_PYTHON", "none")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
