@@ -47,6 +47,15 @@ pub enum Command {
         /// Runtimes to prepare (default: the configured one).
         runtimes: Vec<String>,
     },
+    /// Make a bundle for a machine without network: the runtime chosen with
+    /// --runtime, compiled (and pre-initialised) for this machine's CPU, the
+    /// wheelhouse given with --wheelhouse, this binary, fetch-python.sh, and
+    /// SHA256SUMS of every file. Run the server from it with --bundle DIR.
+    Bundle {
+        /// The directory to make (new or empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Manage a wheelhouse: a directory of wheels for offline installs.
     #[command(subcommand)]
     Wheelhouse(WheelhouseCommand),
@@ -68,6 +77,13 @@ pub struct Settings {
     /// [default: the repository's runtime/ directory].
     #[arg(long, env = "SANDBOX_RUNTIME_DIR", global = true)]
     pub runtime_dir: Option<PathBuf>,
+
+    /// A bundle made by `mcp-code-sandbox bundle` on a connected machine:
+    /// its runtime (the default), compiled modules and wheelhouse are used,
+    /// and pip is never asked for an index, so the server needs no network.
+    /// Every file is checked against the bundle's SHA256SUMS at start.
+    #[arg(long, env = "SANDBOX_BUNDLE", global = true)]
+    pub bundle: Option<PathBuf>,
 
     /// Runtime new sandboxes run, by manifest name.
     #[arg(
