@@ -31,6 +31,7 @@ pub mod app;
 pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod digest;
 pub mod e2b;
 pub mod oneshot;
 pub mod packages;

@@ -2,10 +2,7 @@
 //! relative to the bundle with `/` separators, sorted; the format
 //! `sha256sum -c` checks.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 /// The manifest's file name.
 pub const SUMS_FILE: &str = "SHA256SUMS";
@@ -19,23 +16,9 @@ pub struct Sum {
     pub path: String,
 }
 
-/// The sha256 of a file, in lower-case hex, read in chunks.
+/// The sha256 of a file, in lower-case hex.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    crate::digest::hash_file(path).map(|(sha, _)| sha)
 }
 
 /// Every file under `dir` but the manifest itself, hashed, sorted by path.

@@ -456,14 +456,14 @@ pub fn load_runtime(
             });
         }
     };
-    let actual = hex(&Sha256::digest(&module_bytes));
+    let actual = crate::digest::hex(&Sha256::digest(&module_bytes));
     if !actual.eq_ignore_ascii_case(&manifest.sha256) {
         return Err(corrupt(module_path, actual, &manifest.sha256));
     }
     let mut artifact_paths = Vec::with_capacity(manifest.artifacts.len());
     for artifact in &manifest.artifacts {
         let path = dir.join(&artifact.file);
-        let actual = match crate::packages::cache::hash_file(&path).map(|(sha, _)| sha) {
+        let actual = match crate::digest::hash_file(&path).map(|(sha, _)| sha) {
             Ok(actual) => actual,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(path)),
             Err(source) => return Err(RuntimeError::Unreadable { path, source }),
@@ -479,12 +479,6 @@ pub fn load_runtime(
         module_bytes,
         artifact_paths,
     })
-}
-
-/// The sha256 of a file, read in pieces.
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
