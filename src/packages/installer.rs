@@ -50,7 +50,7 @@ use super::requirement::parse_requirements;
 use super::resolver::{Choice, Installed, Resolution, Resolver};
 use super::session::Session;
 use super::settings::PackageSettings;
-use super::site_packages::{self, SiteScan};
+use super::site_packages::{self, InstalledDist, SiteScan};
 use super::stop::InstallStop;
 use super::unpack::UnpackLimits;
 use super::wheel_name::PythonMinor;
@@ -270,7 +270,9 @@ impl Installer {
         .await
     }
 
-    /// [`Installer::install`], on its blocking thread.
+    /// [`Installer::install`], on its blocking thread: see what the sandbox
+    /// has, resolve, fetch the new wheels, place them, and say where they
+    /// came from.
     async fn install_here(
         &self,
         requirements: &[String],
@@ -280,18 +282,8 @@ impl Installer {
     ) -> Result<InstallReport, PackageError> {
         let budget = self.budget(stop);
         let wheelhouse = self.scan_wheelhouse()?;
-        let SiteScan {
-            dists,
-            notes: site_notes,
-        } = self.scan_site(target, &budget)?;
-        // Built-in packages come first on sys.path, so they are what the
-        // interpreter imports whatever site-packages holds.
-        let installed: HashMap<PackageName, Installed> = dists
-            .iter()
-            .map(|(n, d)| (n.clone(), d.installed.clone()))
-            .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
-            .collect();
-
+        let SiteScan { dists, mut notes } = self.scan_site(target, &budget)?;
+        let installed = with_built_in(&dists, target);
         let session = Session::new(self, wheelhouse, &budget);
         let resolution = self
             .resolve(
@@ -302,27 +294,23 @@ impl Installer {
                 progress,
             )
             .await?;
-
+        notes.extend(resolution.notes);
         let mut report = InstallReport::default();
         let mut fetched = Vec::new();
         for package in resolution.packages {
             match package.choice {
-                Choice::Installed => report.already_present.push(InstalledPackage {
-                    source: installed
-                        .get(&package.name)
-                        .filter(|i| i.built_in)
-                        .map(|_| PackageSource::Runtime),
-                    name: package.name.to_string(),
-                    version: package.version.to_string(),
-                }),
+                Choice::Installed => report.already_present.push(already_present(
+                    &package.name,
+                    &package.version,
+                    &installed,
+                )),
                 Choice::New { file, wheel } => {
                     let wheel_file = session.fetch(&file).await?;
-                    let from = match wheel_file.source {
-                        PackageSource::Cache => "the download cache",
-                        PackageSource::Wheelhouse => "the wheelhouse",
-                        _ => "the index",
-                    };
-                    progress(format!("got {} from {from}", file.filename));
+                    progress(format!(
+                        "got {} from {}",
+                        file.filename,
+                        from(&wheel_file.source)
+                    ));
                     fetched.push(Fetched {
                         replaces: dists.get(&package.name).cloned(),
                         name: package.name,
@@ -334,24 +322,7 @@ impl Installer {
                 }
             }
         }
-
-        let mut notes = site_notes;
-        notes.extend(resolution.notes);
-        if !fetched.is_empty() {
-            progress(format!("unpacking {} wheel(s)", fetched.len()));
-            // Held until what was placed has been measured and charged.
-            let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
-            let (placed, more_notes) = place(
-                target,
-                &mut fetched,
-                &self.unpack_limits(),
-                room,
-                &self.cache,
-            )?;
-            notes.extend(more_notes);
-            report.installed = placed;
-            progress(format!("installed {} package(s)", report.installed.len()));
-        }
+        report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
         if report
             .installed
             .iter()
@@ -359,10 +330,31 @@ impl Installer {
         {
             notes.push(format!("Downloaded from {}.", self.index.describe()));
         }
-        if !notes.is_empty() {
-            report.output = Some(notes.join("\n"));
-        }
+        report.output = (!notes.is_empty()).then(|| notes.join("\n"));
         Ok(report)
+    }
+
+    /// Unpacks the fetched wheels into the sandbox (nothing when there are
+    /// none), adding what the result should say to `notes`.
+    fn place_all(
+        &self,
+        target: &InstallTarget,
+        fetched: &mut [Fetched],
+        budget: &InstallBudget,
+        notes: &mut Vec<String>,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Vec<InstalledPackage>, PackageError> {
+        if fetched.is_empty() {
+            return Ok(Vec::new());
+        }
+        progress(format!("unpacking {} wheel(s)", fetched.len()));
+        // Held until what was placed has been measured and charged.
+        let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
+        let (placed, more_notes) =
+            place(target, fetched, &self.unpack_limits(), room, &self.cache)?;
+        notes.extend(more_notes);
+        progress(format!("installed {} package(s)", placed.len()));
+        Ok(placed)
     }
 
     /// The distributions in the sandbox's site-packages (none when it does
@@ -379,5 +371,44 @@ impl Installer {
             Some(site) => site_packages::installed(&site, site_path, &self.settings.limits, budget),
             None => Ok(SiteScan::default()),
         }
+    }
+}
+
+/// What the sandbox has: its site-packages, and the runtime's built-in
+/// packages, which come first on sys.path and so are what the interpreter
+/// imports whatever site-packages holds.
+fn with_built_in(
+    dists: &HashMap<PackageName, InstalledDist>,
+    target: &InstallTarget,
+) -> HashMap<PackageName, Installed> {
+    dists
+        .iter()
+        .map(|(n, d)| (n.clone(), d.installed.clone()))
+        .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
+        .collect()
+}
+
+/// A package the resolution kept, marked when the runtime carries it.
+fn already_present(
+    name: &PackageName,
+    version: &Version,
+    installed: &HashMap<PackageName, Installed>,
+) -> InstalledPackage {
+    InstalledPackage {
+        source: installed
+            .get(name)
+            .filter(|i| i.built_in)
+            .map(|_| PackageSource::Runtime),
+        name: name.to_string(),
+        version: version.to_string(),
+    }
+}
+
+/// Where a fetched wheel came from, in words.
+fn from(source: &PackageSource) -> &'static str {
+    match source {
+        PackageSource::Cache => "the download cache",
+        PackageSource::Wheelhouse => "the wheelhouse",
+        _ => "the index",
     }
 }
