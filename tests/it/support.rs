@@ -370,3 +370,61 @@ impl RawClient {
             .unwrap_or(false)
     }
 }
+
+/// Records the progress notifications a client receives.
+#[derive(Clone, Default)]
+pub struct ProgressLog(Arc<Mutex<Vec<rmcp::model::ProgressNotificationParam>>>);
+
+impl rmcp::ClientHandler for ProgressLog {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params);
+    }
+}
+
+impl ProgressLog {
+    /// The notifications received so far.
+    pub fn notes(&self) -> Vec<rmcp::model::ProgressNotificationParam> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Their messages.
+    pub fn messages(&self) -> Vec<String> {
+        self.notes().into_iter().filter_map(|n| n.message).collect()
+    }
+}
+
+/// A client that records progress, connected to the binary started with
+/// only `env` set (its logs discarded).
+pub async fn progress_client(
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (RunningService<RoleClient, ProgressLog>, ProgressLog) {
+    let cmd = tokio::process::Command::new(binary()).configure(|c| {
+        c.env_clear();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+    });
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let log = ProgressLog::default();
+    let client = log.clone().serve(transport).await.expect("MCP handshake");
+    (client, log)
+}
+
+/// A tool call's parameters carrying the progress token `token`.
+pub fn with_progress(tool: &str, args: Value, token: &str) -> CallToolRequestParams {
+    let Value::Object(args) = args else {
+        panic!("tool arguments must be an object")
+    };
+    let mut request = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    request.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(token.into())),
+    ));
+    request
+}
