@@ -12,6 +12,7 @@
 //! kept by the [`super::Installer`].
 
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::settings::IndexUrl;
 
@@ -32,6 +33,9 @@ except BaseException as e:
     answer = {"error": "%s: %s" % (type(e).__name__, e)}
 print(json.dumps(answer))
 "#;
+
+/// Longest pip may take to answer (it usually takes well under a second).
+const PIP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why pip could not supply an index.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -90,25 +94,45 @@ struct Answer {
 /// Blocks while the Python runs (well under a second); call it off the
 /// async workers.
 pub fn ask_pip(python: &str) -> Result<Vec<IndexUrl>, PipIndexError> {
-    let output = run(python)?;
+    let output = run(python, PIP_TIMEOUT)?;
     let answer = read_answer(python, &output)?;
     indexes_from(python, answer)
 }
 
-/// Runs the program; returns what it printed.
-fn run(python: &str) -> Result<String, PipIndexError> {
-    let output = Command::new(python)
+/// Runs the program, waiting at most `timeout`; returns what it printed.
+fn run(python: &str, timeout: Duration) -> Result<String, PipIndexError> {
+    let mut child = Command::new(python)
         .args(["-c", PROGRAM])
         // Not the server's working directory, whose files could shadow pip.
         .current_dir(std::env::temp_dir())
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
         .env("PIP_NO_INPUT", "1")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| PipIndexError::NoPython {
             python: python.to_owned(),
             reason: e.to_string(),
         })?;
+    let started = Instant::now();
+    // The answer is a few hundred bytes, well within a pipe's buffer, so
+    // waiting before reading cannot block the program.
+    while child.try_wait().ok().flatten().is_none() {
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(PipIndexError::NoPip {
+                python: python.to_owned(),
+                reason: format!("it did not answer within {} s", timeout.as_secs_f64()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().map_err(|e| PipIndexError::NoPip {
+        python: python.to_owned(),
+        reason: e.to_string(),
+    })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(PipIndexError::NoPip {
@@ -181,6 +205,18 @@ mod tests {
                 "http://127.0.0.1:2/x/ (from pip's index, as py -m pip reports it)"
             ]
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_python_that_never_answers_is_stopped() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fake = tmp.path().join("python3");
+        std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = run(fake.to_str().unwrap(), Duration::from_millis(200)).unwrap_err();
+        assert!(err.to_string().contains("did not answer"), "{err}");
     }
 
     #[test]
