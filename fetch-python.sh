@@ -9,10 +9,11 @@ dir="${SANDBOX_RUNTIME_DIR:-$script_dir/runtime}"
 manifest_dir="$script_dir/runtime"
 force=0
 prepare=1
+from=""
 
 usage() {
   cat <<USAGE
-Usage: ./fetch-python.sh [--runtime NAME] [--dir DIR] [--force] [--no-prepare]
+Usage: ./fetch-python.sh [--runtime NAME] [--dir DIR] [--force] [--no-prepare] [--from BUNDLE]
 
 Downloads the WebAssembly (WASI) build of CPython that mcp-code-sandbox runs, checks
 every file of it against the sha256 pinned in runtime/NAME.toml, and stores it in DIR.
@@ -37,6 +38,11 @@ Options:
                   this script); the server reads the same variable
   --force         download again even if verified copies are present
   --no-prepare    do not compile the runtime afterwards
+  --from BUNDLE   install from a bundle made by "mcp-code-sandbox bundle" instead of
+                  downloading (no network): every file of the bundle is checked against
+                  its SHA256SUMS, and the runtime's files against their pinned sha256;
+                  its compiled modules go into the module cache (\$SANDBOX_CACHE_DIR,
+                  default ~/.cache/mcp-code-sandbox)
   -h, --help      show this help
 USAGE
 }
@@ -49,10 +55,27 @@ while [ $# -gt 0 ]; do
     --dir=*) dir="${1#*=}"; shift ;;
     --force) force=1; shift ;;
     --no-prepare) prepare=0; shift ;;
+    --from) from="${2:?--from needs a bundle directory}"; shift 2 ;;
+    --from=*) from="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fetch-python.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+sha256_check() {
+  if command -v sha256sum >/dev/null 2>&1; then sha256sum -c --quiet "$@"
+  else shasum -a 256 -c --quiet "$@"; fi
+}
+
+if [ -n "$from" ]; then
+  [ -f "$from/SHA256SUMS" ] || { echo "fetch-python.sh: $from is not a bundle (it has no SHA256SUMS); make one with 'mcp-code-sandbox bundle --runtime NAME --out DIR'" >&2; exit 2; }
+  from="$(cd "$from" && pwd)"
+  echo "checking every file of the bundle $from against its SHA256SUMS..."
+  (cd "$from" && sha256_check SHA256SUMS) \
+    || { echo "fetch-python.sh: the bundle $from does not match its SHA256SUMS (see above); nothing installed. Copy it again, or make a new one on a connected machine" >&2; exit 1; }
+  manifest_dir="$from/runtime"
+  [ -n "$runtime" ] || runtime="$(sed -n 's/^runtime[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$from/bundle.toml" | head -n 1)"
+fi
 
 if [ -z "$runtime" ]; then
   # Both: the small one first (a few seconds), then the server's default.
@@ -125,6 +148,17 @@ fetch_artifact() {
   fi
   local out="$work/out-$(basename "$file")"
   local got=""
+  if [ -n "$from" ]; then
+    [ -f "$from/runtime/$file" ] || { echo "fetch-python.sh: the bundle $from has no runtime/$file" >&2; return 1; }
+    cp "$from/runtime/$file" "$out"
+    local actual
+    actual="$(sha256_of "$out")"
+    [ "$actual" = "$sha" ] || { echo "fetch-python.sh: runtime/$file in the bundle has sha256 $actual, but the manifest pins $sha; nothing kept" >&2; return 1; }
+    mkdir -p "$(dirname "$target")"
+    mv -f "$out" "$target"
+    echo "installed: $target from the bundle (sha256 $sha)"
+    return 0
+  fi
   if [ -n "$url" ] && command -v curl >/dev/null 2>&1; then
     echo "downloading $file from its release page..."
     if curl -fsSL --connect-timeout 10 --max-time 300 -o "$out" "$url" 2>/dev/null; then
@@ -169,11 +203,23 @@ while IFS=$'\t' read -r file sha member own_requirement; do
   fetch_artifact "$file" "$sha" "" "$own_requirement" "$member"
 done < <(artifact_tables)
 
+if [ -n "$from" ]; then
+  cp "$manifest" "$dir/$runtime.toml"
+  if [ -d "$from/modules" ]; then
+    cache="${SANDBOX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-code-sandbox}"
+    mkdir -p "$cache/modules"
+    cp -R "$from/modules/." "$cache/modules/"
+    echo "installed the bundle's compiled modules in $cache/modules"
+  fi
+fi
+
 echo "runtime '$runtime' is ready in $dir"
 
 if [ "$prepare" = 1 ]; then
   binary=""
-  if [ -x "$script_dir/target/release/mcp-code-sandbox" ]; then
+  if [ -n "$from" ] && [ -x "$from/bin/mcp-code-sandbox" ]; then
+    binary="$from/bin/mcp-code-sandbox"
+  elif [ -x "$script_dir/target/release/mcp-code-sandbox" ]; then
     binary="$script_dir/target/release/mcp-code-sandbox"
   elif command -v mcp-code-sandbox >/dev/null 2>&1; then
     binary="$(command -v mcp-code-sandbox)"

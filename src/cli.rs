@@ -47,6 +47,15 @@ pub enum Command {
         /// Runtimes to prepare (default: the configured one).
         runtimes: Vec<String>,
     },
+    /// Make a bundle for a machine without network: the runtime chosen with
+    /// --runtime, compiled (and pre-initialised) for this machine's CPU, the
+    /// wheelhouse given with --wheelhouse, this binary, fetch-python.sh, and
+    /// SHA256SUMS of every file. Run the server from it with --bundle DIR.
+    Bundle {
+        /// The directory to make (new or empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Manage a wheelhouse: a directory of wheels for offline installs.
     #[command(subcommand)]
     Wheelhouse(WheelhouseCommand),
@@ -68,6 +77,13 @@ pub struct Settings {
     /// [default: the repository's runtime/ directory].
     #[arg(long, env = "SANDBOX_RUNTIME_DIR", global = true)]
     pub runtime_dir: Option<PathBuf>,
+
+    /// A bundle made by `mcp-code-sandbox bundle` on a connected machine:
+    /// its runtime (the default), compiled modules and wheelhouse are used,
+    /// and pip is never asked for an index, so the server needs no network.
+    /// Every file is checked against the bundle's SHA256SUMS at start.
+    #[arg(long, env = "SANDBOX_BUNDLE", global = true)]
+    pub bundle: Option<PathBuf>,
 
     /// Runtime new sandboxes run, by manifest name.
     #[arg(
@@ -334,7 +350,8 @@ pub struct Settings {
 
 /// Package sources for install_package (and `wheelhouse add`). With none of
 /// these, pip's own settings are used: PIP_INDEX_URL and
-/// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file.
+/// PIP_EXTRA_INDEX_URL, else index-url in pip's configuration file, else
+/// the index the machine's pip says it uses (see `pip_python`).
 #[derive(Debug, Args, Clone)]
 pub struct PackageArgs {
     /// Package index (simple API) to install from, e.g.
@@ -361,6 +378,17 @@ pub struct PackageArgs {
     /// (/dev/null: read none).
     #[arg(long, env = "PIP_CONFIG_FILE", hide = true, global = true)]
     pub pip_config_file: Option<PathBuf>,
+
+    /// With no index and no wheelhouse configured, the Python whose pip is
+    /// asked (once, at the first install) which index it uses, so packages
+    /// come from where `pip install` gets them; "none": never ask.
+    #[arg(
+        long,
+        env = "SANDBOX_PIP_PYTHON",
+        default_value = "python3",
+        global = true
+    )]
+    pub pip_python: String,
 
     /// Longest one install_package call may take, in seconds (resolving,
     /// downloading and unpacking); past it the install stops and changes
@@ -393,6 +421,7 @@ impl Default for PackageArgs {
             pip_index_url: None,
             pip_extra_index_url: None,
             pip_config_file: None,
+            pip_python: "python3".into(),
             install_timeout_seconds: 300.0,
             wheel_cache_mb: 1024,
         }

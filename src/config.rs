@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::bundle::Bundle;
 use crate::cli::{PackageArgs, Settings};
 use crate::e2b::E2bSettings;
 use crate::packages::settings::parse_pip_conf;
@@ -134,8 +135,8 @@ impl Config {
             open_files: s.max_open_files,
         };
         let cache_dir = s.cache_dir.clone().unwrap_or_else(default_cache_dir);
-        let packages = package_settings(&s.packages, &cache_dir)?;
-        let wasm = WasmSettings {
+        let mut packages = package_settings(&s.packages, &cache_dir)?;
+        let mut wasm = WasmSettings {
             runtime_dir: s.runtime_dir.clone().unwrap_or_else(default_runtime_dir),
             default_runtime: s.runtime.clone(),
             cache_dir: cache_dir.join("modules"),
@@ -156,6 +157,9 @@ impl Config {
             keep_saved: Duration::from_secs(s.keep_saved_seconds),
             saved_max_bytes: s.saved_max_mb.saturating_mul(1 << 20),
         };
+        if let Some(dir) = &s.bundle {
+            use_bundle(dir, &mut wasm, &mut packages)?;
+        }
         Ok(Self {
             manager: ManagerSettings {
                 default_backend,
@@ -305,6 +309,27 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
     Ok(Duration::from_secs_f64(value))
 }
 
+/// Points the runtime, the module cache and the wheelhouse at a bundle once
+/// every file of it matched its SHA256SUMS; the bundle's runtime and preload
+/// become the defaults (its compiled snapshot is for them), and pip is never
+/// asked for an index (a bundle is for a machine without network).
+fn use_bundle(
+    dir: &Path,
+    wasm: &mut WasmSettings,
+    packages: &mut PackageSettings,
+) -> Result<(), ConfigError> {
+    let bundle = Bundle::open(dir).map_err(|e| bad("SANDBOX_BUNDLE", e.to_string()))?;
+    wasm.runtime_dir = bundle.runtime_dir();
+    wasm.cache_dir = bundle.modules_dir();
+    wasm.default_runtime = bundle.info().runtime.clone();
+    wasm.preload = bundle.info().preload.clone();
+    if packages.wheelhouse.is_none() {
+        packages.wheelhouse = bundle.wheelhouse();
+    }
+    packages.pip_python = None;
+    Ok(())
+}
+
 // ---- Package sources (install_package) ----------------------------------
 
 /// The installer's settings: the indexes (see [`index_urls`]), the
@@ -312,6 +337,14 @@ fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
 fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings, ConfigError> {
     let mut settings = PackageSettings::new(cache_dir.join("wheels"));
     settings.indexes = index_urls(p, &pip_conf_files(p.pip_config_file.as_deref()))?;
+    let pip_python = p.pip_python.trim();
+    let no_index = p
+        .index_url
+        .as_deref()
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("none"));
+    if !no_index && !pip_python.is_empty() && !pip_python.eq_ignore_ascii_case("none") {
+        settings.pip_python = Some(pip_python.to_owned());
+    }
     settings.install_timeout =
         seconds("SANDBOX_INSTALL_TIMEOUT_SECONDS", p.install_timeout_seconds)?;
     settings.wheel_cache_bytes = p.wheel_cache_mb.checked_mul(1 << 20).ok_or_else(|| {

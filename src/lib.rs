@@ -28,8 +28,10 @@
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;
+pub mod bundle;
 pub mod cli;
 pub mod config;
+pub mod digest;
 pub mod e2b;
 pub mod oneshot;
 pub mod packages;

@@ -66,8 +66,16 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Prepare { runtimes } => prepare(&app, runtimes).await,
+        // The bundle prepares the runtime in an app of its own, whose
+        // module cache is the bundle's.
+        Command::Bundle { out } => bundle(app.config.clone(), &out).await,
         Command::Wheelhouse(action) => wheelhouse(&app, action).await,
     };
+    report(result)
+}
+
+/// The exit status of a command, with its error printed.
+fn report(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(status) => ExitCode::from(status as u8),
         Err(e) => {
@@ -75,6 +83,28 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn bundle(config: Config, out: &std::path::Path) -> anyhow::Result<i32> {
+    let progress = |m: &str| eprintln!("{m}");
+    let made = mcp_code_sandbox::bundle::make_bundle(config, out, &progress).await?;
+    println!(
+        "bundle of the runtime '{}' in {}: {} files, {} MiB{}",
+        made.info.runtime,
+        out.display(),
+        made.files,
+        made.bytes >> 20,
+        if made.info.wheelhouse {
+            ", with a wheelhouse"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "on the offline machine: {0}/bin/mcp-code-sandbox --bundle {0} (or {0}/fetch-python.sh --from {0})",
+        out.display()
+    );
+    Ok(0)
 }
 
 async fn prepare(app: &App, runtimes: Vec<String>) -> anyhow::Result<i32> {

@@ -21,6 +21,8 @@
 //! - `index`: the configured indexes, asked in order; pages read up to a cap
 //!   and parsed off the async workers.
 //! - `page_cache`: parsed index pages kept for a few minutes, bounded.
+//! - `pip_index`: with nothing configured, the index the machine's pip
+//!   names, asked once.
 //! - [`wheelhouse`]: a local directory of wheels, used before any index, and
 //!   filling one (`mcp-code-sandbox wheelhouse add`).
 //! - `cache`: downloaded wheels on the host, keyed by sha256, bounded on disk
@@ -58,6 +60,7 @@ pub mod installer;
 pub(crate) mod metadata;
 pub(crate) mod offload;
 pub(crate) mod page_cache;
+pub(crate) mod pip_index;
 pub(crate) mod place;
 pub(crate) mod project_file;
 pub(crate) mod record;

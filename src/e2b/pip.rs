@@ -1,54 +1,23 @@
 //! `install_package` on E2B: the cell that runs pip inside the sandbox's own
 //! interpreter, and reading what pip installed from its log.
 //!
-//! Requirements are checked first (PEP 508, printable ASCII, at most 1 KiB
-//! each and 64 at once, so nothing that pip would read as an option gets
-//! through) and passed to pip as a list of Python string literals, never as
-//! shell text.
+//! Requirements are checked first, by the same parser local installs use
+//! (`packages::requirement`: PEP 508, printable ASCII, bounded length and
+//! nesting, at most 64 at once, no options, URLs or paths, so nothing that pip
+//! would read as an option gets through), and passed to pip as a list of
+//! Python string literals, never as shell text.
 
-use std::str::FromStr;
-
+use crate::packages::requirement::parse_requirements;
 use crate::sandbox::{InstalledPackage, PackageSource, SandboxError};
 
 /// Most requirements installed at once.
 const MAX_REQUIREMENTS: usize = 64;
-/// Longest requirement accepted (a name, extras, versions, markers or a URL).
-const MAX_REQUIREMENT_BYTES: usize = 1024;
 
 /// Checks the requirements and returns the cell that installs them; the
 /// cell's value is pip's exit status, its output is pip's log.
 pub(crate) fn install_cell(requirements: &[String]) -> Result<String, SandboxError> {
-    if requirements.len() > MAX_REQUIREMENTS {
-        return Err(SandboxError::InvalidArgument(format!(
-            "{} requirements are more than the {MAX_REQUIREMENTS} one install takes; install them in several calls",
-            requirements.len()
-        )));
-    }
-    for r in requirements {
-        if !r.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
-            return Err(SandboxError::InvalidArgument(format!(
-                "'{}' is not a package requirement (it holds a character other than printable ASCII); give a name such as \"attrs\" or \"attrs==23.2.0\"",
-                r.chars()
-                    .take(40)
-                    .flat_map(char::escape_debug)
-                    .collect::<String>()
-            )));
-        }
-        if r.len() > MAX_REQUIREMENT_BYTES {
-            let start: String = r.chars().take(40).flat_map(char::escape_debug).collect();
-            return Err(SandboxError::InvalidArgument(format!(
-                "the requirement '{start}…' is {} bytes long, more than the {MAX_REQUIREMENT_BYTES} accepted; give a package name such as \"attrs\" or \"attrs==23.2.0\"",
-                r.len()
-            )));
-        }
-        if let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(r) {
-            return Err(SandboxError::InvalidArgument(format!(
-                "'{}' is not a package requirement ({}); give a name such as \"attrs\" or \"attrs==23.2.0\"",
-                r.escape_debug(),
-                e.message
-            )));
-        }
-    }
+    parse_requirements(requirements, MAX_REQUIREMENTS)
+        .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
     // A JSON array of strings is also a Python list literal of str.
     let list = serde_json::to_string(requirements).map_err(|e| {
         SandboxError::InvalidArgument(format!("cannot encode the requirements: {e}"))
@@ -144,6 +113,9 @@ mod tests {
             "x\"]); import os #",
             "a\0b",
             long.as_str(),
+            "a_~",
+            "a[x_]",
+            "https://files.test/a-1.0-py3-none-any.whl",
         ] {
             assert!(install_cell(&[bad.to_owned()]).is_err(), "{bad}");
         }

@@ -16,14 +16,14 @@
 //!   host path.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::io::{Seek, SeekFrom};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
 use super::project_file::sha256_hex;
+use crate::digest::hash_reader;
 
 /// Age after which a partial download is taken for a leftover of a crash.
 const STALE_PARTIAL: Duration = Duration::from_secs(3600);
@@ -58,32 +58,6 @@ impl Drop for PartialWheel {
             let _ = std::fs::remove_file(path);
         }
     }
-}
-
-/// The sha256 of what `reader` holds in lowercase hex, and its size.
-pub fn hash_reader(reader: &mut impl Read) -> std::io::Result<(String, u64)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = reader.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        hasher.update(&buf[..n]);
-    }
-    Ok((hex(&hasher.finalize()), size))
-}
-
-/// The sha256 of a file in lowercase hex, and its size.
-pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
-    hash_reader(&mut File::open(path)?)
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    crate::wasm::runtime::hex(bytes)
 }
 
 impl WheelCache {
@@ -225,7 +199,7 @@ impl WheelCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Read, Write};
 
     fn store(cache: &WheelCache, bytes: &[u8]) -> (String, File) {
         let partial = cache.partial().unwrap();

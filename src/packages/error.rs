@@ -9,9 +9,15 @@ use super::unpack::WheelError;
 pub enum PackageError {
     /// Neither an index nor a wheelhouse is configured.
     #[error(
-        "no package source is configured on this server, so nothing can be installed. The server's operator can set SANDBOX_INDEX_URL (or --index-url) to a package index's simple API, e.g. https://<your-index>/simple/ (PIP_INDEX_URL or index-url in pip.conf work too), or set SANDBOX_WHEELHOUSE (or --wheelhouse) to a directory of wheels, made on a connected machine with `mcp-code-sandbox wheelhouse add PACKAGE... --dir DIR`"
+        "no package source is configured on this server (and asking pip for its index is off: SANDBOX_PIP_PYTHON=none), so nothing can be installed. The server's operator can set SANDBOX_INDEX_URL (or --index-url) to a package index's simple API, e.g. https://<your-index>/simple/ (PIP_INDEX_URL or index-url in pip.conf work too), or set SANDBOX_WHEELHOUSE (or --wheelhouse) to a directory of wheels, made on a connected machine with `mcp-code-sandbox wheelhouse add PACKAGE... --dir DIR`"
     )]
     NotConfigured,
+
+    /// Nothing is configured, and the machine's pip could not name an index.
+    #[error(
+        "no package source is configured on this server, and {0}. The server's operator can set SANDBOX_INDEX_URL (or --index-url) to a package index's simple API, e.g. https://<your-index>/simple/ (PIP_INDEX_URL or index-url in pip.conf work too), or set SANDBOX_WHEELHOUSE (or --wheelhouse) to a directory of wheels, made on a connected machine with `mcp-code-sandbox wheelhouse add PACKAGE... --dir DIR`"
+    )]
+    NoPipIndex(String),
 
     /// `wheelhouse add` was run without an index to fetch from.
     #[error(

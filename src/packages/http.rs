@@ -346,7 +346,7 @@ impl HttpClient {
                     file.flush().await.map_err(FetchError::Write)?;
                     file.sync_all().await.map_err(FetchError::Write)?;
                     return Ok(Some(Downloaded {
-                        sha256: super::cache::hex(&hasher.finalize()),
+                        sha256: crate::digest::hex(&hasher.finalize()),
                         size,
                     }));
                 }

@@ -20,6 +20,10 @@
 //!    cancelled or timed-out install leaves the sandbox as it was. A wheel
 //!    refused as unsafe is also deleted from the wheel cache.
 //!
+//! With no index and no wheelhouse configured, the first install asks the
+//! machine's pip which index it uses (see `pip_index.rs`), and every later
+//! install uses that answer.
+//!
 //! No code from a package runs on the host; nothing is built from source.
 
 use std::collections::HashMap;
@@ -40,12 +44,13 @@ use super::error::PackageError;
 use super::http::HttpClient;
 use super::index::IndexClient;
 use super::offload::offload;
+use super::pip_index::{PipIndexError, ask_pip};
 use super::place::{Fetched, place, room_for};
 use super::requirement::parse_requirements;
 use super::resolver::{Choice, Installed, Resolution, Resolver};
 use super::session::Session;
 use super::settings::PackageSettings;
-use super::site_packages::{self, SiteScan};
+use super::site_packages::{self, InstalledDist, SiteScan};
 use super::stop::InstallStop;
 use super::unpack::UnpackLimits;
 use super::wheel_name::PythonMinor;
@@ -77,6 +82,9 @@ pub struct Installer {
     index: Arc<IndexClient>,
     cache: WheelCache,
     http: Arc<OnceLock<Result<HttpClient, String>>>,
+    /// With nothing configured: an installer for the index pip names, made
+    /// by the first install that needs it.
+    from_pip: Arc<OnceLock<Result<Installer, PipIndexError>>>,
 }
 
 impl Installer {
@@ -94,6 +102,7 @@ impl Installer {
             index,
             cache,
             http: Arc::new(OnceLock::new()),
+            from_pip: Arc::new(OnceLock::new()),
         }
     }
 
@@ -107,9 +116,32 @@ impl Installer {
         self.index.is_configured()
     }
 
-    /// Whether anything can be installed at all.
+    /// Whether an index or a wheelhouse is configured.
     pub fn is_configured(&self) -> bool {
         self.has_index() || self.settings.wheelhouse.is_some()
+    }
+
+    /// The installer that serves installs: this one when a source is
+    /// configured; else one for the index the machine's pip names, asked
+    /// once (this blocks while pip answers: call it off the async workers).
+    fn effective(&self) -> Result<&Installer, PackageError> {
+        if self.is_configured() {
+            return Ok(self);
+        }
+        let Some(python) = self.settings.pip_python.as_deref() else {
+            return Err(PackageError::NotConfigured);
+        };
+        let asked = self.from_pip.get_or_init(|| {
+            let indexes = ask_pip(python)?;
+            tracing::info!(python, indexes = ?indexes, "no index is configured; using the one pip names");
+            let mut settings = self.settings.clone();
+            settings.indexes = indexes;
+            settings.pip_python = None;
+            Ok(Installer::new(settings))
+        });
+        asked
+            .as_ref()
+            .map_err(|e| PackageError::NoPipIndex(e.to_string()))
     }
 
     /// The wheel cache.
@@ -221,9 +253,6 @@ impl Installer {
         progress: &(dyn Fn(String) + Send + Sync),
         cancel: &CancellationToken,
     ) -> Result<InstallReport, PackageError> {
-        if !self.is_configured() {
-            return Err(PackageError::NotConfigured);
-        }
         // Should this call be dropped, the work stops too.
         let token = cancel.child_token();
         let _stop_when_dropped = token.clone().drop_guard();
@@ -234,13 +263,16 @@ impl Installer {
         offload(progress, move |progress| async move {
             let report = |m: String| progress.send(m);
             installer
+                .effective()?
                 .install_here(&requirements, &target, stop, &report)
                 .await
         })
         .await
     }
 
-    /// [`Installer::install`], on its blocking thread.
+    /// [`Installer::install`], on its blocking thread: see what the sandbox
+    /// has, resolve, fetch the new wheels, place them, and say where they
+    /// came from.
     async fn install_here(
         &self,
         requirements: &[String],
@@ -250,18 +282,8 @@ impl Installer {
     ) -> Result<InstallReport, PackageError> {
         let budget = self.budget(stop);
         let wheelhouse = self.scan_wheelhouse()?;
-        let SiteScan {
-            dists,
-            notes: site_notes,
-        } = self.scan_site(target, &budget)?;
-        // Built-in packages come first on sys.path, so they are what the
-        // interpreter imports whatever site-packages holds.
-        let installed: HashMap<PackageName, Installed> = dists
-            .iter()
-            .map(|(n, d)| (n.clone(), d.installed.clone()))
-            .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
-            .collect();
-
+        let SiteScan { dists, mut notes } = self.scan_site(target, &budget)?;
+        let installed = with_built_in(&dists, target);
         let session = Session::new(self, wheelhouse, &budget);
         let resolution = self
             .resolve(
@@ -272,27 +294,23 @@ impl Installer {
                 progress,
             )
             .await?;
-
+        notes.extend(resolution.notes);
         let mut report = InstallReport::default();
         let mut fetched = Vec::new();
         for package in resolution.packages {
             match package.choice {
-                Choice::Installed => report.already_present.push(InstalledPackage {
-                    source: installed
-                        .get(&package.name)
-                        .filter(|i| i.built_in)
-                        .map(|_| PackageSource::Runtime),
-                    name: package.name.to_string(),
-                    version: package.version.to_string(),
-                }),
+                Choice::Installed => report.already_present.push(already_present(
+                    &package.name,
+                    &package.version,
+                    &installed,
+                )),
                 Choice::New { file, wheel } => {
                     let wheel_file = session.fetch(&file).await?;
-                    let from = match wheel_file.source {
-                        PackageSource::Cache => "the download cache",
-                        PackageSource::Wheelhouse => "the wheelhouse",
-                        _ => "the index",
-                    };
-                    progress(format!("got {} from {from}", file.filename));
+                    progress(format!(
+                        "got {} from {}",
+                        file.filename,
+                        from(&wheel_file.source)
+                    ));
                     fetched.push(Fetched {
                         replaces: dists.get(&package.name).cloned(),
                         name: package.name,
@@ -304,28 +322,39 @@ impl Installer {
                 }
             }
         }
-
-        let mut notes = site_notes;
-        notes.extend(resolution.notes);
-        if !fetched.is_empty() {
-            progress(format!("unpacking {} wheel(s)", fetched.len()));
-            // Held until what was placed has been measured and charged.
-            let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
-            let (placed, more_notes) = place(
-                target,
-                &mut fetched,
-                &self.unpack_limits(),
-                room,
-                &self.cache,
-            )?;
-            notes.extend(more_notes);
-            report.installed = placed;
-            progress(format!("installed {} package(s)", report.installed.len()));
+        report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
+        if report
+            .installed
+            .iter()
+            .any(|p| p.source == Some(PackageSource::Index))
+        {
+            notes.push(format!("Downloaded from {}.", self.index.describe()));
         }
-        if !notes.is_empty() {
-            report.output = Some(notes.join("\n"));
-        }
+        report.output = (!notes.is_empty()).then(|| notes.join("\n"));
         Ok(report)
+    }
+
+    /// Unpacks the fetched wheels into the sandbox (nothing when there are
+    /// none), adding what the result should say to `notes`.
+    fn place_all(
+        &self,
+        target: &InstallTarget,
+        fetched: &mut [Fetched],
+        budget: &InstallBudget,
+        notes: &mut Vec<String>,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Vec<InstalledPackage>, PackageError> {
+        if fetched.is_empty() {
+            return Ok(Vec::new());
+        }
+        progress(format!("unpacking {} wheel(s)", fetched.len()));
+        // Held until what was placed has been measured and charged.
+        let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
+        let (placed, more_notes) =
+            place(target, fetched, &self.unpack_limits(), room, &self.cache)?;
+        notes.extend(more_notes);
+        progress(format!("installed {} package(s)", placed.len()));
+        Ok(placed)
     }
 
     /// The distributions in the sandbox's site-packages (none when it does
@@ -342,5 +371,44 @@ impl Installer {
             Some(site) => site_packages::installed(&site, site_path, &self.settings.limits, budget),
             None => Ok(SiteScan::default()),
         }
+    }
+}
+
+/// What the sandbox has: its site-packages, and the runtime's built-in
+/// packages, which come first on sys.path and so are what the interpreter
+/// imports whatever site-packages holds.
+fn with_built_in(
+    dists: &HashMap<PackageName, InstalledDist>,
+    target: &InstallTarget,
+) -> HashMap<PackageName, Installed> {
+    dists
+        .iter()
+        .map(|(n, d)| (n.clone(), d.installed.clone()))
+        .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
+        .collect()
+}
+
+/// A package the resolution kept, marked when the runtime carries it.
+fn already_present(
+    name: &PackageName,
+    version: &Version,
+    installed: &HashMap<PackageName, Installed>,
+) -> InstalledPackage {
+    InstalledPackage {
+        source: installed
+            .get(name)
+            .filter(|i| i.built_in)
+            .map(|_| PackageSource::Runtime),
+        name: name.to_string(),
+        version: version.to_string(),
+    }
+}
+
+/// Where a fetched wheel came from, in words.
+fn from(source: &PackageSource) -> &'static str {
+    match source {
+        PackageSource::Cache => "the download cache",
+        PackageSource::Wheelhouse => "the wheelhouse",
+        _ => "the index",
     }
 }

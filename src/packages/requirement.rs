@@ -150,7 +150,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
         input: quote(input),
         reason,
     };
-    let input = input.trim();
+    let input = input.trim_matches(|c: char| c.is_ascii_whitespace());
     if input.len() > MAX_REQUIREMENT_BYTES {
         return Err(bad(format!(
             "it is {} bytes long; requirements are limited to {MAX_REQUIREMENT_BYTES}",
@@ -190,7 +190,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
 /// (`https://…`, `git+https://…`), or a file path (`./pkg`, `/tmp/x.whl`,
 /// `~/x`, `pkg.whl`, `pkg.tar.gz`).
 fn looks_like_a_location(input: &str) -> bool {
-    let input = input.trim();
+    let input = input.trim_matches(|c: char| c.is_ascii_whitespace());
     input.contains("://")
         || input.starts_with(['.', '/', '~', '\\'])
         || [".whl", ".tar.gz", ".zip", ".tgz"]

@@ -211,6 +211,52 @@ struct Picked {
     extras: BTreeSet<ExtraName>,
 }
 
+/// One attempt's state: what is still to look at, the constraints seen,
+/// the packages picked so far, and the notes.
+#[derive(Default)]
+struct Attempt {
+    queue: VecDeque<Pending>,
+    constraints: Constraints,
+    picked: Vec<Picked>,
+    by_name: HashMap<PackageName, usize>,
+    notes: Notes,
+}
+
+impl Attempt {
+    /// An attempt that starts from the user's requirements.
+    fn new(requirements: &[Requirement]) -> Self {
+        let queue = requirements
+            .iter()
+            .map(|r| Pending {
+                requirement: r.clone(),
+                origin: format!("you asked for `{r}`"),
+                from_user: true,
+                parent_extras: Arc::from(Vec::new()),
+            })
+            .collect();
+        Self {
+            queue,
+            ..Self::default()
+        }
+    }
+
+    /// The packages picked, in order, and the notes.
+    fn into_resolution(self) -> Resolution {
+        Resolution {
+            packages: self
+                .picked
+                .into_iter()
+                .map(|p| Resolved {
+                    name: p.name,
+                    version: p.version,
+                    choice: p.choice,
+                })
+                .collect(),
+            notes: self.notes.into_vec(),
+        }
+    }
+}
+
 /// Why an attempt stopped.
 enum Stop {
     /// Start again with these constraints on a package applied from the start.
@@ -266,136 +312,149 @@ impl Resolver<'_> {
         Err(last_conflict.unwrap_or(PackageError::Internal("resolution did not settle".into())))
     }
 
+    /// One pass over the requirements and their dependencies, breadth
+    /// first: each requirement whose marker holds adds its constraint, then
+    /// either widens a package already picked or picks a new one.
     async fn attempt(
         &self,
         requirements: &[Requirement],
         hints: &HashMap<PackageName, Vec<Constraint>>,
     ) -> Result<Resolution, Stop> {
-        let mut queue: VecDeque<Pending> = requirements
-            .iter()
-            .map(|r| Pending {
-                requirement: r.clone(),
-                origin: format!("you asked for `{r}`"),
-                from_user: true,
-                parent_extras: Arc::from(Vec::new()),
-            })
-            .collect();
-        let mut constraints = Constraints::default();
-        let mut picked: Vec<Picked> = Vec::new();
-        let mut by_name: HashMap<PackageName, usize> = HashMap::new();
-        let mut notes = Notes::default();
-
-        while let Some(pending) = queue.pop_front() {
+        let mut state = Attempt::new(requirements);
+        while let Some(pending) = state.queue.pop_front() {
             self.budget.spend(1)?;
-            let req = &pending.requirement;
-            if !req.marker.evaluate(self.env, &pending.parent_extras) {
-                if pending.from_user {
-                    notes.push(format!(
-                        "skipped `{req}`: its marker does not hold in this sandbox (CPython on WASI)"
-                    ));
-                }
+            let Some(constraint) = self.admit(&pending, &mut state.notes) else {
                 continue;
-            }
-            let name = req.name.clone();
-            let constraint = Constraint {
-                specifiers: specifiers(req),
-                origin: pending.origin.clone(),
-                from_user: pending.from_user,
             };
-            let is_new = constraints.add(&name, constraint.clone());
-
-            if let Some(&i) = by_name.get(&name) {
-                let p = &mut picked[i];
-                if is_new && !constraint.specifiers.contains(&p.version) {
-                    let all = constraints.on(&name);
-                    return Err(self.conflict(&name, &p.version, all, &constraint).await);
-                }
-                let old: Vec<ExtraName> = p.extras.iter().cloned().collect();
-                let new: Vec<ExtraName> = req
-                    .extras
-                    .iter()
-                    .filter(|e| !p.extras.contains(*e))
-                    .cloned()
-                    .collect();
-                if new.is_empty() {
-                    continue;
-                }
-                p.extras.extend(new);
-                let now: Arc<[ExtraName]> = p.extras.iter().cloned().collect();
-                self.budget.spend(p.requires_dist.len() as u64)?;
-                for dep in &p.requires_dist {
-                    if dep.marker.evaluate(self.env, &now) && !dep.marker.evaluate(self.env, &old) {
-                        queue.push_back(Pending {
-                            requirement: dep.clone(),
-                            origin: format!(
-                                "`{} {}` requires `{}`",
-                                p.name,
-                                p.version,
-                                strip_marker(dep)
-                            ),
-                            from_user: false,
-                            parent_extras: now.clone(),
-                        });
-                    }
-                }
-                continue;
-            }
-
-            let mut effective = constraints.on(&name).to_vec();
-            if let Some(h) = hints.get(&name) {
-                effective.extend(h.iter().cloned());
-            }
-            let (version, choice, requires_dist, provides_extra) =
-                self.choose(&name, &effective).await?;
-            (self.progress)(format!("resolved {name} {version}"));
-            let extras: BTreeSet<ExtraName> = req.extras.iter().cloned().collect();
-            if let Some(provided) = &provides_extra {
-                let provided: HashSet<&ExtraName> = provided.iter().collect();
-                for extra in &extras {
-                    if !provided.contains(extra) {
-                        notes.push(format!(
-                            "{name} {version} has no extra '{extra}'; it was ignored"
-                        ));
-                    }
-                }
-            }
-            let extra_list: Arc<[ExtraName]> = extras.iter().cloned().collect();
-            self.budget.spend(requires_dist.len() as u64)?;
-            for dep in &requires_dist {
-                if dep.marker.evaluate(self.env, &extra_list) {
-                    queue.push_back(Pending {
-                        requirement: dep.clone(),
-                        origin: format!("`{name} {version}` requires `{}`", strip_marker(dep)),
-                        from_user: false,
-                        parent_extras: extra_list.clone(),
-                    });
-                }
-            }
-            by_name.insert(name.clone(), picked.len());
-            picked.push(Picked {
-                name,
-                version,
-                choice,
-                requires_dist,
-                extras,
-            });
-            if picked.len() > self.max_packages {
-                return Err(Stop::Fail(PackageError::TooManyPackages {
-                    limit: self.max_packages,
-                }));
+            let req = &pending.requirement;
+            let is_new = state.constraints.add(&req.name, constraint.clone());
+            match state.by_name.get(&req.name).copied() {
+                Some(i) => self.widen(&mut state, i, req, is_new, &constraint).await?,
+                None => self.pick(&mut state, req, hints).await?,
             }
         }
-        Ok(Resolution {
-            packages: picked
-                .into_iter()
-                .map(|p| Resolved {
-                    name: p.name,
-                    version: p.version,
-                    choice: p.choice,
-                })
-                .collect(),
-            notes: notes.into_vec(),
+        Ok(state.into_resolution())
+    }
+
+    /// The constraint a pending requirement adds, or `None` when its marker
+    /// does not hold in the sandbox (noted for the user's own requirements).
+    fn admit(&self, pending: &Pending, notes: &mut Notes) -> Option<Constraint> {
+        let req = &pending.requirement;
+        if !req.marker.evaluate(self.env, &pending.parent_extras) {
+            if pending.from_user {
+                notes.push(format!(
+                    "skipped `{req}`: its marker does not hold in this sandbox (CPython on WASI)"
+                ));
+            }
+            return None;
+        }
+        Some(Constraint {
+            specifiers: specifiers(req),
+            origin: pending.origin.clone(),
+            from_user: pending.from_user,
         })
+    }
+
+    /// A package picked already is required again: a new constraint must
+    /// admit the version picked (else the conflict decides), and extras it
+    /// did not have yet queue the dependencies they add.
+    async fn widen(
+        &self,
+        state: &mut Attempt,
+        i: usize,
+        req: &Requirement,
+        is_new: bool,
+        constraint: &Constraint,
+    ) -> Result<(), Stop> {
+        let p = &mut state.picked[i];
+        if is_new && !constraint.specifiers.contains(&p.version) {
+            let all = state.constraints.on(&req.name);
+            return Err(self.conflict(&req.name, &p.version, all, constraint).await);
+        }
+        let old: Vec<ExtraName> = p.extras.iter().cloned().collect();
+        let new: Vec<ExtraName> = req
+            .extras
+            .iter()
+            .filter(|e| !p.extras.contains(*e))
+            .cloned()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        p.extras.extend(new);
+        let now: Arc<[ExtraName]> = p.extras.iter().cloned().collect();
+        self.budget.spend(p.requires_dist.len() as u64)?;
+        for dep in &p.requires_dist {
+            if dep.marker.evaluate(self.env, &now) && !dep.marker.evaluate(self.env, &old) {
+                state.queue.push_back(Pending {
+                    requirement: dep.clone(),
+                    origin: format!(
+                        "`{} {}` requires `{}`",
+                        p.name,
+                        p.version,
+                        strip_marker(dep)
+                    ),
+                    from_user: false,
+                    parent_extras: now.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A package not picked yet: choose its version under every constraint
+    /// seen on it (and the hints of earlier attempts), note extras it does
+    /// not provide, and queue the dependencies that apply.
+    async fn pick(
+        &self,
+        state: &mut Attempt,
+        req: &Requirement,
+        hints: &HashMap<PackageName, Vec<Constraint>>,
+    ) -> Result<(), Stop> {
+        let name = req.name.clone();
+        let mut effective = state.constraints.on(&name).to_vec();
+        if let Some(h) = hints.get(&name) {
+            effective.extend(h.iter().cloned());
+        }
+        let (version, choice, requires_dist, provides_extra) =
+            self.choose(&name, &effective).await?;
+        (self.progress)(format!("resolved {name} {version}"));
+        let extras: BTreeSet<ExtraName> = req.extras.iter().cloned().collect();
+        if let Some(provided) = &provides_extra {
+            let provided: HashSet<&ExtraName> = provided.iter().collect();
+            for extra in extras.iter().filter(|e| !provided.contains(e)) {
+                state.notes.push(format!(
+                    "{name} {version} has no extra '{extra}'; it was ignored"
+                ));
+            }
+        }
+        let extra_list: Arc<[ExtraName]> = extras.iter().cloned().collect();
+        self.budget.spend(requires_dist.len() as u64)?;
+        for dep in requires_dist
+            .iter()
+            .filter(|dep| dep.marker.evaluate(self.env, &extra_list))
+        {
+            state.queue.push_back(Pending {
+                requirement: dep.clone(),
+                origin: format!("`{name} {version}` requires `{}`", strip_marker(dep)),
+                from_user: false,
+                parent_extras: extra_list.clone(),
+            });
+        }
+        state.by_name.insert(name.clone(), state.picked.len());
+        state.picked.push(Picked {
+            name,
+            version,
+            choice,
+            requires_dist,
+            extras,
+        });
+        if state.picked.len() > self.max_packages {
+            return Err(Stop::Fail(PackageError::TooManyPackages {
+                limit: self.max_packages,
+            }));
+        }
+        Ok(())
     }
 
     /// A later constraint rules out the version picked for `name`: restart

@@ -191,7 +191,7 @@ impl<'a> Session<'a> {
             return Ok(None);
         };
         self.budget.downloaded(fetched.body.len() as u64)?;
-        let actual = super::cache::hex(&<sha2::Sha256 as sha2::Digest>::digest(&fetched.body));
+        let actual = crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&fetched.body));
         if actual != expected {
             tracing::warn!(file = %file.filename, "a metadata file does not match its hash; reading the wheel instead");
             return Ok(None);

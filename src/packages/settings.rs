@@ -250,6 +250,9 @@ pub struct PackageSettings {
     pub limits: InstallLimits,
     /// HTTP behaviour.
     pub http: HttpSettings,
+    /// With no index and no wheelhouse: the Python whose pip is asked, once,
+    /// which index to use (`None`: never ask).
+    pub pip_python: Option<String>,
 }
 
 /// Default of [`PackageSettings::install_timeout`].
@@ -268,6 +271,7 @@ impl PackageSettings {
             install_timeout: DEFAULT_INSTALL_TIMEOUT,
             limits: InstallLimits::default(),
             http: HttpSettings::default(),
+            pip_python: None,
         }
     }
 }

@@ -470,124 +470,216 @@ pub fn unpack_wheel<R: Read + Seek>(
 ) -> Result<Unpacked, WheelError> {
     room.check_stop()?;
     let mut archive = open_archive(reader, limits.max_members)?;
+    let listing = list_members(&mut archive, limits)?;
+    let dist_info = sole_dist_info(&listing, wheel)?;
+    let record = read_wheel_files(&mut archive, &listing, &dist_info, wheel, limits)?;
+    let written = write_members(
+        &mut archive,
+        &listing,
+        &record,
+        &dist_info,
+        dest,
+        limits,
+        room,
+    )?;
+    check_record_complete(&record, &listing.dropped, written.names)?;
+    Ok(Unpacked {
+        dist_info,
+        files: written.files,
+        startup_files: written.startup_files,
+        dropped: listing
+            .dropped
+            .iter()
+            .map(|d| format!("{} ({})", shown(&d.name), d.kind))
+            .collect(),
+    })
+}
 
-    // Pass 1: names, kinds, directories, declared sizes.
-    let mut members = Vec::with_capacity(archive.len());
-    let mut seen = HashSet::new();
-    let mut dist_infos: Vec<String> = Vec::new();
-    let mut dist_info_set: HashSet<String> = HashSet::new();
-    let mut data_dirs: Vec<(String, String)> = Vec::new();
-    let mut dropped: Vec<Dropped> = Vec::new();
-    let mut declared_total: u64 = 0;
+/// What the first pass learns from the archive's directory: names, kinds,
+/// directories and declared sizes, nothing inflated yet.
+#[derive(Default)]
+struct Listing {
+    /// Members to write (directories included).
+    members: Vec<Member>,
+    /// `.dist-info` directories, in order of first appearance.
+    dist_infos: Vec<String>,
+    /// The same, to look them up.
+    dist_info_set: HashSet<String>,
+    /// `.data` directories, with a member name in each.
+    data_dirs: Vec<(String, String)>,
+    /// `.data` members checked but not written.
+    dropped: Vec<Dropped>,
+    /// Targets seen so far, lower-cased.
+    seen: HashSet<String>,
+    /// Sizes declared so far.
+    declared_total: u64,
+}
+
+/// Pass 1: every member of the archive, checked by name, kind and declared
+/// size.
+fn list_members<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    limits: &UnpackLimits,
+) -> Result<Listing, WheelError> {
+    let mut listing = Listing::default();
     for index in 0..archive.len() {
         let file = archive
             .by_index_raw(index)
             .map_err(|e| WheelError::Corrupt(e.to_string()))?;
-        let name = std::str::from_utf8(file.name_raw())
-            .map_err(|_| WheelError::BadMemberName {
-                name: String::from_utf8_lossy(file.name_raw())
-                    .chars()
-                    .flat_map(char::escape_debug)
-                    .take(200)
-                    .collect(),
-                reason: "it is not UTF-8",
-            })?
-            .to_owned();
+        let name = member_name(file.name_raw())?;
+        refuse_special_file(&name, file.unix_mode())?;
+        listing.add(index, name, file.size(), limits)?;
+    }
+    Ok(listing)
+}
+
+/// A member's name, which must be UTF-8.
+fn member_name(raw: &[u8]) -> Result<String, WheelError> {
+    std::str::from_utf8(raw)
+        .map(str::to_owned)
+        .map_err(|_| WheelError::BadMemberName {
+            name: String::from_utf8_lossy(raw)
+                .chars()
+                .flat_map(char::escape_debug)
+                .take(200)
+                .collect(),
+            reason: "it is not UTF-8",
+        })
+}
+
+/// Refuses links and other special files, by their Unix mode.
+fn refuse_special_file(name: &str, mode: Option<u32>) -> Result<(), WheelError> {
+    let kind = mode.map_or(0, |mode| mode & S_IFMT);
+    if kind != 0 && kind != S_IFREG && kind != S_IFDIR {
+        return Err(WheelError::Link { name: shown(name) });
+    }
+    Ok(())
+}
+
+impl Listing {
+    /// Takes in one member: where it lands (if it is written at all), the
+    /// `.dist-info` it belongs to, and its declared size.
+    fn add(
+        &mut self,
+        index: usize,
+        name: String,
+        size: u64,
+        limits: &UnpackLimits,
+    ) -> Result<(), WheelError> {
         let (components, is_dir) =
             member_components(&name).map_err(|reason| WheelError::BadMemberName {
                 name: shown(&name),
                 reason,
             })?;
-        if let Some(mode) = file.unix_mode() {
-            let kind = mode & S_IFMT;
-            if kind != 0 && kind != S_IFREG && kind != S_IFDIR {
-                return Err(WheelError::Link { name: shown(&name) });
-            }
-        }
-        let mut target_components = components.as_slice();
-        let top = components[0];
-        if top.ends_with(".data") {
-            data_dirs.push((top.to_owned(), name.clone()));
-            match components.get(1).copied() {
-                None => continue,
-                Some("purelib") => target_components = &components[2..],
-                Some(kind @ ("scripts" | "headers" | "data")) => {
-                    // Meant for places outside site-packages (bin/, include/,
-                    // share/): not needed to import the package, so not
-                    // written, only listed. Their names were checked above.
-                    let kind = match kind {
-                        "scripts" => "scripts",
-                        "headers" => "headers",
-                        _ => "data",
-                    };
-                    if !is_dir {
-                        dropped.push(Dropped {
-                            kind,
-                            name: name.clone(),
-                        });
-                    }
-                    continue;
-                }
-                Some(other) => {
-                    let what = match other {
-                        "platlib" => "platform-specific modules (native code)",
-                        _ => "unknown kinds of files",
-                    };
-                    return Err(WheelError::DataDir {
-                        name: shown(&name),
-                        dir: shown(&format!("{top}/{other}")),
-                        what,
-                    });
-                }
-            }
-            if target_components.is_empty() {
-                continue;
-            }
-        }
+        let Some(target_components) = self.place(&components, &name, is_dir)? else {
+            return Ok(());
+        };
         let target_text = target_components.join("/");
         let target = GuestPath::parse(&target_text).map_err(|_| WheelError::BadMemberName {
             name: shown(&name),
             reason: "it is not a valid path",
         })?;
-        if let Some(first) = target.components().first()
-            && first.ends_with(".dist-info")
-            && dist_info_set.insert(first.clone())
-        {
-            dist_infos.push(first.clone());
+        self.note_dist_info(&target);
+        if !is_dir {
+            self.count(&target_text, &name, size, limits)?;
         }
-        if is_dir {
-            members.push(Member {
-                index,
-                name,
-                target,
-                is_dir,
-            });
-            continue;
-        }
-        if !seen.insert(target_text.to_lowercase()) {
-            return Err(WheelError::Duplicate { name: shown(&name) });
-        }
-        if file.size() > limits.max_member_bytes {
-            return Err(WheelError::MemberTooLarge {
-                name: shown(&name),
-                limit: human_bytes(limits.max_member_bytes),
-            });
-        }
-        declared_total = declared_total.saturating_add(file.size());
-        if declared_total > limits.max_total_bytes {
-            return Err(WheelError::TooLarge {
-                limit: human_bytes(limits.max_total_bytes),
-            });
-        }
-        members.push(Member {
+        self.members.push(Member {
             index,
             name,
             target,
             is_dir,
         });
+        Ok(())
     }
 
-    // The one .dist-info directory, and .data directories named like it.
+    /// Where a member lands, relative to site-packages: its own path, or
+    /// inside `.data/purelib` the rest of it; `None` for members that are
+    /// not written (the `.data` directory itself, and `scripts`, `headers`
+    /// and `data`, which are recorded as dropped).
+    fn place<'n>(
+        &mut self,
+        components: &'n [&'n str],
+        name: &str,
+        is_dir: bool,
+    ) -> Result<Option<&'n [&'n str]>, WheelError> {
+        let top = components[0];
+        if !top.ends_with(".data") {
+            return Ok(Some(components));
+        }
+        self.data_dirs.push((top.to_owned(), name.to_owned()));
+        match components.get(1).copied() {
+            None => Ok(None),
+            Some("purelib") => Ok(Some(&components[2..]).filter(|rest| !rest.is_empty())),
+            Some(kind @ ("scripts" | "headers" | "data")) => {
+                // Meant for places outside site-packages (bin/, include/,
+                // share/): not needed to import the package, so not
+                // written, only listed. Their names were checked above.
+                let kind = match kind {
+                    "scripts" => "scripts",
+                    "headers" => "headers",
+                    _ => "data",
+                };
+                if !is_dir {
+                    self.dropped.push(Dropped {
+                        kind,
+                        name: name.to_owned(),
+                    });
+                }
+                Ok(None)
+            }
+            Some(other) => Err(WheelError::DataDir {
+                name: shown(name),
+                dir: shown(&format!("{top}/{other}")),
+                what: match other {
+                    "platlib" => "platform-specific modules (native code)",
+                    _ => "unknown kinds of files",
+                },
+            }),
+        }
+    }
+
+    /// Remembers the `.dist-info` directory a target is in, if any.
+    fn note_dist_info(&mut self, target: &GuestPath) {
+        if let Some(first) = target.components().first()
+            && first.ends_with(".dist-info")
+            && self.dist_info_set.insert(first.clone())
+        {
+            self.dist_infos.push(first.clone());
+        }
+    }
+
+    /// Refuses a second file on the same path (ignoring case) and sizes
+    /// over the caps, as declared.
+    fn count(
+        &mut self,
+        target_text: &str,
+        name: &str,
+        size: u64,
+        limits: &UnpackLimits,
+    ) -> Result<(), WheelError> {
+        if !self.seen.insert(target_text.to_lowercase()) {
+            return Err(WheelError::Duplicate { name: shown(name) });
+        }
+        if size > limits.max_member_bytes {
+            return Err(WheelError::MemberTooLarge {
+                name: shown(name),
+                limit: human_bytes(limits.max_member_bytes),
+            });
+        }
+        self.declared_total = self.declared_total.saturating_add(size);
+        if self.declared_total > limits.max_total_bytes {
+            return Err(WheelError::TooLarge {
+                limit: human_bytes(limits.max_total_bytes),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The one `.dist-info` directory, named for the wheel, and `.data`
+/// directories named like it.
+fn sole_dist_info(listing: &Listing, wheel: &WheelFilename) -> Result<String, WheelError> {
+    let dist_infos = &listing.dist_infos;
     let dist_info = match dist_infos.as_slice() {
         [one] => one.clone(),
         _ => {
@@ -602,16 +694,15 @@ pub fn unpack_wheel<R: Read + Seek>(
             });
         }
     };
-    let expected = format!("{}-{}", wheel.name, wheel.version);
     let stem = dist_info.strip_suffix(".dist-info").unwrap_or_default();
     if !matches_wheel(stem, wheel) {
         return Err(WheelError::NameMismatch {
             what: "the .dist-info directory",
             found: shown(&dist_info),
-            expected,
+            expected: format!("{}-{}", wheel.name, wheel.version),
         });
     }
-    for (dir, name) in &data_dirs {
+    for (dir, name) in &listing.data_dirs {
         if dir.strip_suffix(".data") != Some(stem) {
             return Err(WheelError::ForeignDataDir {
                 name: shown(name),
@@ -619,86 +710,89 @@ pub fn unpack_wheel<R: Read + Seek>(
             });
         }
     }
+    Ok(dist_info)
+}
 
-    // WHEEL, METADATA and RECORD.
-    let find = |file: &str| {
+/// Reads and checks `WHEEL` and `METADATA`, and returns the parsed
+/// `RECORD`, whose every path must stay inside the wheel.
+fn read_wheel_files<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    listing: &Listing,
+    dist_info: &str,
+    wheel: &WheelFilename,
+    limits: &UnpackLimits,
+) -> Result<Record, WheelError> {
+    let mut read_text = |file: &str| {
         let path = format!("{dist_info}/{file}");
-        members
+        let index = listing
+            .members
             .iter()
             .find(|m| !m.is_dir && m.name == path)
             .map(|m| m.index)
-            .ok_or(WheelError::Missing(path))
-    };
-    let (wheel_index, metadata_index, record_index) =
-        (find("WHEEL")?, find("METADATA")?, find("RECORD")?);
-    let text = |data: Vec<u8>, what: &str| {
+            .ok_or(WheelError::Missing(path))?;
+        let data = read_member(archive, index, file, limits.max_metadata_bytes)?;
         String::from_utf8(data)
-            .map_err(|_| WheelError::BadWheelFile(format!("{what} is not UTF-8")))
+            .map_err(|_| WheelError::BadWheelFile(format!("{file} is not UTF-8")))
     };
-    let wheel_text = text(
-        read_member(
-            &mut archive,
-            wheel_index,
-            "WHEEL",
-            limits.max_metadata_bytes,
-        )?,
-        "WHEEL",
-    )?;
-    WheelInfo::parse(&wheel_text).map_err(WheelError::BadWheelFile)?;
-    let metadata_text = text(
-        read_member(
-            &mut archive,
-            metadata_index,
-            "METADATA",
-            limits.max_metadata_bytes,
-        )?,
-        "METADATA",
-    )?;
-    let metadata = CoreMetadata::parse(&metadata_text)
+    WheelInfo::parse(&read_text("WHEEL")?).map_err(WheelError::BadWheelFile)?;
+    let metadata = CoreMetadata::parse(&read_text("METADATA")?)
         .map_err(|e| WheelError::BadWheelFile(format!("its METADATA is unusable: {e}")))?;
     if metadata.name != wheel.name || metadata.version != wheel.version {
         return Err(WheelError::NameMismatch {
             what: "METADATA's name and version",
             found: format!("{} {}", metadata.name, metadata.version),
-            expected,
+            expected: format!("{}-{}", wheel.name, wheel.version),
         });
     }
-    let record_text = text(
-        read_member(
-            &mut archive,
-            record_index,
-            "RECORD",
-            limits.max_metadata_bytes,
-        )?,
-        "RECORD",
-    )?;
-    let record = Record::parse(&record_text).map_err(WheelError::BadRecord)?;
+    let record = Record::parse(&read_text("RECORD")?).map_err(WheelError::BadRecord)?;
     for path in record.entries.keys() {
         member_components(path).map_err(|reason| WheelError::RecordPathOutside {
             path: shown(path),
             reason,
         })?;
     }
+    Ok(record)
+}
+
+/// What pass 2 wrote.
+struct Written {
+    files: Vec<InstalledFile>,
+    startup_files: Vec<String>,
+    /// Member names written.
+    names: HashSet<String>,
+}
+
+/// Pass 2: writes every file member, each listed in `RECORD` with a hash
+/// (but `RECORD` and its signatures), counting and hashing what is
+/// inflated.
+fn write_members<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    listing: &Listing,
+    record: &Record,
+    dist_info: &str,
+    dest: &Dir,
+    limits: &UnpackLimits,
+    room: &mut StagingRoom,
+) -> Result<Written, WheelError> {
     let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
         .iter()
         .map(|f| format!("{dist_info}/{f}"))
         .collect();
-
-    // Pass 2: write the files, counting and hashing what is inflated.
-    let mut files = Vec::new();
+    let mut written = Written {
+        files: Vec::new(),
+        startup_files: Vec::new(),
+        names: HashSet::new(),
+    };
     let mut total: u64 = 0;
-    let mut written: HashSet<String> = HashSet::new();
-    let mut startup_files = Vec::new();
     let mut made_dirs: HashSet<Vec<String>> = HashSet::new();
-    for member in members.iter().filter(|m| !m.is_dir) {
+    for member in listing.members.iter().filter(|m| !m.is_dir) {
         let entry = record
             .entries
             .get(&member.name)
             .ok_or_else(|| WheelError::NotInRecord {
                 name: shown(&member.name),
             })?;
-        let must_hash = !unhashed.contains(&member.name);
-        if must_hash && entry.hash.is_none() {
+        if !unhashed.contains(&member.name) && entry.hash.is_none() {
             return Err(WheelError::RecordMismatch {
                 name: shown(&member.name),
                 what: "RECORD gives it no hash".into(),
@@ -711,27 +805,44 @@ pub fn unpack_wheel<R: Read + Seek>(
             total: &mut total,
             room: &mut *room,
         };
-        let (size, sha256) = write_member(&mut archive, member, entry, out)?;
-        written.insert(member.name.clone());
-        let path = member.target.components().join("/");
+        let (size, sha256) = write_member(archive, member, entry, out)?;
+        written.add(member, size, &sha256);
+    }
+    Ok(written)
+}
+
+impl Written {
+    /// Records one written member, noting it when it runs at start-up.
+    fn add(&mut self, member: &Member, size: u64, sha256: &[u8]) {
+        self.names.insert(member.name.clone());
         let components = member.target.components();
+        let path = components.join("/");
         if runs_at_startup(components) {
             let shown_path = if components.len() > 1 {
                 format!("{}/", components[0])
             } else {
                 path.clone()
             };
-            if !startup_files.contains(&shown_path) {
-                startup_files.push(shown_path);
+            if !self.startup_files.contains(&shown_path) {
+                self.startup_files.push(shown_path);
             }
         }
-        files.push(InstalledFile {
+        self.files.push(InstalledFile {
             path,
-            hash: record_hash(&sha256),
+            hash: record_hash(sha256),
             size,
         });
     }
-    for d in &dropped {
+}
+
+/// Every dropped member must be in `RECORD`, and every `RECORD` path must
+/// have been written or dropped.
+fn check_record_complete(
+    record: &Record,
+    dropped: &[Dropped],
+    mut written: HashSet<String>,
+) -> Result<(), WheelError> {
+    for d in dropped {
         if !record.entries.contains_key(&d.name) {
             return Err(WheelError::NotInRecord {
                 name: shown(&d.name),
@@ -744,15 +855,7 @@ pub fn unpack_wheel<R: Read + Seek>(
             return Err(WheelError::RecordMissingFile { path: shown(path) });
         }
     }
-    Ok(Unpacked {
-        dist_info,
-        files,
-        startup_files,
-        dropped: dropped
-            .iter()
-            .map(|d| format!("{} ({})", shown(&d.name), d.kind))
-            .collect(),
-    })
+    Ok(())
 }
 
 /// Creates the directories above a member that this wheel has not made yet,

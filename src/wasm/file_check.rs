@@ -84,7 +84,7 @@ pub fn sha256_of(path: &Path, records: Option<&Path>) -> io::Result<(String, Che
     {
         return Ok((record.sha256, Checked::Recorded));
     }
-    let (sha256, _) = crate::packages::cache::hash_file(path)?;
+    let (sha256, _) = crate::digest::hash_file(path)?;
     if let Some(record_path) = record_path
         && before.settled()
         && Fingerprint::of(path).is_ok_and(|after| after == before)

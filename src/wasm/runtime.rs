@@ -23,6 +23,14 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("scientific", include_str!("../../runtime/scientific.toml")),
 ];
 
+/// The text of the manifest built into the binary for `name`, if any.
+pub fn built_in_manifest_text(name: &str) -> Option<&'static str> {
+    BUILT_IN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+}
+
 /// How the module is started.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -175,7 +175,10 @@ async fn install_package_runs_pip_inside_the_sandbox() {
             json!({"session_id": id, "package_name": "--index-url=http://evil.invalid/"}),
         )
         .await;
-    assert!(refused.contains("not a package requirement"), "{refused}");
+    assert!(
+        refused.contains("options such as --index-url are not accepted"),
+        "{refused}"
+    );
     let cell = fake
         .requests()
         .into_iter()

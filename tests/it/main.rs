@@ -5,6 +5,7 @@
 
 mod behaviour;
 mod budgets;
+mod bundle;
 mod cli;
 mod e2b;
 mod e2b_fake;

@@ -1,20 +1,13 @@
 //! install_package end to end: a loopback index serving wheels the tests
 //! build, the real binary, and imports in the sandbox's running interpreter.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 
-use rmcp::model::{
-    CallToolRequestParams, NumberOrString, ProgressNotificationParam, ProgressToken,
-    RequestMetaObject,
-};
-use rmcp::service::NotificationContext;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use crate::index_server::{IndexServer, Listed};
-use crate::support::{Server, binary, shared_cache, text};
+use crate::support::{Server, binary, progress_client, shared_cache, text, with_progress};
 use crate::wheels::{Wheel, sha256_hex};
 
 /// Where the runtime's site-packages is, relative to a sandbox directory.
@@ -631,6 +624,58 @@ async fn without_an_index_or_wheelhouse_it_says_how_to_configure_one() {
 }
 
 #[tokio::test]
+async fn with_nothing_configured_the_index_pip_names_is_used_and_named() {
+    let index = IndexServer::start().await;
+    index.add_wheel(&Wheel::module("frompip", "1.0", "WHERE = 'pip'\n"));
+    // pip reads XDG_CONFIG_DIRS/pip/pip.conf; the server reads no such file
+    // itself, so only pip's own answer leads to this index.
+    let xdg = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(xdg.path().join("pip")).unwrap();
+    std::fs::write(
+        xdg.path().join("pip").join("pip.conf"),
+        format!("[global]\nindex-url = {}\n", index.url),
+    )
+    .unwrap();
+    let server = Server::start_with(&[
+        ("SANDBOX_PIP_PYTHON", "python3"),
+        ("XDG_CONFIG_DIRS", xdg.path().to_str().unwrap()),
+        ("SANDBOX_POOL_SIZE", "0"),
+    ])
+    .await;
+    let id = server.create().await;
+    let result = install(&server, &id, "frompip").await;
+    assert_eq!(installed(&result), ["frompip 1.0 index"]);
+    let named = format!(
+        "Downloaded from {} (from pip's index, as python3 -m pip reports it).",
+        index.url
+    );
+    for field in ["output", "message"] {
+        assert!(
+            result[field].as_str().unwrap_or_default().contains(&named),
+            "the result names the index and that pip chose it: {result}"
+        );
+    }
+    assert_eq!(
+        server.run(&id, "import frompip; frompip.WHERE").await["value"],
+        "'pip'"
+    );
+    server.stop().await;
+
+    let no_pip = Server::start_with(&[("SANDBOX_PIP_PYTHON", "/nonexistent/python3")]).await;
+    let id = no_pip.create().await;
+    let err = install_err(&no_pip, &id, "six").await;
+    for what in [
+        "no pip was found",
+        "SANDBOX_PIP_PYTHON",
+        "SANDBOX_INDEX_URL",
+        "SANDBOX_WHEELHOUSE",
+    ] {
+        assert!(err.contains(what), "{what}: {err}");
+    }
+    no_pip.stop().await;
+}
+
+#[tokio::test]
 async fn transient_failures_are_retried_and_an_unreachable_index_is_named() {
     let index = IndexServer::start().await;
     index.add_wheel(&Wheel::module("flaky", "1.0", ""));
@@ -687,65 +732,41 @@ async fn unusable_requirements_are_refused_before_any_request() {
     server.stop().await;
 }
 
-/// Records progress notifications.
-#[derive(Clone, Default)]
-struct ProgressLog(Arc<Mutex<Vec<ProgressNotificationParam>>>);
-
-impl ClientHandler for ProgressLog {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        self.0.lock().unwrap().push(params);
-    }
-}
-
 #[tokio::test]
 async fn a_long_install_reports_progress_to_a_client_that_asks() {
     let index = IndexServer::start().await;
     index.add_wheel(&Wheel::module("prog", "1.0", "").requires("progdep"));
     index.add_wheel(&Wheel::module("progdep", "1.0", ""));
     let tmp = tempfile::tempdir().unwrap();
-    let root: PathBuf = tmp.path().join("root");
+    let root = tmp.path().join("root");
     let cache = shared_cache();
-    let cmd = tokio::process::Command::new(binary()).configure(|c| {
-        c.env_clear()
-            .env("HOME", tmp.path())
-            .env("SANDBOX_CACHE_DIR", &cache)
-            .env("SANDBOX_ROOT", &root)
-            .env("SANDBOX_RUNTIME", "python-3.12")
-            .env("SANDBOX_LOG", "warn")
-            .env("SANDBOX_INDEX_URL", &index.url)
-            .env("PIP_CONFIG_FILE", "/dev/null");
-    });
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let log = ProgressLog::default();
-    let client = log.clone().serve(transport).await.unwrap();
-    let call = |name: &str, args: Value| {
-        let Value::Object(args) = args else {
-            unreachable!()
-        };
-        CallToolRequestParams::new(name.to_owned()).with_arguments(args)
-    };
+    let (client, log) = progress_client(&[
+        ("HOME", tmp.path().as_os_str()),
+        ("SANDBOX_CACHE_DIR", cache.as_os_str()),
+        ("SANDBOX_ROOT", root.as_os_str()),
+        ("SANDBOX_RUNTIME", "python-3.12".as_ref()),
+        ("SANDBOX_LOG", "warn".as_ref()),
+        ("SANDBOX_INDEX_URL", index.url.as_ref()),
+        ("PIP_CONFIG_FILE", "/dev/null".as_ref()),
+    ])
+    .await;
     let created = client
-        .call_tool(call("create_sandbox", json!({"session_id": "p"})))
+        .call_tool(
+            CallToolRequestParams::new("create_sandbox")
+                .with_arguments(json!({"session_id": "p"}).as_object().unwrap().clone()),
+        )
         .await
         .unwrap();
     assert_ne!(created.is_error, Some(true));
-    let token = ProgressToken(NumberOrString::String("install-1".into()));
-    let mut request = call(
+    let request = with_progress(
         "install_package",
         json!({"session_id": "p", "package_name": "prog"}),
+        "install-1",
     );
-    request.meta = Some(RequestMetaObject::with_progress_token(token.clone()));
     let result = client.call_tool(request).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{}", text(&result));
-    let notes = log.0.lock().unwrap().clone();
-    let messages: Vec<String> = notes.iter().filter_map(|n| n.message.clone()).collect();
+    let notes = log.notes();
+    let messages = log.messages();
     assert!(!notes.is_empty(), "progress was reported");
     assert!(
         notes

@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    NumberOrString, ProgressToken, ReadResourceRequestParams, RequestMetaObject, ResourceContents,
-    TaskPayload, TaskStatus,
+    ReadResourceRequestParams, ResourceContents, TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
 
-use crate::support::{Observer, Server, text};
+use crate::support::{Observer, Server, text, with_progress};
 
 fn request(tool: &str, args: Value) -> CallToolRequestParams {
     let Value::Object(args) = args else {
@@ -154,13 +153,11 @@ async fn output_reaches_a_client_that_asked_for_progress_while_the_code_runs() {
     let server = Server::observed(false, &[]).await;
     let id = server.create().await;
     let dir = host_dir(&server, &id).await;
-    let mut call = request(
+    let call = with_progress(
         "execute_code",
         json!({"session_id": id, "code": WAIT_FOR_GO}),
+        "run-1",
     );
-    call.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
-        NumberOrString::String("run-1".into()),
-    )));
     let peer = server.client.peer().clone();
     let running = tokio::spawn(async move { peer.call_tool(call).await });
     let observer = server.client.service().clone();
@@ -190,13 +187,11 @@ async fn output_reaches_a_client_that_asked_for_progress_while_the_code_runs() {
 async fn a_flood_of_output_is_streamed_in_bounded_messages() {
     let server = Server::observed(false, &[]).await;
     let id = server.create().await;
-    let mut call = request(
+    let call = with_progress(
         "execute_code",
         json!({"session_id": id, "code": "for i in range(200000): print('line', i)"}),
+        "flood",
     );
-    call.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
-        NumberOrString::Number(7),
-    )));
     let result = server.client.call_tool(call).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{}", text(&result));
     let observer = server.client.service();

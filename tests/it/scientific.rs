@@ -4,20 +4,14 @@
 //! start says while it compiles.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use rmcp::model::{
-    CallToolRequestParams, NumberOrString, ProgressNotificationParam, ProgressToken,
-    RequestMetaObject,
-};
-use rmcp::service::NotificationContext;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::index_server::IndexServer;
-use crate::support::{Server, binary, scientific_cache, structured, text};
+use crate::support::{
+    Server, binary, progress_client, scientific_cache, structured, text, with_progress,
+};
 use crate::wheels::Wheel;
 
 /// A server whose sandboxes are created with `runtime: "scientific"`.
@@ -470,20 +464,6 @@ async fn the_warm_pool_serves_a_scientific_default() {
     server.stop().await;
 }
 
-/// Records the progress notifications a client receives.
-#[derive(Clone, Default)]
-struct ProgressLog(Arc<Mutex<Vec<ProgressNotificationParam>>>);
-
-impl ClientHandler for ProgressLog {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        self.0.lock().unwrap().push(params);
-    }
-}
-
 /// A runtime directory holding the 3.12 module (small: it compiles in
 /// seconds) and, when given, one more manifest.
 fn runtime_dir(extra: Option<(&str, String)>) -> tempfile::TempDir {
@@ -502,35 +482,23 @@ async fn a_first_compile_reports_progress_instead_of_looking_hung() {
     let runtimes = runtime_dir(None);
     let cache = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let cmd = tokio::process::Command::new(binary()).configure(|c| {
-        c.env_clear()
-            .env("HOME", home.path())
-            .env("SANDBOX_CACHE_DIR", cache.path())
-            .env("SANDBOX_RUNTIME_DIR", runtimes.path())
-            .env("SANDBOX_ROOT", home.path().join("root"))
-            .env("SANDBOX_RUNTIME", "python-3.12")
-            .env("SANDBOX_POOL_SIZE", "0")
-            .env("SANDBOX_LOG", "warn");
-    });
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    let root = home.path().join("root");
+    let (client, log) = progress_client(&[
+        ("HOME", home.path().as_os_str()),
+        ("SANDBOX_CACHE_DIR", cache.path().as_os_str()),
+        ("SANDBOX_RUNTIME_DIR", runtimes.path().as_os_str()),
+        ("SANDBOX_ROOT", root.as_os_str()),
+        ("SANDBOX_RUNTIME", "python-3.12".as_ref()),
+        ("SANDBOX_POOL_SIZE", "0".as_ref()),
+        ("SANDBOX_LOG", "warn".as_ref()),
+    ])
+    .await;
+    let created = client
+        .call_tool(with_progress("create_sandbox", json!({}), "create-1"))
+        .await
         .unwrap();
-    let log = ProgressLog::default();
-    let client = log.clone().serve(transport).await.unwrap();
-    let mut request = CallToolRequestParams::new("create_sandbox");
-    request.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
-        NumberOrString::String("create-1".into()),
-    )));
-    let created = client.call_tool(request).await.unwrap();
     assert_ne!(created.is_error, Some(true), "{}", text(&created));
-    let messages: Vec<String> = log
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|n| n.message.clone())
-        .collect();
+    let messages = log.messages();
     assert!(
         messages
             .iter()

@@ -148,14 +148,14 @@ impl Observer {
         }
     }
 
-    /// The messages of the progress notifications received so far.
+    /// The progress notifications received so far.
+    pub fn notes(&self) -> Vec<ProgressNotificationParam> {
+        self.progress.lock().unwrap().clone()
+    }
+
+    /// Their messages.
     pub fn messages(&self) -> Vec<String> {
-        self.progress
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|n| n.message.clone())
-            .collect()
+        self.notes().into_iter().filter_map(|n| n.message).collect()
     }
 }
 
@@ -196,11 +196,25 @@ impl<H: ClientHandler> Server<H> {
                 .env("SANDBOX_ROOT", &root)
                 // Most tests use the small runtime; scientific ones ask for theirs.
                 .env("SANDBOX_RUNTIME", "python-3.12")
+                // The machine's pip would name an index on the internet;
+                // tests that want pip asked point it at a loopback index.
+                .env("SANDBOX_PIP_PYTHON", "none")
                 .env("SANDBOX_LOG", "info");
             for (k, v) in env {
                 c.env(k, v);
             }
         });
+        Self::start_command(handler, cmd, tmp, root).await
+    }
+
+    /// Starts the server as `cmd` (a command that runs the binary, with its
+    /// environment set) and connects to it.
+    pub async fn start_command(
+        handler: H,
+        cmd: tokio::process::Command,
+        tmp: TempDir,
+        root: PathBuf,
+    ) -> Self {
         let (transport, stderr_pipe) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::piped())
             .spawn()
@@ -361,6 +375,7 @@ impl RawClient {
             .env("SANDBOX_ROOT", tmp.path().join("root"))
             .env("SANDBOX_LOG", "warn")
             .env("SANDBOX_POOL_SIZE", "0")
+            .env("SANDBOX_PIP_PYTHON", "none")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -434,4 +449,36 @@ impl RawClient {
             .map(|s| s.success())
             .unwrap_or(false)
     }
+}
+
+/// A client that records progress, connected to the binary started with
+/// only `env` set (its logs discarded).
+pub async fn progress_client(
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (RunningService<RoleClient, Observer>, Observer) {
+    let cmd = tokio::process::Command::new(binary()).configure(|c| {
+        c.env_clear();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+    });
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let log = Observer::default();
+    let client = log.clone().serve(transport).await.expect("MCP handshake");
+    (client, log)
+}
+
+/// A tool call's parameters carrying the progress token `token`.
+pub fn with_progress(tool: &str, args: Value, token: &str) -> CallToolRequestParams {
+    let Value::Object(args) = args else {
+        panic!("tool arguments must be an object")
+    };
+    let mut request = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    request.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(token.into())),
+    ));
+    request
 }
