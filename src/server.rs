@@ -501,8 +501,10 @@ variables are kept. Returns what was installed (name, version, source) and what 
     }
 
     #[tool(
-        description = "List a directory in a sandbox (default \"/\", the sandbox's root): name, path, \
-kind (file, directory, symlink), size and modification time of each entry.",
+        description = "List a directory in a sandbox (default \"/\", the sandbox's root, which is also \
+the code's working directory): name, path, kind (file, directory, symlink), size and modification \
+time of each entry. On every backend a path, absolute or relative, names the same file for the \
+file tools and for the code.",
         annotations(read_only_hint = true),
         output_schema = schema_for_output::<ListResult>()
     )]

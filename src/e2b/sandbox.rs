@@ -17,6 +17,7 @@ use super::envd::Envd;
 use super::error::E2bError;
 use super::jupyter::{self, Ended, StreamLimits};
 use super::output::Capture;
+use super::paths;
 use super::pip;
 use super::results::{Collected, ResultLimits};
 use super::route::Route;
@@ -48,6 +49,8 @@ pub(crate) struct E2bSandbox {
     gone: Arc<AtomicBool>,
     keepalive: Option<(CancellationToken, JoinHandle<()>)>,
     executions: u64,
+    /// Whether the interpreter was moved to the working directory.
+    placed: bool,
     closed: bool,
 }
 
@@ -74,6 +77,7 @@ impl E2bSandbox {
             gone,
             keepalive: Some(keepalive),
             executions: 0,
+            placed: false,
             closed: false,
         }
     }
@@ -131,6 +135,52 @@ impl E2bSandbox {
         }
     }
 
+    /// Moves the interpreter to the working directory of the paths rule,
+    /// once, before the first execution; `Ok(Some(ended))` when the cell
+    /// did not finish (the caller reports that as the execution's end).
+    async fn place(
+        &mut self,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Ended>, SandboxError> {
+        if self.placed {
+            return Ok(None);
+        }
+        let stream_limits = StreamLimits::default();
+        let mut collected = Collected::new(
+            Capture::new(MAX_INSTALL_LOG, 0),
+            Capture::new(MAX_INSTALL_LOG, 0),
+            ResultLimits {
+                text_bytes: MAX_INSTALL_LOG,
+                image_bytes: 0,
+                max_images: 0,
+                line_bytes: stream_limits.max_line,
+            },
+        );
+        let ended = self
+            .stream(
+                paths::WORKING_DIRECTORY_CELL,
+                deadline,
+                cancel,
+                stream_limits,
+                &mut collected,
+            )
+            .await?;
+        if ended != Ended::Finished {
+            return Ok(Some(ended));
+        }
+        if let Some(error) = collected.error {
+            return Err(SandboxError::Remote(format!(
+                "could not make {} the working directory of the E2B sandbox's interpreter ({}: {}); close the sandbox and create a new one",
+                paths::WORKING_DIRECTORY,
+                error.name,
+                error.value
+            )));
+        }
+        self.placed = true;
+        Ok(None)
+    }
+
     /// Saves a stream's whole text in the sandbox; returns its guest path.
     async fn save_output(&self, stream: &str, bytes: Vec<u8>) -> Option<String> {
         let path = GuestPath::parse(&format!(
@@ -186,6 +236,7 @@ impl CodeInterpreter for E2bSandbox {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let stream_limits = StreamLimits::for_execution(&limits);
+        let placed = self.place(deadline, stop.token()).await?;
         let mut collected = Collected::new(
             Capture::new(limits.output_bytes, limits.output_file_bytes)
                 .tapped(request.output.clone(), OutputStream::Stdout),
@@ -198,15 +249,19 @@ impl CodeInterpreter for E2bSandbox {
                 line_bytes: stream_limits.max_line,
             },
         );
-        let ended = self
-            .stream(
-                &request.code,
-                deadline,
-                stop.token(),
-                stream_limits,
-                &mut collected,
-            )
-            .await?;
+        let ended = match placed {
+            Some(ended) => ended,
+            None => {
+                self.stream(
+                    &request.code,
+                    deadline,
+                    stop.token(),
+                    stream_limits,
+                    &mut collected,
+                )
+                .await?
+            }
+        };
         let wall = started.elapsed();
         collected.note_left_out();
 

@@ -999,10 +999,11 @@ fn execute(
     let (tx, rx) = mpsc::channel::<Chunk>(16);
     let shared = shared.clone();
     let home = root.join("home/user");
+    let vm_root = root.to_path_buf();
     tokio::spawn(async move {
         let mut guard = kernel.lock().await;
         if guard.is_none() {
-            match start_kernel(&shared, &home) {
+            match start_kernel(&shared, &vm_root, &home) {
                 Ok((k, id)) => {
                     pid.store(id, Ordering::SeqCst);
                     *guard = Some(k);
@@ -1116,14 +1117,16 @@ fn interrupt(shared: &Shared, pid: &AtomicU32) {
     }
 }
 
-fn start_kernel(shared: &Shared, home: &Path) -> Result<(Kernel, u32), String> {
+/// Starts the kernel of a sandbox whose VM's `/` is `root`, in `home`.
+fn start_kernel(shared: &Shared, root: &Path, home: &Path) -> Result<(Kernel, u32), String> {
     let mut child = tokio::process::Command::new("python3")
         .arg("-u")
         .arg(shared.dir.path().join("kernel.py"))
         .current_dir(home)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
+        .env("HOME", "/root")
+        .env("FAKE_VM_ROOT", root)
         .env("PYTHONPATH", shared.dir.path().join("site"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(std::process::Stdio::piped())
