@@ -180,8 +180,7 @@ impl Backend for E2bBackend {
             self.clients.clone(),
             route,
             template,
-            self.settings.lifetime,
-            self.settings.request_timeout,
+            &self.settings,
             self.tracker.clone(),
         )))
     }

@@ -92,7 +92,7 @@ impl Envd {
         }
         let vm = vm_path(path);
         let what = format!("reading '{shown}'");
-        let response = send(&what, Retry::Idempotent, self.bound, || {
+        let response = send(&what, Retry::Envd, self.bound, || {
             self.route
                 .request(&self.http, Method::GET, ENVD_PORT, "/files")
                 .query(&[("path", vm.as_str()), ("username", FILE_USER)])
@@ -139,7 +139,7 @@ impl Envd {
         let what = format!("writing '{shown}'");
         let size = data.len() as u64;
         let data = bytes::Bytes::from(data);
-        let response = send(&what, Retry::Idempotent, self.bound, || {
+        let response = send(&what, Retry::Envd, self.bound, || {
             // One part named "file" whose file name is the full path, as the
             // SDK sends it; `path` in the query says the same for envd.
             let part = Part::stream_with_length(reqwest::Body::from(data.clone()), size)
@@ -292,7 +292,7 @@ impl Envd {
         hint: &str,
     ) -> Result<Vec<u8>, SandboxError> {
         let deadline_ms = self.bound.as_millis().to_string();
-        let response = send(what, Retry::Idempotent, self.bound, || {
+        let response = send(what, Retry::Envd, self.bound, || {
             self.route
                 .request(&self.http, Method::POST, ENVD_PORT, method)
                 .header("Connect-Protocol-Version", "1")
@@ -333,6 +333,14 @@ impl Envd {
             return SandboxError::WrongKind {
                 path: shown.to_owned(),
                 what: "a directory; use list_files to see what it holds".into(),
+            };
+        }
+        if failure.status == StatusCode::INTERNAL_SERVER_ERROR && message.contains("path is a file")
+        {
+            // envd's answer to a write under a file, dressed as its own trouble.
+            return SandboxError::WrongKind {
+                path: shown.to_owned(),
+                what: "under a file: a file is in the way where a directory of its path should be; write elsewhere, or remove that file first".into(),
             };
         }
         if failure.status == StatusCode::INSUFFICIENT_STORAGE {

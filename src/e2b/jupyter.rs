@@ -121,6 +121,12 @@ pub(crate) struct RichResult {
     pub png: Option<String>,
     /// `image/jpeg`, base64.
     pub jpeg: Option<String>,
+    /// `image/svg+xml`, as text.
+    pub svg: Option<String>,
+    /// `text/html`.
+    pub html: Option<String>,
+    /// `text/markdown`.
+    pub markdown: Option<String>,
     /// Whether this is the value of the cell's final expression.
     pub is_main_result: bool,
 }

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Tracker;
 use super::api::ApiClient;
+use super::config::E2bSettings;
 use super::envd::Envd;
 use super::error::E2bError;
 use super::jupyter::{self, Ended, StreamLimits};
@@ -47,6 +48,10 @@ pub(crate) struct E2bSandbox {
     tracker: Tracker,
     /// Set when E2B said the sandbox no longer exists.
     gone: Arc<AtomicBool>,
+    /// Set when E2B refused to extend its life past the plan's maximum.
+    max_reached: Arc<AtomicBool>,
+    /// The plan's maximum life of a sandbox.
+    max_lifetime: Duration,
     keepalive: Option<(CancellationToken, JoinHandle<()>)>,
     executions: u64,
     /// Whether the interpreter was moved to the working directory.
@@ -61,20 +66,35 @@ impl E2bSandbox {
         clients: Clients,
         route: Route,
         template: String,
-        lifetime: Duration,
-        request_timeout: Duration,
+        settings: &E2bSettings,
         tracker: Tracker,
     ) -> Self {
+        let (lifetime, max_lifetime) = (settings.lifetime, settings.max_lifetime);
         let gone = Arc::new(AtomicBool::new(false));
-        let keepalive = spawn_keepalive(api.clone(), route.id.clone(), lifetime, gone.clone());
+        let max_reached = Arc::new(AtomicBool::new(false));
+        let keepalive = spawn_keepalive(
+            api.clone(),
+            route.id.clone(),
+            lifetime,
+            LearntEnd {
+                gone: gone.clone(),
+                max_reached: max_reached.clone(),
+            },
+        );
         Self {
-            envd: Envd::new(clients.general.clone(), route.clone(), request_timeout),
+            envd: Envd::new(
+                clients.general.clone(),
+                route.clone(),
+                settings.request_timeout,
+            ),
             api,
             clients,
             route,
             template,
             tracker,
             gone,
+            max_reached,
+            max_lifetime,
             keepalive: Some(keepalive),
             executions: 0,
             placed: false,
@@ -84,17 +104,37 @@ impl E2bSandbox {
 
     fn check_alive(&self) -> Result<(), SandboxError> {
         if self.gone.load(Ordering::Relaxed) {
-            return Err(E2bError::SandboxGone(self.route.id.clone()).into());
+            return Err(self.gone_error().into());
         }
         Ok(())
     }
 
-    /// Notes what an error says about the sandbox, and converts it.
-    fn fail(&self, e: E2bError) -> SandboxError {
-        if e.is_gone() {
-            self.gone.store(true, Ordering::Relaxed);
+    /// Why the sandbox is gone: its plan's maximum life, or simply gone.
+    fn gone_error(&self) -> E2bError {
+        let id = self.route.id.clone();
+        if self.max_reached.load(Ordering::Relaxed) {
+            return E2bError::MaxLifetimeReached {
+                id,
+                max: human_duration(self.max_lifetime),
+            };
         }
-        e.into()
+        E2bError::SandboxGone(id)
+    }
+
+    /// Notes what an error says about the sandbox, and converts it. E2B's
+    /// edge answering 502 ("sandbox not found") holds for that call only:
+    /// the control plane is asked, and only its 404 marks the sandbox gone.
+    async fn fail(&self, e: E2bError) -> SandboxError {
+        if !e.is_gone() {
+            return e.into();
+        }
+        match self.api.exists(&self.route.id).await {
+            Ok(false) => {
+                self.gone.store(true, Ordering::Relaxed);
+                self.gone_error().into()
+            }
+            _ => E2bError::Unreachable502(self.route.id.clone()).into(),
+        }
     }
 
     /// Runs code until it ends, `deadline` passes, `cancel` fires or the
@@ -129,7 +169,7 @@ impl E2bSandbox {
                         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
                     }
                 }
-                Err(e) => return Err(self.fail(e)),
+                Err(e) => return Err(self.fail(e).await),
                 Ok(ended) => return Ok(ended),
             }
         }
@@ -306,7 +346,9 @@ impl CodeInterpreter for E2bSandbox {
                 });
             }
             Ended::Cut(_) if self.envd.alive().await == Some(false) => {
-                let gone = self.fail(E2bError::SandboxGone(self.route.id.clone()));
+                let gone = self
+                    .fail(E2bError::SandboxGone(self.route.id.clone()))
+                    .await;
                 execution.error = Some(ExecError {
                     name: "SandboxGone".into(),
                     value: format!("the execution was cut off: {gone}"),
@@ -492,13 +534,20 @@ impl Drop for E2bSandbox {
     }
 }
 
+/// The flags the keep-alive sets when it learns the sandbox's end.
+struct LearntEnd {
+    gone: Arc<AtomicBool>,
+    max_reached: Arc<AtomicBool>,
+}
+
 /// Refreshes the sandbox's lifetime on E2B every third of it until stopped,
-/// or until E2B says the sandbox is gone.
+/// until E2B says the sandbox is gone, or until E2B refuses to extend it past
+/// the plan's maximum.
 fn spawn_keepalive(
     api: ApiClient,
     id: String,
     lifetime: Duration,
-    gone: Arc<AtomicBool>,
+    end: LearntEnd,
 ) -> (CancellationToken, JoinHandle<()>) {
     let stop = CancellationToken::new();
     let period = (lifetime / 3).max(Duration::from_millis(500));
@@ -512,8 +561,13 @@ fn spawn_keepalive(
                 }
                 match api.set_timeout(&id, lifetime).await {
                     Ok(()) => tracing::debug!(e2b_id = %id, "extended the E2B sandbox's lifetime"),
+                    Err(e @ E2bError::MaxLifetimeReached { .. }) => {
+                        end.max_reached.store(true, Ordering::Relaxed);
+                        tracing::warn!(e2b_id = %id, "{e}");
+                        return;
+                    }
                     Err(e) if e.is_gone() => {
-                        gone.store(true, Ordering::Relaxed);
+                        end.gone.store(true, Ordering::Relaxed);
                         tracing::warn!(e2b_id = %id, "the E2B sandbox is gone: {e}");
                         return;
                     }

@@ -12,6 +12,7 @@ use crate::behaviour::wait_until_none_alive;
 use crate::e2b_fake::{FakeE2b, Fault};
 use crate::support::{Server, binary, structured, text};
 
+mod as_e2b_behaves;
 mod hostile;
 
 /// A server pointed at `fake` (E2B as default backend), with extra settings.

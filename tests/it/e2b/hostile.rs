@@ -186,6 +186,13 @@ async fn images_are_bounded_in_count_and_size_and_returned_once() {
     let s = structured(&result);
     assert_eq!(s["images"].as_array().unwrap().len(), 1, "{s}");
     assert_eq!(s["images"][0]["mime_type"], "image/png");
+    let blocks: Vec<_> = result.content.iter().filter_map(|c| c.as_image()).collect();
+    assert_eq!(
+        blocks.len(),
+        1,
+        "one image block for a figure in PNG and JPEG"
+    );
+    assert_eq!(blocks[0].mime_type, "image/png");
     server.stop().await;
     wait_until_none_alive(&fake).await;
 }
