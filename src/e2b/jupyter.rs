@@ -285,9 +285,12 @@ pub(crate) enum Ended {
 /// `on_line` as it arrives, until the stream ends, `deadline` passes,
 /// `cancel` fires or the stream goes past `limits`. Dropping the connection
 /// (on a timeout, a cancellation or an overflow) makes the interpreter
-/// interrupt the code.
+/// interrupt the code. `connect_bound` is the connect timeout `http` has,
+/// named when a connection could not be opened in time.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     http: &Client,
+    connect_bound: Duration,
     route: &Route,
     code: &str,
     deadline: Instant,
@@ -301,7 +304,7 @@ pub(crate) async fn execute(
         .json(&serde_json::json!({ "code": code }))
         .send();
     let mut response = tokio::select! {
-        sent = request => sent.map_err(|e| network_error(what, e, Duration::ZERO))?,
+        sent = request => sent.map_err(|e| network_error(what, e, connect_bound))?,
         _ = tokio::time::sleep_until(deadline) => return Ok(Ended::TimedOut),
         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
     };
@@ -348,7 +351,7 @@ pub(crate) async fn execute(
             }
             Err(e) => {
                 return Ok(Ended::Cut(
-                    network_error(what, e, Duration::ZERO).to_string(),
+                    network_error(what, e, connect_bound).to_string(),
                 ));
             }
         };

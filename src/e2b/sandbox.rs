@@ -151,6 +151,7 @@ impl E2bSandbox {
         loop {
             match jupyter::execute(
                 &self.clients.execute,
+                self.clients.connect_timeout,
                 &self.route,
                 code,
                 deadline,

@@ -37,6 +37,8 @@ pub(crate) struct Clients {
     /// and answers by interrupting the code (with HTTP/2 only a stream would
     /// be reset, unnoticed).
     pub execute: Client,
+    /// How long opening a connection may take, for the messages that say so.
+    pub connect_timeout: Duration,
 }
 
 impl Clients {
@@ -65,6 +67,7 @@ impl Clients {
         Ok(Self {
             general: build(false)?,
             execute: build(true)?,
+            connect_timeout: settings.connect_timeout,
         })
     }
 }
