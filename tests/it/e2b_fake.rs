@@ -666,12 +666,8 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         return response;
     }
     let path = parts.uri.path().to_owned();
-    if parts.method == Method::GET && path == "/health" {
-        return if port == ENVD_PORT {
-            StatusCode::NO_CONTENT.into_response()
-        } else {
-            json_response(StatusCode::OK, json!("OK"))
-        };
+    if parts.method == Method::GET && path == "/health" && port == ENVD_PORT {
+        return StatusCode::NO_CONTENT.into_response();
     }
     if token.is_some() && header("x-access-token") != token {
         return json_response(
@@ -882,14 +878,6 @@ async fn write_file(root: &Path, path: Option<String>, request: Request) -> Resp
                 None => return envd_error(StatusCode::BAD_REQUEST, "no path".into()),
             }
         }
-    } else if content_type.starts_with("application/octet-stream") {
-        let Some(target) = path else {
-            return envd_error(StatusCode::BAD_REQUEST, "path is required".into());
-        };
-        let data = axum::body::to_bytes(request.into_body(), usize::MAX)
-            .await
-            .unwrap_or_default();
-        files.push((target, data.to_vec()));
     } else {
         return envd_error(StatusCode::BAD_REQUEST, "unsupported content type".into());
     }
@@ -1007,28 +995,6 @@ fn filesystem(root: &Path, method: &str, body: &Value) -> Response {
             Some(entry) => json_response(StatusCode::OK, json!({"entry": entry})),
             None => not_found(),
         },
-        "MakeDir" => {
-            if host.is_dir() {
-                return connect_error(
-                    StatusCode::CONFLICT,
-                    "already_exists",
-                    format!("directory {vm} already exists"),
-                );
-            }
-            if host.exists() {
-                return connect_error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_argument",
-                    format!("path {vm} is a file"),
-                );
-            }
-            let _ = std::fs::create_dir_all(&host);
-            json_response(StatusCode::OK, json!({"entry": entry_info(&host, &vm)}))
-        }
-        "Remove" => {
-            let _ = std::fs::remove_dir_all(&host).or_else(|_| std::fs::remove_file(&host));
-            json_response(StatusCode::OK, json!({}))
-        }
         _ => connect_error(
             StatusCode::NOT_FOUND,
             "unimplemented",
