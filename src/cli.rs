@@ -333,6 +333,16 @@ pub struct Settings {
     )]
     pub e2b_lifetime_seconds: u64,
 
+    /// Longest an E2B sandbox may live on your E2B plan, in seconds (1 h on
+    /// the Hobby plan, 24 h on Pro); a longer lifetime is refused at start.
+    #[arg(
+        long,
+        env = "SANDBOX_E2B_MAX_LIFETIME_SECONDS",
+        default_value_t = crate::e2b::config::DEFAULT_MAX_LIFETIME_SECONDS,
+        global = true
+    )]
+    pub e2b_max_lifetime_seconds: u64,
+
     /// Seconds one request to E2B may take (retries and the answer
     /// included), other than running code, which has its own timeout.
     #[arg(

@@ -271,6 +271,22 @@ fn e2b_settings(
         ));
     }
     e2b.lifetime = Duration::from_secs(s.e2b_lifetime_seconds);
+    if !(1..=86_400).contains(&s.e2b_max_lifetime_seconds) {
+        return Err(bad(
+            "SANDBOX_E2B_MAX_LIFETIME_SECONDS",
+            format!("{} is not between 1 and 86400", s.e2b_max_lifetime_seconds),
+        ));
+    }
+    if s.e2b_lifetime_seconds > s.e2b_max_lifetime_seconds {
+        return Err(bad(
+            "SANDBOX_E2B_LIFETIME_SECONDS",
+            format!(
+                "{} s is longer than E2B lets a sandbox live on your plan ({} s, SANDBOX_E2B_MAX_LIFETIME_SECONDS; 3600 on the Hobby plan, 86400 on Pro), so E2B would refuse every create with HTTP 400; lower it, or raise SANDBOX_E2B_MAX_LIFETIME_SECONDS if your plan allows more",
+                s.e2b_lifetime_seconds, s.e2b_max_lifetime_seconds
+            ),
+        ));
+    }
+    e2b.max_lifetime = Duration::from_secs(s.e2b_max_lifetime_seconds);
     if !(1..=3600).contains(&s.e2b_request_timeout_seconds) {
         return Err(bad(
             "SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS",

@@ -4,8 +4,8 @@
 //! VM is killed when the sandbox closes and at shutdown.
 //!
 //! What differs from the local backend: the VM has the network and a full
-//! Linux (native wheels, subprocesses); the file tools' `/` is `/home/user`
-//! in the VM (the code's working directory); fuel, the memory
+//! Linux (native wheels, subprocesses); the sandbox's `/` is the VM's `/`
+//! (see [`paths`] for how the tools and the code agree on it); fuel, the memory
 //! cap and the disk quota are E2B's own (set by the template, not by this
 //! server); a timeout drops the connection, which makes E2B interrupt the
 //! code, and state is normally kept.
@@ -18,6 +18,7 @@ mod jupyter;
 mod listing;
 mod names;
 mod output;
+mod paths;
 mod pip;
 mod results;
 mod route;
@@ -179,8 +180,7 @@ impl Backend for E2bBackend {
             self.clients.clone(),
             route,
             template,
-            self.settings.lifetime,
-            self.settings.request_timeout,
+            &self.settings,
             self.tracker.clone(),
         )))
     }

@@ -532,8 +532,10 @@ variables are kept. Returns what was installed (name, version, source) and what 
 
     #[tool(
         title = "List files",
-        description = "List a directory in a sandbox (default \"/\", the sandbox's root): name, path, \
-kind (file, directory, symlink), size and modification time of each entry.",
+        description = "List a directory in a sandbox (default \"/\", the sandbox's root, which is also \
+the code's working directory): name, path, kind (file, directory, symlink), size and modification \
+time of each entry. On every backend a path, absolute or relative, names the same file for the \
+file tools and for the code.",
         output_schema = schema_for_output::<ListResult>(),
         annotations(title = "List files", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]

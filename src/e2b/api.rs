@@ -26,6 +26,7 @@ pub(crate) struct ApiClient {
     base: String,
     key: ApiKey,
     bound: Duration,
+    max_lifetime: Duration,
 }
 
 /// The body of `POST /sandboxes`.
@@ -115,6 +116,7 @@ impl ApiClient {
             base: settings.api_url.trim_end_matches('/').to_owned(),
             key: settings.api_key.clone(),
             bound: settings.request_timeout,
+            max_lifetime: settings.max_lifetime,
         }
     }
 
@@ -201,7 +203,33 @@ impl ApiClient {
         if failure.status == StatusCode::NOT_FOUND {
             return Err(E2bError::SandboxGone(id.to_owned()));
         }
+        if failure.status == StatusCode::BAD_REQUEST
+            && failure
+                .message
+                .to_ascii_lowercase()
+                .contains("max instance length")
+        {
+            return Err(E2bError::MaxLifetimeReached {
+                id: id.to_owned(),
+                max: crate::sandbox::human_duration(self.max_lifetime),
+            });
+        }
         Err(failure.into_api_error(what))
+    }
+
+    /// Whether E2B still knows the sandbox (`GET /sandboxes/{id}`): false
+    /// only on a 404, E2B's definitive word that it is gone.
+    pub(crate) async fn exists(&self, id: &str) -> Result<bool, E2bError> {
+        let what = "looking up a sandbox";
+        let response = send(what, Retry::Idempotent, self.bound, || {
+            self.request(Method::GET, &format!("/sandboxes/{id}"))
+        })
+        .await?;
+        match response.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(Failure::read(response).await.into_api_error(what)),
+        }
     }
 
     /// Kills the sandbox; false when E2B did not know it (already gone).

@@ -11,6 +11,9 @@ pub const CODE_INTERPRETER_TEMPLATE: &str = "code-interpreter-v1";
 /// E2B's own domain, used when `E2B_DOMAIN` is not set.
 pub const DEFAULT_DOMAIN: &str = "e2b.app";
 
+/// The longest life of a sandbox on E2B's Hobby plan, in seconds (Pro: 24 h).
+pub const DEFAULT_MAX_LIFETIME_SECONDS: u64 = 3600;
+
 /// An E2B API key. Its `Debug` and `Display` print a redacted form, so the
 /// key cannot leak through a log line or an error message by accident; only
 /// [`ApiKey::expose`] gives the secret, for the one header that carries it.
@@ -74,6 +77,11 @@ pub struct E2bSettings {
     /// it every third of that while the sandbox is open, and kills it on close;
     /// the lifetime only matters if this server dies without closing it.
     pub lifetime: Duration,
+    /// The longest a sandbox may live on E2B on the team's plan
+    /// (`SANDBOX_E2B_MAX_LIFETIME_SECONDS`, default 1 h, the Hobby plan's):
+    /// a longer `lifetime` is refused at start, and a sandbox that reaches it
+    /// is reported as such, since E2B extends it no further.
+    pub max_lifetime: Duration,
     /// Bound of one control-plane or file request, its retries and its answer
     /// included (`SANDBOX_E2B_REQUEST_TIMEOUT_SECONDS`; not of an execution,
     /// which has its own timeout).
@@ -93,6 +101,7 @@ impl E2bSettings {
             sandbox_url: None,
             template: CODE_INTERPRETER_TEMPLATE.to_owned(),
             lifetime: Duration::from_secs(300),
+            max_lifetime: Duration::from_secs(DEFAULT_MAX_LIFETIME_SECONDS),
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
         }

@@ -2,21 +2,22 @@
 //! every sandbox: bytes with `GET`/`POST /files`, listings and metadata with
 //! the `filesystem.Filesystem` Connect RPCs (unary, JSON).
 //!
-//! Paths: the file tools' `/` is [`HOME`] in the VM, the code interpreter's
-//! working directory, so a relative path names the same file in code and in
-//! the file tools. A [`GuestPath`] is lexically confined to it (no `..` above
-//! it); links made by code inside the VM are followed by envd, but the VM is
-//! the sandbox: nothing on this machine is reachable through them.
+//! Paths follow the rule in [`super::paths`]: a guest path is the same path
+//! in the VM, and requests run as the user the code runs as. Links made by
+//! code inside the VM are followed by envd, but the VM is the sandbox:
+//! nothing on this machine is reachable through them.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use reqwest::header::AUTHORIZATION;
 use reqwest::multipart::{Form, Part};
 use reqwest::{Client, Method, StatusCode};
 use serde::Deserialize;
 
 use super::error::E2bError;
 use super::listing::{EntryInfo, parse_listing, to_seconds};
+use super::paths::{FILE_USER, guest_path_of, vm_path};
 use super::route::{ENVD_PORT, Route};
 use super::transport::{Failure, Retry, parse_off_workers, read_body, read_capped, send};
 use crate::sandbox::{
@@ -29,29 +30,6 @@ const MAX_READ_OFFSET: u64 = 256 << 20;
 const MAX_LISTING_BYTES: usize = 32 << 20;
 /// Most bytes of any other answer of envd read (`Stat`, `/metrics`).
 const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
-
-/// The directory of the VM that the file tools call `/`: the default user's
-/// home, where the code interpreter runs.
-pub(crate) const HOME: &str = "/home/user";
-
-/// The path in the VM for a guest path.
-pub(crate) fn vm_path(path: &GuestPath) -> String {
-    if path.is_root() {
-        HOME.to_owned()
-    } else {
-        format!("{HOME}{path}")
-    }
-}
-
-/// The guest path for a path in the VM, when it lies under [`HOME`].
-fn guest_path_of(vm: &str) -> Option<String> {
-    if vm == HOME {
-        return Some("/".to_owned());
-    }
-    vm.strip_prefix(HOME)
-        .filter(|rest| rest.starts_with('/'))
-        .map(str::to_owned)
-}
 
 /// File access to one E2B sandbox.
 #[derive(Clone, Debug)]
@@ -114,10 +92,10 @@ impl Envd {
         }
         let vm = vm_path(path);
         let what = format!("reading '{shown}'");
-        let response = send(&what, Retry::Idempotent, self.bound, || {
+        let response = send(&what, Retry::Envd, self.bound, || {
             self.route
                 .request(&self.http, Method::GET, ENVD_PORT, "/files")
-                .query(&[("path", vm.as_str())])
+                .query(&[("path", vm.as_str()), ("username", FILE_USER)])
         })
         .await?;
         if !response.status().is_success() {
@@ -161,7 +139,7 @@ impl Envd {
         let what = format!("writing '{shown}'");
         let size = data.len() as u64;
         let data = bytes::Bytes::from(data);
-        let response = send(&what, Retry::Idempotent, self.bound, || {
+        let response = send(&what, Retry::Envd, self.bound, || {
             // One part named "file" whose file name is the full path, as the
             // SDK sends it; `path` in the query says the same for envd.
             let part = Part::stream_with_length(reqwest::Body::from(data.clone()), size)
@@ -172,7 +150,7 @@ impl Envd {
             };
             self.route
                 .request(&self.http, Method::POST, ENVD_PORT, "/files")
-                .query(&[("path", vm.as_str())])
+                .query(&[("path", vm.as_str()), ("username", FILE_USER)])
                 .multipart(Form::new().part("file", part))
         })
         .await?;
@@ -216,13 +194,13 @@ impl Envd {
                 } else {
                     e.kind?
                 };
-                let guest = guest_path_of(&e.path).unwrap_or_else(|| {
-                    if path.is_root() {
-                        format!("/{}", e.name)
-                    } else {
-                        format!("{shown}/{}", e.name)
-                    }
-                });
+                let guest = if e.path.is_empty() {
+                    path.join(&e.name)
+                        .map(|p| p.to_string())
+                        .unwrap_or_default()
+                } else {
+                    guest_path_of(&e.path)
+                };
                 Some(FileEntry {
                     name: e.name,
                     path: guest,
@@ -314,10 +292,11 @@ impl Envd {
         hint: &str,
     ) -> Result<Vec<u8>, SandboxError> {
         let deadline_ms = self.bound.as_millis().to_string();
-        let response = send(what, Retry::Idempotent, self.bound, || {
+        let response = send(what, Retry::Envd, self.bound, || {
             self.route
                 .request(&self.http, Method::POST, ENVD_PORT, method)
                 .header("Connect-Protocol-Version", "1")
+                .header(AUTHORIZATION, rpc_user())
                 .header("Connect-Timeout-Ms", deadline_ms.as_str())
                 .json(body)
         })
@@ -356,6 +335,14 @@ impl Envd {
                 what: "a directory; use list_files to see what it holds".into(),
             };
         }
+        if failure.status == StatusCode::INTERNAL_SERVER_ERROR && message.contains("path is a file")
+        {
+            // envd's answer to a write under a file, dressed as its own trouble.
+            return SandboxError::WrongKind {
+                path: shown.to_owned(),
+                what: "under a file: a file is in the way where a directory of its path should be; write elsewhere, or remove that file first".into(),
+            };
+        }
         if failure.status == StatusCode::INSUFFICIENT_STORAGE {
             return SandboxError::QuotaExceeded(format!(
                 "the E2B sandbox's disk is full ({}): delete files before writing '{shown}'",
@@ -386,21 +373,21 @@ impl FileInterface for Envd {
     }
 }
 
+/// The `Authorization` header that makes an RPC run as [`FILE_USER`]
+/// (Basic, the user and an empty password). envd before 0.4.0 refuses RPCs
+/// that name no user.
+fn rpc_user() -> String {
+    use base64::Engine;
+    let credentials = base64::engine::general_purpose::STANDARD.encode(format!("{FILE_USER}:"));
+    format!("Basic {credentials}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn guest_paths_map_under_the_home_directory_and_back() {
-        let p = |s: &str| GuestPath::parse(s).unwrap();
-        assert_eq!(vm_path(&p("/")), "/home/user");
-        assert_eq!(vm_path(&p("data/a.csv")), "/home/user/data/a.csv");
-        assert_eq!(
-            guest_path_of("/home/user/data/a.csv").as_deref(),
-            Some("/data/a.csv")
-        );
-        assert_eq!(guest_path_of("/home/user").as_deref(), Some("/"));
-        assert_eq!(guest_path_of("/home/username"), None);
-        assert_eq!(guest_path_of("/etc/passwd"), None);
+    fn rpcs_name_the_file_user() {
+        assert_eq!(rpc_user(), "Basic cm9vdDo=");
     }
 }

@@ -38,6 +38,58 @@ pub enum E2bError {
     )]
     SandboxGone(String),
 
+    /// E2B's edge answered 502 for the sandbox this time, but the control
+    /// plane still knows it (or could not say): a passing failure, not the end.
+    #[error(
+        "E2B's edge could not reach the E2B sandbox '{0}' this time (HTTP 502), though E2B does not report it gone; try again in a moment, and if it keeps failing close it with close_sandbox and create a new one"
+    )]
+    Unreachable502(String),
+
+    /// The sandbox lived as long as the team's plan allows.
+    #[error(
+        "the E2B sandbox '{id}' has reached the longest life E2B allows on this plan ({max}, SANDBOX_E2B_MAX_LIFETIME_SECONDS): E2B will not extend it and stops it then; save what you need (read_file), then close it with close_sandbox and create a new one"
+    )]
+    MaxLifetimeReached {
+        /// The E2B sandbox id.
+        id: String,
+        /// The plan's maximum, in words.
+        max: String,
+    },
+
+    /// The sandbox is pausing or resuming (HTTP 409 from E2B's edge).
+    #[error(
+        "the E2B sandbox '{id}' is pausing or resuming (HTTP 409: {message}); try again in a few seconds"
+    )]
+    Transitioning {
+        /// The E2B sandbox id.
+        id: String,
+        /// E2B's message.
+        message: String,
+    },
+
+    /// E2B's edge refused a connection to the sandbox (HTTP 429): too many
+    /// at once to it, or the team's limit.
+    #[error(
+        "E2B's edge refused a connection to the E2B sandbox '{id}' (HTTP 429: {message}): too many connections to it at once, or the team's limit; wait a moment and try again, and close sandboxes you no longer need"
+    )]
+    SandboxBusy {
+        /// The E2B sandbox id.
+        id: String,
+        /// E2B's message.
+        message: String,
+    },
+
+    /// E2B's edge refused this server's traffic to the sandbox (HTTP 403).
+    #[error(
+        "E2B's edge refused this server's traffic to the E2B sandbox '{id}' (HTTP 403: {message}): its traffic access token was not accepted; close it with close_sandbox and create a new one"
+    )]
+    TrafficRefused {
+        /// The E2B sandbox id.
+        id: String,
+        /// E2B's message.
+        message: String,
+    },
+
     /// The sandbox is running but its code interpreter does not answer.
     #[error(
         "the E2B sandbox '{0}' is running but its code interpreter does not answer (port closed); it may still be starting: try again in a moment"

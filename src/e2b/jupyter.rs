@@ -121,6 +121,12 @@ pub(crate) struct RichResult {
     pub png: Option<String>,
     /// `image/jpeg`, base64.
     pub jpeg: Option<String>,
+    /// `image/svg+xml`, as text.
+    pub svg: Option<String>,
+    /// `text/html`.
+    pub html: Option<String>,
+    /// `text/markdown`.
+    pub markdown: Option<String>,
     /// Whether this is the value of the cell's final expression.
     pub is_main_result: bool,
 }
@@ -279,9 +285,12 @@ pub(crate) enum Ended {
 /// `on_line` as it arrives, until the stream ends, `deadline` passes,
 /// `cancel` fires or the stream goes past `limits`. Dropping the connection
 /// (on a timeout, a cancellation or an overflow) makes the interpreter
-/// interrupt the code.
+/// interrupt the code. `connect_bound` is the connect timeout `http` has,
+/// named when a connection could not be opened in time.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     http: &Client,
+    connect_bound: Duration,
     route: &Route,
     code: &str,
     deadline: Instant,
@@ -295,7 +304,7 @@ pub(crate) async fn execute(
         .json(&serde_json::json!({ "code": code }))
         .send();
     let mut response = tokio::select! {
-        sent = request => sent.map_err(|e| network_error(what, e, Duration::ZERO))?,
+        sent = request => sent.map_err(|e| network_error(what, e, connect_bound))?,
         _ = tokio::time::sleep_until(deadline) => return Ok(Ended::TimedOut),
         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
     };
@@ -342,7 +351,7 @@ pub(crate) async fn execute(
             }
             Err(e) => {
                 return Ok(Ended::Cut(
-                    network_error(what, e, Duration::ZERO).to_string(),
+                    network_error(what, e, connect_bound).to_string(),
                 ));
             }
         };

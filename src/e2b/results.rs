@@ -2,7 +2,9 @@
 //! the local backend applies: the output streams through [`Capture`], the
 //! value and an exception's text and traceback cut at the output limit with
 //! [`cap_value_text`] and [`cap_exec_error`], and at most `max_images`
-//! images of at most `image_bytes` each (one per result: PNG, else JPEG).
+//! images of at most `image_bytes` each (one per result: PNG, else JPEG,
+//! else SVG). A result that is only HTML or markdown (its plain text just
+//! names the object) comes back as that text.
 //! What is left out is said in a note on stderr, as the local backend does.
 
 use base64::Engine as _;
@@ -102,8 +104,9 @@ impl Collected {
         }
     }
 
-    fn take_result(&mut self, result: RichResult) {
-        let has_image = result.png.is_some() || result.jpeg.is_some();
+    fn take_result(&mut self, mut result: RichResult) {
+        result.text = text_of(&result);
+        let has_image = result.png.is_some() || result.jpeg.is_some() || result.svg.is_some();
         if has_image {
             if self.images.len() >= self.limits.max_images {
                 self.left_out.over_count += 1;
@@ -193,11 +196,38 @@ impl Collected {
     }
 }
 
+/// The text a result is shown as: its plain text, unless that only names
+/// the object (`<IPython.core.display.HTML object>`) and the result has
+/// markdown or HTML, which then stands in for it.
+fn text_of(result: &RichResult) -> Option<String> {
+    let placeholder = |t: &str| {
+        let t = t.trim();
+        t.starts_with('<') && t.ends_with(" object>") && !t.contains('\n')
+    };
+    match &result.text {
+        Some(text) if !placeholder(text) => Some(text.clone()),
+        text => result
+            .markdown
+            .clone()
+            .or_else(|| result.html.clone())
+            .or_else(|| text.clone()),
+    }
+}
+
 /// The image of a result: its PNG, else its JPEG (a figure comes in both;
-/// it is returned once), when one is readable and within `limit` bytes.
+/// it is returned once), else its SVG, when one is readable and within
+/// `limit` bytes.
 fn pick_image(result: &RichResult, limit: usize) -> Result<ExecImage, Refusal> {
     let mut refusal = Refusal::Unreadable;
-    for (mime, data) in [("image/png", &result.png), ("image/jpeg", &result.jpeg)] {
+    let svg = result
+        .svg
+        .as_ref()
+        .map(|svg| base64::engine::general_purpose::STANDARD.encode(svg));
+    for (mime, data) in [
+        ("image/png", &result.png),
+        ("image/jpeg", &result.jpeg),
+        ("image/svg+xml", &svg),
+    ] {
         let Some(data) = data else { continue };
         match checked_base64(data, limit) {
             Ok(data_base64) => {
@@ -258,6 +288,7 @@ mod tests {
             png,
             jpeg,
             is_main_result: false,
+            ..RichResult::default()
         })
     }
 

@@ -13,10 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::Tracker;
 use super::api::ApiClient;
+use super::config::E2bSettings;
 use super::envd::Envd;
 use super::error::E2bError;
 use super::jupyter::{self, Ended, StreamLimits};
 use super::output::Capture;
+use super::paths;
 use super::pip;
 use super::results::{Collected, ResultLimits};
 use super::route::Route;
@@ -46,8 +48,14 @@ pub(crate) struct E2bSandbox {
     tracker: Tracker,
     /// Set when E2B said the sandbox no longer exists.
     gone: Arc<AtomicBool>,
+    /// Set when E2B refused to extend its life past the plan's maximum.
+    max_reached: Arc<AtomicBool>,
+    /// The plan's maximum life of a sandbox.
+    max_lifetime: Duration,
     keepalive: Option<(CancellationToken, JoinHandle<()>)>,
     executions: u64,
+    /// Whether the interpreter was moved to the working directory.
+    placed: bool,
     closed: bool,
 }
 
@@ -58,39 +66,75 @@ impl E2bSandbox {
         clients: Clients,
         route: Route,
         template: String,
-        lifetime: Duration,
-        request_timeout: Duration,
+        settings: &E2bSettings,
         tracker: Tracker,
     ) -> Self {
+        let (lifetime, max_lifetime) = (settings.lifetime, settings.max_lifetime);
         let gone = Arc::new(AtomicBool::new(false));
-        let keepalive = spawn_keepalive(api.clone(), route.id.clone(), lifetime, gone.clone());
+        let max_reached = Arc::new(AtomicBool::new(false));
+        let keepalive = spawn_keepalive(
+            api.clone(),
+            route.id.clone(),
+            lifetime,
+            LearntEnd {
+                gone: gone.clone(),
+                max_reached: max_reached.clone(),
+            },
+        );
         Self {
-            envd: Envd::new(clients.general.clone(), route.clone(), request_timeout),
+            envd: Envd::new(
+                clients.general.clone(),
+                route.clone(),
+                settings.request_timeout,
+            ),
             api,
             clients,
             route,
             template,
             tracker,
             gone,
+            max_reached,
+            max_lifetime,
             keepalive: Some(keepalive),
             executions: 0,
+            placed: false,
             closed: false,
         }
     }
 
     fn check_alive(&self) -> Result<(), SandboxError> {
         if self.gone.load(Ordering::Relaxed) {
-            return Err(E2bError::SandboxGone(self.route.id.clone()).into());
+            return Err(self.gone_error().into());
         }
         Ok(())
     }
 
-    /// Notes what an error says about the sandbox, and converts it.
-    fn fail(&self, e: E2bError) -> SandboxError {
-        if e.is_gone() {
-            self.gone.store(true, Ordering::Relaxed);
+    /// Why the sandbox is gone: its plan's maximum life, or simply gone.
+    fn gone_error(&self) -> E2bError {
+        let id = self.route.id.clone();
+        if self.max_reached.load(Ordering::Relaxed) {
+            return E2bError::MaxLifetimeReached {
+                id,
+                max: human_duration(self.max_lifetime),
+            };
         }
-        e.into()
+        E2bError::SandboxGone(id)
+    }
+
+    /// Notes what an error says about the sandbox, and converts it. E2B's
+    /// edge answering 502 ("sandbox not found") holds for that call only:
+    /// the control plane is asked, and only its 404 marks the sandbox gone.
+    async fn fail(&self, e: E2bError) -> SandboxError {
+        if !e.is_gone() {
+            return e.into();
+        }
+        match self.api.exists(&self.route.id).await {
+            Ok(false) => {
+                self.gone.store(true, Ordering::Relaxed);
+                self.gone_error().into()
+            }
+            _ => E2bError::Unreachable502(self.route.id.clone()).into(),
+        }
     }
 
     /// Runs code until it ends, `deadline` passes, `cancel` fires or the
@@ -107,6 +151,7 @@ impl E2bSandbox {
         loop {
             match jupyter::execute(
                 &self.clients.execute,
+                self.clients.connect_timeout,
                 &self.route,
                 code,
                 deadline,
@@ -125,10 +170,56 @@ impl E2bSandbox {
                         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
                     }
                 }
-                Err(e) => return Err(self.fail(e)),
+                Err(e) => return Err(self.fail(e).await),
                 Ok(ended) => return Ok(ended),
             }
         }
+    }
+
+    /// Moves the interpreter to the working directory of the paths rule,
+    /// once, before the first execution; `Ok(Some(ended))` when the cell
+    /// did not finish (the caller reports that as the execution's end).
+    async fn place(
+        &mut self,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Ended>, SandboxError> {
+        if self.placed {
+            return Ok(None);
+        }
+        let stream_limits = StreamLimits::default();
+        let mut collected = Collected::new(
+            Capture::new(MAX_INSTALL_LOG, 0),
+            Capture::new(MAX_INSTALL_LOG, 0),
+            ResultLimits {
+                text_bytes: MAX_INSTALL_LOG,
+                image_bytes: 0,
+                max_images: 0,
+                line_bytes: stream_limits.max_line,
+            },
+        );
+        let ended = self
+            .stream(
+                paths::WORKING_DIRECTORY_CELL,
+                deadline,
+                cancel,
+                stream_limits,
+                &mut collected,
+            )
+            .await?;
+        if ended != Ended::Finished {
+            return Ok(Some(ended));
+        }
+        if let Some(error) = collected.error {
+            return Err(SandboxError::Remote(format!(
+                "could not make {} the working directory of the E2B sandbox's interpreter ({}: {}); close the sandbox and create a new one",
+                paths::WORKING_DIRECTORY,
+                error.name,
+                error.value
+            )));
+        }
+        self.placed = true;
+        Ok(None)
     }
 
     /// Saves a stream's whole text in the sandbox; returns its guest path.
@@ -186,6 +277,7 @@ impl CodeInterpreter for E2bSandbox {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let stream_limits = StreamLimits::for_execution(&limits);
+        let placed = self.place(deadline, stop.token()).await?;
         let mut collected = Collected::new(
             Capture::new(limits.output_bytes, limits.output_file_bytes)
                 .tapped(request.output.clone(), OutputStream::Stdout),
@@ -198,15 +290,19 @@ impl CodeInterpreter for E2bSandbox {
                 line_bytes: stream_limits.max_line,
             },
         );
-        let ended = self
-            .stream(
-                &request.code,
-                deadline,
-                stop.token(),
-                stream_limits,
-                &mut collected,
-            )
-            .await?;
+        let ended = match placed {
+            Some(ended) => ended,
+            None => {
+                self.stream(
+                    &request.code,
+                    deadline,
+                    stop.token(),
+                    stream_limits,
+                    &mut collected,
+                )
+                .await?
+            }
+        };
         let wall = started.elapsed();
         collected.note_left_out();
 
@@ -251,7 +347,9 @@ impl CodeInterpreter for E2bSandbox {
                 });
             }
             Ended::Cut(_) if self.envd.alive().await == Some(false) => {
-                let gone = self.fail(E2bError::SandboxGone(self.route.id.clone()));
+                let gone = self
+                    .fail(E2bError::SandboxGone(self.route.id.clone()))
+                    .await;
                 execution.error = Some(ExecError {
                     name: "SandboxGone".into(),
                     value: format!("the execution was cut off: {gone}"),
@@ -437,13 +535,20 @@ impl Drop for E2bSandbox {
     }
 }
 
+/// The flags the keep-alive sets when it learns the sandbox's end.
+struct LearntEnd {
+    gone: Arc<AtomicBool>,
+    max_reached: Arc<AtomicBool>,
+}
+
 /// Refreshes the sandbox's lifetime on E2B every third of it until stopped,
-/// or until E2B says the sandbox is gone.
+/// until E2B says the sandbox is gone, or until E2B refuses to extend it past
+/// the plan's maximum.
 fn spawn_keepalive(
     api: ApiClient,
     id: String,
     lifetime: Duration,
-    gone: Arc<AtomicBool>,
+    end: LearntEnd,
 ) -> (CancellationToken, JoinHandle<()>) {
     let stop = CancellationToken::new();
     let period = (lifetime / 3).max(Duration::from_millis(500));
@@ -457,8 +562,13 @@ fn spawn_keepalive(
                 }
                 match api.set_timeout(&id, lifetime).await {
                     Ok(()) => tracing::debug!(e2b_id = %id, "extended the E2B sandbox's lifetime"),
+                    Err(e @ E2bError::MaxLifetimeReached { .. }) => {
+                        end.max_reached.store(true, Ordering::Relaxed);
+                        tracing::warn!(e2b_id = %id, "{e}");
+                        return;
+                    }
                     Err(e) if e.is_gone() => {
-                        gone.store(true, Ordering::Relaxed);
+                        end.gone.store(true, Ordering::Relaxed);
                         tracing::warn!(e2b_id = %id, "the E2B sandbox is gone: {e}");
                         return;
                     }

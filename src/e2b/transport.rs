@@ -37,6 +37,8 @@ pub(crate) struct Clients {
     /// and answers by interrupting the code (with HTTP/2 only a stream would
     /// be reset, unnoticed).
     pub execute: Client,
+    /// How long opening a connection may take, for the messages that say so.
+    pub connect_timeout: Duration,
 }
 
 impl Clients {
@@ -65,6 +67,7 @@ impl Clients {
         Ok(Self {
             general: build(false)?,
             execute: build(true)?,
+            connect_timeout: settings.connect_timeout,
         })
     }
 }
@@ -79,6 +82,10 @@ pub(crate) enum Retry {
     Unapplied,
     /// Also after 5xx answers and timeouts (idempotent requests).
     Idempotent,
+    /// As [`Retry::Idempotent`], but not after a 500: envd's own answer to
+    /// this request (a path that cannot be written, say), which a retry
+    /// would only repeat. 502, 503 and 504 come from the way there.
+    Envd,
 }
 
 /// Sends the request `make` builds, retrying as `retry` allows, with
@@ -125,7 +132,10 @@ pub(crate) async fn send(
 fn answer_wait(retry: Retry, response: &Response, backoff: Duration) -> Option<Duration> {
     let retryable = match response.status() {
         StatusCode::TOO_MANY_REQUESTS => retry != Retry::Never,
-        s if s.is_server_error() => retry == Retry::Idempotent && s != StatusCode::NOT_IMPLEMENTED,
+        StatusCode::INTERNAL_SERVER_ERROR => retry == Retry::Idempotent,
+        s if s.is_server_error() => {
+            matches!(retry, Retry::Idempotent | Retry::Envd) && s != StatusCode::NOT_IMPLEMENTED
+        }
         _ => false,
     };
     if !retryable {
@@ -144,7 +154,7 @@ fn failure_wait(retry: Retry, e: &reqwest::Error, backoff: Duration) -> Option<D
     let retryable = match retry {
         Retry::Never => false,
         Retry::Unapplied => unapplied,
-        Retry::Idempotent => unapplied || e.is_timeout() || e.is_request(),
+        Retry::Idempotent | Retry::Envd => unapplied || e.is_timeout() || e.is_request(),
     };
     retryable.then_some(backoff)
 }
@@ -235,8 +245,8 @@ pub(crate) struct Failure {
     pub message: String,
     /// The JSON `code` when it was a string (a Connect error code).
     pub connect_code: Option<String>,
-    /// Whether the body came from E2B's edge proxy ("sandbox not found" or
-    /// "port is not open").
+    /// Whether the body came from E2B's edge proxy (its answers name the
+    /// `sandboxId`): "sandbox not found", "port is not open", 409, 429, 403.
     pub from_proxy: bool,
     /// Whether the proxy said the port is closed (the sandbox is running).
     pub port_closed: bool,
@@ -267,10 +277,10 @@ impl Failure {
         } else {
             message
         };
-        let from_proxy = status == StatusCode::BAD_GATEWAY && field("sandboxId").is_some();
+        let from_proxy = field("sandboxId").is_some();
         Self {
             status,
-            port_closed: from_proxy && field("port").is_some(),
+            port_closed: from_proxy && status == StatusCode::BAD_GATEWAY && field("port").is_some(),
             from_proxy,
             connect_code: field("code").and_then(|c| c.as_str()).map(str::to_owned),
             message,
@@ -305,6 +315,28 @@ impl Failure {
         if self.status == StatusCode::BAD_GATEWAY {
             // The edge proxy's answer for a sandbox that expired or was killed.
             return E2bError::SandboxGone(sandbox_id.to_owned());
+        }
+        let id = sandbox_id.to_owned();
+        match (self.from_proxy, self.status.as_u16()) {
+            (true, 409) => {
+                return E2bError::Transitioning {
+                    id,
+                    message: self.message,
+                };
+            }
+            (true, 429) => {
+                return E2bError::SandboxBusy {
+                    id,
+                    message: self.message,
+                };
+            }
+            (true, 403) => {
+                return E2bError::TrafficRefused {
+                    id,
+                    message: self.message,
+                };
+            }
+            _ => {}
         }
         if self.status == StatusCode::UNAUTHORIZED {
             return E2bError::SandboxUnauthorized {

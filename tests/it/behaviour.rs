@@ -143,6 +143,7 @@ for_each_backend!(
     an_exception_is_an_error_with_its_traceback_and_state_survives,
     a_timeout_is_reported_and_the_sandbox_goes_on,
     files_round_trip_between_the_tools_and_the_code,
+    a_path_names_the_same_file_for_the_tools_and_the_code,
     binary_files_round_trip_byte_exact,
     paths_that_leave_the_sandbox_are_refused,
     unknown_ids_are_refused_and_close_is_final,
@@ -321,6 +322,56 @@ async fn files_round_trip_between_the_tools_and_the_code(kind: Kind) {
         )
         .await;
     assert!(not_dir.contains("not a directory"), "{not_dir}");
+    h.stop().await;
+}
+
+/// Absolute and relative paths, each way: what a tool writes the code reads
+/// by the same name, and what the code writes a tool reads by the same name;
+/// the default directory of list_files is the code's working directory.
+async fn a_path_names_the_same_file_for_the_tools_and_the_code(kind: Kind) {
+    let h = Harness::start(kind, &[]).await;
+    let id = h.server.create().await;
+    for (path, content) in [("/data/in.txt", "absolute"), ("rel/in.txt", "relative")] {
+        h.server
+            .ok(
+                "write_file",
+                json!({"session_id": id, "file_path": path, "content": content}),
+            )
+            .await;
+        let r = h.server.run(&id, &format!("open({path:?}).read()")).await;
+        assert_eq!(unquoted(&r["value"]), content, "{path}: {r}");
+    }
+    let r = h
+        .server
+        .run(
+            &id,
+            "import os\nos.makedirs('/data/out', exist_ok=True)\nopen('/data/out/abs.txt', 'w').write('from code, absolute')\nos.makedirs('relout', exist_ok=True)\nopen('relout/rel.txt', 'w').write('from code, relative')\nos.getcwd()",
+        )
+        .await;
+    assert_eq!(
+        unquoted(&r["value"]),
+        "/",
+        "the code's working directory: {r}"
+    );
+    for (path, content) in [
+        ("/data/out/abs.txt", "from code, absolute"),
+        ("relout/rel.txt", "from code, relative"),
+        ("/relout/rel.txt", "from code, relative"),
+    ] {
+        let read = h
+            .server
+            .ok("read_file", json!({"session_id": id, "file_path": path}))
+            .await;
+        assert_eq!(read["content"], content, "{path}");
+    }
+    let root = h.server.ok("list_files", json!({"session_id": id})).await;
+    let entry = root["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "relout")
+        .expect("the default directory is where relative paths start");
+    assert_eq!(entry["path"], "/relout");
     h.stop().await;
 }
 

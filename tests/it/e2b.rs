@@ -12,6 +12,7 @@ use crate::behaviour::wait_until_none_alive;
 use crate::e2b_fake::{FakeE2b, Fault};
 use crate::support::{Server, binary, structured, text};
 
+mod as_e2b_behaves;
 mod hostile;
 
 /// A server pointed at `fake` (E2B as default backend), with extra settings.
@@ -81,14 +82,20 @@ async fn requests_follow_e2bs_wire_format() {
     for r in &requests {
         assert_ne!(r.header("user-agent"), Some("connect-python"));
     }
-    let execute = sandbox.iter().find(|r| r.path == "/execute").unwrap();
-    assert_eq!(execute.json()["code"], "1");
+    let executes: Vec<_> = sandbox.iter().filter(|r| r.path == "/execute").collect();
+    assert_eq!(
+        executes[0].json()["code"],
+        "__import__(\"os\").chdir(\"/\")",
+        "the first execution makes / the working directory"
+    );
+    assert_eq!(executes[1].json()["code"], "1");
+    assert_eq!(executes.len(), 2);
     let upload = sandbox
         .iter()
         .find(|r| r.method == "POST" && r.path == "/files")
         .unwrap();
     assert!(
-        upload.query.contains("path=%2Fhome%2Fuser%2Fd%2Fa.txt"),
+        upload.query.contains("path=%2Fd%2Fa.txt") && upload.query.contains("username=root"),
         "{}",
         upload.query
     );
@@ -100,13 +107,14 @@ async fn requests_follow_e2bs_wire_format() {
     );
     let part = String::from_utf8_lossy(&upload.body);
     assert!(part.contains("name=\"file\""), "{part}");
-    assert!(part.contains("filename=\"/home/user/d/a.txt\""), "{part}");
+    assert!(part.contains("filename=\"/d/a.txt\""), "{part}");
     let list = sandbox
         .iter()
         .find(|r| r.path == "/filesystem.Filesystem/ListDir")
         .unwrap();
     assert_eq!(list.header("content-type"), Some("application/json"));
-    assert_eq!(list.json(), json!({"path": "/home/user/d", "depth": 1}));
+    assert_eq!(list.json(), json!({"path": "/d", "depth": 1}));
+    assert_eq!(list.header("authorization"), Some("Basic cm9vdDo="));
     server.stop().await;
     wait_until_none_alive(&fake).await;
 }

@@ -32,6 +32,8 @@ const KERNEL: &str = include_str!("fake/kernel.py");
 const PIP_INIT: &str = include_str!("fake/pip/__init__.py");
 const PIP_MAIN: &str = include_str!("fake/pip/__main__.py");
 const TEMPLATE: &str = "code-interpreter-v1";
+/// The longest life of a sandbox on E2B's Hobby plan.
+const MAX_LIFETIME: Duration = Duration::from_secs(3600);
 const ENVD_PORT: &str = "49983";
 const JUPYTER_PORT: &str = "49999";
 /// Silence after which the fake's `/execute` sends a keepalive line (the real
@@ -110,6 +112,9 @@ pub enum Act {
     Listing(usize),
     /// The real answer to a create, with these fields replaced.
     Patch(Value),
+    /// An answer of E2B's edge proxy about the sandbox (JSON naming its
+    /// `sandboxId`), with the fault's status and this message.
+    Proxy(&'static str),
 }
 
 struct Kernel {
@@ -120,6 +125,7 @@ struct Kernel {
 
 struct FakeSandbox {
     token: Option<String>,
+    envd_version: String,
     metadata: Value,
     started: SystemTime,
     end_at: SystemTime,
@@ -150,6 +156,8 @@ struct FakeState {
     requests: Vec<Recorded>,
     faults: Vec<Fault>,
     max_concurrent: Option<usize>,
+    /// The plan's longest life of a sandbox (E2B's Hobby plan: 1 h).
+    max_lifetime: Option<Duration>,
     disconnects: usize,
 }
 
@@ -285,6 +293,12 @@ impl FakeE2b {
         self.shared.state().max_concurrent = Some(n);
     }
 
+    /// Sets the plan's longest life of a sandbox (1 h when not set): creates
+    /// asking for more are refused with 400, and refreshes are capped at it.
+    pub fn set_max_lifetime(&self, max: Duration) {
+        self.shared.state().max_lifetime = Some(max);
+    }
+
     /// Makes a sandbox expire now, as E2B does when its lifetime runs out.
     pub fn expire(&self, id: &str) {
         let mut state = self.shared.state();
@@ -354,9 +368,13 @@ async fn take(
 
 /// What an injected fault answers; `None` when the real answer follows
 /// (after a stall, or for a patch that the handler applies).
-async fn misbehave(fault: &Fault) -> Option<Response> {
+async fn misbehave(fault: &Fault, sandbox_id: &str) -> Option<Response> {
     let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
     let mut response = match &fault.act {
+        Act::Proxy(message) => json_response(
+            status,
+            json!({"sandboxId": sandbox_id, "message": message, "code": fault.status}),
+        ),
         Act::Stall(silence) => {
             tokio::time::sleep(*silence).await;
             return None;
@@ -451,7 +469,7 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         return api_error(StatusCode::UNAUTHORIZED, "Invalid API key");
     }
     if let Some(fault) = &injected
-        && let Some(response) = misbehave(fault).await
+        && let Some(response) = misbehave(fault, "").await
     {
         return response;
     }
@@ -482,9 +500,16 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
                 return api_error(StatusCode::BAD_REQUEST, "validation error: timeout");
             };
             let mut state = shared.state();
+            let max = state.max_lifetime.unwrap_or(MAX_LIFETIME);
             match state.sandboxes.get_mut(*id) {
                 Some(s) if s.alive() => {
-                    s.end_at = SystemTime::now() + Duration::from_secs(timeout);
+                    // E2B caps the end at start + the plan's maximum, and
+                    // refuses once the sandbox is at that cap.
+                    let cap = s.started + max;
+                    if s.end_at >= cap {
+                        return api_error(StatusCode::BAD_REQUEST, "Max instance length exceeded");
+                    }
+                    s.end_at = (SystemTime::now() + Duration::from_secs(timeout)).min(cap);
                     StatusCode::NO_CONTENT.into_response()
                 }
                 _ => api_error(
@@ -527,13 +552,17 @@ fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
     let Some(timeout) = body["timeout"].as_i64() else {
         return api_error(StatusCode::BAD_REQUEST, "validation error: timeout");
     };
-    if timeout <= 0 || timeout > 3600 {
+    let mut state = shared.state();
+    let max = state.max_lifetime.unwrap_or(MAX_LIFETIME);
+    if timeout <= 0 || timeout as u64 > max.as_secs() {
         return api_error(
             StatusCode::BAD_REQUEST,
-            "Timeout cannot be greater than 1 hours",
+            &format!(
+                "Timeout cannot be greater than {} hours",
+                max.as_secs() / 3600
+            ),
         );
     }
-    let mut state = shared.state();
     let alive = state.sandboxes.values().filter(|s| s.alive()).count();
     if state.max_concurrent.is_some_and(|max| alive >= max) {
         return api_error(
@@ -550,6 +579,7 @@ fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
         id.clone(),
         FakeSandbox {
             token: token.clone(),
+            envd_version: "0.6.13".into(),
             metadata: body["metadata"].clone(),
             started: now,
             end_at: now + Duration::from_secs(timeout as u64),
@@ -571,6 +601,10 @@ fn create(shared: &Shared, body: &Value, patch: Option<Value>) -> Response {
         for (k, v) in fields {
             answer[k] = v;
         }
+    }
+    if let (Some(s), Some(version)) = (state.sandboxes.get_mut(&id), answer["envdVersion"].as_str())
+    {
+        s.envd_version = version.to_owned();
     }
     json_response(StatusCode::CREATED, answer)
 }
@@ -603,7 +637,7 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             }
         }
     };
-    let (root, token, kernel, pid) = {
+    let (root, token, kernel, pid, envd_version) = {
         let mut state = shared.state();
         match state.sandboxes.get_mut(&id) {
             Some(s) if s.alive() => (
@@ -611,6 +645,7 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
                 s.token.clone(),
                 s.kernel.clone(),
                 s.pid.clone(),
+                s.envd_version.clone(),
             ),
             Some(s) => {
                 s.stop_kernel();
@@ -626,17 +661,13 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         );
     }
     if let Some(fault) = &injected
-        && let Some(response) = misbehave(fault).await
+        && let Some(response) = misbehave(fault, &id).await
     {
         return response;
     }
     let path = parts.uri.path().to_owned();
-    if parts.method == Method::GET && path == "/health" {
-        return if port == ENVD_PORT {
-            StatusCode::NO_CONTENT.into_response()
-        } else {
-            json_response(StatusCode::OK, json!("OK"))
-        };
+    if parts.method == Method::GET && path == "/health" && port == ENVD_PORT {
+        return StatusCode::NO_CONTENT.into_response();
     }
     if token.is_some() && header("x-access-token") != token {
         return json_response(
@@ -651,6 +682,14 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         };
     }
     let query: HashMap<String, String> = url_query(parts.uri.query().unwrap_or_default());
+    let user = if path == "/files" {
+        query.get("username").cloned()
+    } else {
+        basic_user(header("authorization").as_deref())
+    };
+    if let Some(refused) = check_user(&envd_version, user.as_deref()) {
+        return refused;
+    }
     match (parts.method.clone(), path.as_str()) {
         (Method::GET, "/files") => read_file(&root, query.get("path").map(String::as_str)),
         (Method::POST, "/files") => {
@@ -673,6 +712,45 @@ async fn sandbox(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         }
         _ => api_error(StatusCode::NOT_FOUND, "no such route in the fake"),
     }
+}
+
+/// The user a Basic `Authorization` header names (`user:` in base64).
+fn basic_user(header: Option<&str>) -> Option<String> {
+    use base64::Engine;
+    let encoded = header?.strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    Some(text.split(':').next()?.to_owned())
+}
+
+/// envd's answer to a request as `user`: a user it does not know is refused,
+/// and envd before 0.4.0 refuses requests that name no user.
+fn check_user(envd_version: &str, user: Option<&str>) -> Option<Response> {
+    let refuse = |message: String| {
+        Some(json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"code": 401, "message": message}),
+        ))
+    };
+    match user {
+        Some("root" | "user") => None,
+        Some(other) => refuse(format!("error looking up user '{other}'")),
+        None if version_below(envd_version, (0, 4, 0)) => refuse("no user specified".into()),
+        None => None,
+    }
+}
+
+/// Whether a version `a.b.c` is below `floor`.
+fn version_below(version: &str, floor: (u64, u64, u64)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    let v = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    v < floor
 }
 
 fn gone(id: &str) -> Response {
@@ -800,14 +878,6 @@ async fn write_file(root: &Path, path: Option<String>, request: Request) -> Resp
                 None => return envd_error(StatusCode::BAD_REQUEST, "no path".into()),
             }
         }
-    } else if content_type.starts_with("application/octet-stream") {
-        let Some(target) = path else {
-            return envd_error(StatusCode::BAD_REQUEST, "path is required".into());
-        };
-        let data = axum::body::to_bytes(request.into_body(), usize::MAX)
-            .await
-            .unwrap_or_default();
-        files.push((target, data.to_vec()));
     } else {
         return envd_error(StatusCode::BAD_REQUEST, "unsupported content type".into());
     }
@@ -825,9 +895,10 @@ async fn write_file(root: &Path, path: Option<String>, request: Request) -> Resp
         if let Some(parent) = host.parent()
             && std::fs::create_dir_all(parent).is_err()
         {
+            // envd's answer when a file is where a directory should be.
             return envd_error(
-                StatusCode::BAD_REQUEST,
-                format!("path '{vm}': a parent is not a directory"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "error ensuring directories: path is a file".into(),
             );
         }
         if let Err(e) = std::fs::write(&host, &data) {
@@ -924,28 +995,6 @@ fn filesystem(root: &Path, method: &str, body: &Value) -> Response {
             Some(entry) => json_response(StatusCode::OK, json!({"entry": entry})),
             None => not_found(),
         },
-        "MakeDir" => {
-            if host.is_dir() {
-                return connect_error(
-                    StatusCode::CONFLICT,
-                    "already_exists",
-                    format!("directory {vm} already exists"),
-                );
-            }
-            if host.exists() {
-                return connect_error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_argument",
-                    format!("path {vm} is a file"),
-                );
-            }
-            let _ = std::fs::create_dir_all(&host);
-            json_response(StatusCode::OK, json!({"entry": entry_info(&host, &vm)}))
-        }
-        "Remove" => {
-            let _ = std::fs::remove_dir_all(&host).or_else(|_| std::fs::remove_file(&host));
-            json_response(StatusCode::OK, json!({}))
-        }
         _ => connect_error(
             StatusCode::NOT_FOUND,
             "unimplemented",
@@ -999,10 +1048,11 @@ fn execute(
     let (tx, rx) = mpsc::channel::<Chunk>(16);
     let shared = shared.clone();
     let home = root.join("home/user");
+    let vm_root = root.to_path_buf();
     tokio::spawn(async move {
         let mut guard = kernel.lock().await;
         if guard.is_none() {
-            match start_kernel(&shared, &home) {
+            match start_kernel(&shared, &vm_root, &home) {
                 Ok((k, id)) => {
                     pid.store(id, Ordering::SeqCst);
                     *guard = Some(k);
@@ -1116,14 +1166,16 @@ fn interrupt(shared: &Shared, pid: &AtomicU32) {
     }
 }
 
-fn start_kernel(shared: &Shared, home: &Path) -> Result<(Kernel, u32), String> {
+/// Starts the kernel of a sandbox whose VM's `/` is `root`, in `home`.
+fn start_kernel(shared: &Shared, root: &Path, home: &Path) -> Result<(Kernel, u32), String> {
     let mut child = tokio::process::Command::new("python3")
         .arg("-u")
         .arg(shared.dir.path().join("kernel.py"))
         .current_dir(home)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
+        .env("HOME", "/root")
+        .env("FAKE_VM_ROOT", root)
         .env("PYTHONPATH", shared.dir.path().join("site"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(std::process::Stdio::piped())

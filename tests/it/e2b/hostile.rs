@@ -130,8 +130,8 @@ async fn redirects_are_refused_and_credentials_never_leave_the_origin() {
         .filter(|r| r.service == "sandbox" && r.path == "/execute")
         .count();
     assert_eq!(
-        executes, 3,
-        "two refused redirects and one run, nothing followed"
+        executes, 4,
+        "two refused redirects, then the working directory set and one run, nothing followed"
     );
     server.stop().await;
     wait_until_none_alive(&fake).await;
@@ -186,6 +186,13 @@ async fn images_are_bounded_in_count_and_size_and_returned_once() {
     let s = structured(&result);
     assert_eq!(s["images"].as_array().unwrap().len(), 1, "{s}");
     assert_eq!(s["images"][0]["mime_type"], "image/png");
+    let blocks: Vec<_> = result.content.iter().filter_map(|c| c.as_image()).collect();
+    assert_eq!(
+        blocks.len(),
+        1,
+        "one image block for a figure in PNG and JPEG"
+    );
+    assert_eq!(blocks[0].mime_type, "image/png");
     server.stop().await;
     wait_until_none_alive(&fake).await;
 }
@@ -552,8 +559,15 @@ async fn hostile_arguments_cannot_change_a_request() {
         ],
         "each name is one file in d, nothing elsewhere"
     );
-    let home = server.ok("list_files", json!({"session_id": id})).await;
-    assert_eq!(home["files"].as_array().unwrap().len(), 1, "{home}");
+    let root = server.ok("list_files", json!({"session_id": id})).await;
+    let mut top: Vec<&str> = root["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    top.sort_unstable();
+    assert_eq!(top, ["d", "home"], "{root}");
 
     let executes_before = fake
         .requests()
