@@ -113,6 +113,9 @@ impl App {
             signal = shutdown_signal() => tracing::info!("received {signal}; shutting down"),
         }
         stop.cancel();
+        if let Some(e2b) = &self.e2b {
+            e2b.stop_creating();
+        }
         self.manager.close_all().await;
         if let Some(e2b) = &self.e2b {
             e2b.shutdown().await;

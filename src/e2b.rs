@@ -96,10 +96,18 @@ impl E2bBackend {
         &self.settings
     }
 
+    /// Makes creates in progress give up instead of retrying (the server is
+    /// shutting down): a create that already succeeded is tracked, and
+    /// [`E2bBackend::shutdown`] kills it.
+    pub fn stop_creating(&self) {
+        self.api.stop_retrying();
+    }
+
     /// Kills every E2B sandbox this server created that is still alive,
     /// after waiting (a bounded time) for creations under way. Run at
     /// shutdown, after the manager closed its sandboxes.
     pub async fn shutdown(&self) {
+        self.stop_creating();
         let waited = tokio::time::Instant::now();
         while self.tracker.creating.load(Ordering::SeqCst) > 0
             && waited.elapsed() < self.settings.request_timeout

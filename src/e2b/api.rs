@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::config::{ApiKey, E2bSettings};
 use super::error::E2bError;
 use super::names;
-use super::transport::{Failure, Retry, read_body, send};
+use tokio_util::sync::CancellationToken;
+
+use super::transport::{Failure, Retry, read_body, send, send_until};
 
 /// The API key header, as E2B's API specification names it.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -27,6 +29,8 @@ pub(crate) struct ApiClient {
     key: ApiKey,
     bound: Duration,
     max_lifetime: Duration,
+    /// Cancelled at shutdown: creates stop retrying.
+    stopping: CancellationToken,
 }
 
 /// The body of `POST /sandboxes`.
@@ -117,7 +121,14 @@ impl ApiClient {
             key: settings.api_key.clone(),
             bound: settings.request_timeout,
             max_lifetime: settings.max_lifetime,
+            stopping: CancellationToken::new(),
         }
+    }
+
+    /// Makes creates in progress stop retrying (the server is shutting down),
+    /// so they end at once instead of making a sandbox nobody will use.
+    pub(crate) fn stop_retrying(&self) {
+        self.stopping.cancel();
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -145,7 +156,7 @@ impl ApiClient {
             secure: true,
             allow_internet_access: true,
         };
-        let response = send(what, Retry::Unapplied, self.bound, || {
+        let response = send_until(&self.stopping, what, Retry::Unapplied, self.bound, || {
             self.request(Method::POST, "/sandboxes").json(&body)
         })
         .await?;

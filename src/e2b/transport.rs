@@ -8,6 +8,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::config::E2bSettings;
 use super::error::{E2bError, network_error};
@@ -100,6 +101,18 @@ pub(crate) async fn send(
     bound: Duration,
     make: impl Fn() -> RequestBuilder,
 ) -> Result<Response, E2bError> {
+    send_until(&CancellationToken::new(), what, retry, bound, make).await
+}
+
+/// As [`send`], but no retry starts once `stop` is cancelled (the server is
+/// shutting down): the last answer is returned instead.
+pub(crate) async fn send_until(
+    stop: &CancellationToken,
+    what: &str,
+    retry: Retry,
+    bound: Duration,
+    make: impl Fn() -> RequestBuilder,
+) -> Result<Response, E2bError> {
     let deadline = Instant::now() + bound;
     let mut backoff = FIRST_BACKOFF;
     let mut attempt = 1;
@@ -111,18 +124,26 @@ pub(crate) async fn send(
             Err(e) => failure_wait(retry, e, backoff),
         }
         .filter(|wait| attempt < ATTEMPTS && Instant::now() + *wait < deadline);
-        let Some(wait) = wait else {
+        let waited_out = match wait {
+            Some(wait) => {
+                tracing::debug!(
+                    what,
+                    attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying an E2B request"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => true,
+                    () = stop.cancelled() => false,
+                }
+            }
+            None => false,
+        };
+        if !waited_out {
             let response = outcome.map_err(|e| network_error(what, e, bound))?;
             refuse_redirect(what, &response)?;
             return Ok(response);
-        };
-        tracing::debug!(
-            what,
-            attempt,
-            wait_ms = wait.as_millis() as u64,
-            "retrying an E2B request"
-        );
-        tokio::time::sleep(wait).await;
+        }
         backoff = (backoff * 2).min(MAX_BACKOFF);
         attempt += 1;
     }

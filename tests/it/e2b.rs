@@ -300,6 +300,53 @@ async fn rate_limits_are_retried_honouring_retry_after() {
 }
 
 #[tokio::test]
+async fn shutdown_stops_a_create_that_is_waiting_out_rate_limits() {
+    let fake = FakeE2b::start().await;
+    let server = server(&fake, &[]).await;
+    fake.fail(Fault {
+        method: Some(Method::POST),
+        path_prefix: "/sandboxes".into(),
+        status: 429,
+        retry_after: Some(5),
+        times: 1000,
+        ..Fault::default()
+    });
+    let creates = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/sandboxes")
+            .count()
+    };
+    let peer = server.client.peer().clone();
+    let create = tokio::spawn(async move {
+        peer.call_tool(rmcp::model::CallToolRequestParams::new("create_sandbox"))
+            .await
+    });
+    while creates() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &server.pid.to_string()])
+        .status()
+        .unwrap();
+    // The server exits without trying again: before, it waited out the
+    // rate limit (and kept trying) for up to a minute, with a sandbox made
+    // at the end nobody would use.
+    let exited = std::path::PathBuf::from(format!("/proc/{}", server.pid));
+    for _ in 0..1500 {
+        let zombie = std::fs::read_to_string(exited.join("stat"))
+            .map_or(true, |stat| stat.contains(") Z "));
+        if zombie {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(creates(), 1, "no create was tried after the shutdown began");
+    create.abort();
+    wait_until_none_alive(&fake).await;
+}
+
+#[tokio::test]
 async fn the_concurrency_cap_is_reported() {
     let fake = FakeE2b::start().await;
     fake.set_max_concurrent(1);

@@ -140,6 +140,23 @@ async fn every_tool_is_annotated_titled_and_has_a_strict_schema() {
             .destructive_hint,
         Some(true)
     );
+    // Clients that send an explicit null for an optional argument still work.
+    let id = server.create().await;
+    let ran = server.run(&id, "1 + 1").await;
+    assert_eq!(ran["value"], "2");
+    let with_nulls = server
+        .ok(
+            "execute_code",
+            json!({"session_id": id, "code": "2 + 2", "timeout_seconds": null}),
+        )
+        .await;
+    assert_eq!(with_nulls["value"], "4");
+    server
+        .ok(
+            "write_file",
+            json!({"session_id": id, "file_path": "n.txt", "content": "x", "encoding": null}),
+        )
+        .await;
     let write = Value::Object((*by_name("write_file").input_schema).clone());
     assert_eq!(
         write["properties"]["encoding"]["enum"],
