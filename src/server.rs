@@ -6,8 +6,11 @@
 //! message written for the model; only unusable requests are protocol errors.
 
 pub mod framing;
+mod handler;
+mod install_text;
 mod live_output;
 pub mod offer;
+mod pages;
 pub mod params;
 mod progress;
 pub mod resources;
@@ -18,32 +21,24 @@ pub mod tasks;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::ErrorData;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerCapabilities, ServerConfig, UpdateTaskParams,
-};
+use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::task_manager::TaskManager;
-use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{RoleServer, tool, tool_router};
 
+use self::install_text::install_message;
 use self::live_output::LiveOutput;
 use self::offer::Offer;
+use self::pages::{BINARY_PAGE_BYTES, Page, TEXT_PAGE_BYTES, looks_like_text};
 use self::params::*;
 use self::progress::ProgressForwarder;
 use self::results::*;
 use crate::config::RequestLimits;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
-use crate::sandbox::{
-    BackendKind, EntryKind, FileContent, GuestPath, InstallReport, OutputTap, PackageSource,
-    SandboxError, human_bytes,
-};
+use crate::sandbox::{BackendKind, EntryKind, GuestPath, OutputTap, SandboxError, human_bytes};
 
 /// The MCP tool server.
 #[derive(Clone)]
@@ -53,30 +48,6 @@ pub struct SandboxServer {
     offer: Arc<Offer>,
     tool_router: ToolRouter<Self>,
     tasks: TaskManager,
-}
-
-/// Awaits a tool call; if it panics, logs the panic and answers with an
-/// error result, so the client gets an answer and the server keeps serving.
-async fn contain_panics(
-    tool: &str,
-    call: impl std::future::Future<Output = Result<CallToolResponse, ErrorData>>,
-) -> Result<CallToolResponse, ErrorData> {
-    use futures::FutureExt;
-    match std::panic::AssertUnwindSafe(call).catch_unwind().await {
-        Ok(result) => result,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown cause".to_owned());
-            tracing::error!(tool, panic = %what, "a tool call panicked");
-            Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-                "internal error in {tool}: {what}. The server is still running; please report this as a bug."
-            ))])
-            .into())
-        }
-    }
 }
 
 /// A number of seconds from a client: above 0 and finite (the sandbox's
@@ -697,73 +668,6 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
     }
 }
 
-/// Bytes of a text file `read_file` returns when no length is given.
-const TEXT_PAGE_BYTES: u64 = 64 << 10;
-/// Bytes of a binary file `read_file` returns when no length is given (as
-/// base64, about 64 KiB).
-const BINARY_PAGE_BYTES: u64 = 48 << 10;
-
-/// Whether bytes read from a file look like text: UTF-8 (but for a character
-/// cut at the end) without NUL bytes.
-fn looks_like_text(bytes: &[u8]) -> bool {
-    let valid = match std::str::from_utf8(bytes) {
-        Ok(_) => true,
-        Err(e) => e.error_len().is_none() && bytes.len() - e.valid_up_to() < 4,
-    };
-    valid && !bytes.contains(&0)
-}
-
-/// One page of a file, as `read_file` returns it.
-struct Page {
-    bytes: Vec<u8>,
-    size: u64,
-    length: u64,
-    next_offset: Option<u64>,
-}
-
-impl Page {
-    /// The page read at `offset`. A page of text the server chose the length
-    /// of (`tidy`) ends at a character boundary, and at a line break when one
-    /// is in its last quarter, so no line is split between two pages.
-    fn of(file: FileContent, offset: u64, tidy: bool) -> Self {
-        let mut bytes = file.bytes;
-        if file.truncated && tidy && looks_like_text(&bytes) {
-            let mut end = match std::str::from_utf8(&bytes) {
-                Ok(_) => bytes.len(),
-                Err(e) => e.valid_up_to(),
-            };
-            if let Some(newline) = bytes[..end].iter().rposition(|&b| b == b'\n')
-                && newline + 1 >= end * 3 / 4
-            {
-                end = newline + 1;
-            }
-            bytes.truncate(end);
-        }
-        let length = bytes.len() as u64;
-        let next = offset + length;
-        Self {
-            bytes,
-            size: file.size,
-            length,
-            next_offset: (file.truncated || next < file.size).then_some(next),
-        }
-    }
-}
-
-impl SandboxServer {
-    /// Runs a tool call to its end; a panic in it becomes an error result
-    /// instead of a request that never gets an answer.
-    async fn call_now(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let call = ToolCallContext::new(self, request, context);
-        contain_panics(&name, self.tool_router.call(call)).await
-    }
-}
-
 /// Runs an execution, sending its output to the client while it runs when
 /// the request asked for progress.
 async fn run_with_live_output<F>(
@@ -794,165 +698,4 @@ struct SandboxOptions {
     timeout_seconds: Option<f64>,
     memory_mb: Option<u64>,
     runtime: Option<String>,
-}
-
-/// What `install_package` did, in words.
-fn install_message(report: &InstallReport) -> String {
-    let mut message = String::new();
-    if report.installed.is_empty() {
-        message.push_str("Nothing new to install");
-    } else {
-        message.push_str("Installed ");
-        message.push_str(
-            &report
-                .installed
-                .iter()
-                .map(|p| match p.source {
-                    Some(source) => format!("{} {} ({})", p.name, p.version, source_name(source)),
-                    None => format!("{} {}", p.name, p.version),
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-    }
-    if !report.already_present.is_empty() {
-        message.push_str("; already present: ");
-        message.push_str(
-            &report
-                .already_present
-                .iter()
-                .map(|p| match p.source {
-                    Some(PackageSource::Runtime) => {
-                        format!("{} {} (built into the runtime)", p.name, p.version)
-                    }
-                    _ => format!("{} {}", p.name, p.version),
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-    }
-    message.push('.');
-    if !report.installed.is_empty() {
-        message.push_str(" Import them now; no restart is needed.");
-    }
-    if let Some(notes) = &report.output {
-        message.push('\n');
-        message.push_str(notes);
-    }
-    message
-}
-
-/// Where an installed package came from, in words.
-fn source_name(source: PackageSource) -> &'static str {
-    match source {
-        PackageSource::Cache => "from the download cache",
-        PackageSource::Index => "from the index",
-        PackageSource::Wheelhouse => "from the wheelhouse",
-        PackageSource::Remote => "in the remote sandbox",
-        PackageSource::Runtime => "built into the runtime",
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for SandboxServer {
-    /// Runs a tool: as a task when the client declared tasks and the tool
-    /// can take long, else to its end.
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        if tasks::wanted(&request, &context) {
-            let server = self.clone();
-            return Ok(tasks::start(
-                &self.tasks,
-                context.clone(),
-                move |context| async move { server.call_now(request, context).await },
-            ));
-        }
-        self.call_now(request, context).await
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        let cursor = request.and_then(|r| r.cursor);
-        resources::list(&self.manager, cursor.as_deref()).await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(resources::templates())
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents =
-            resources::read(&self.manager, &request.uri, self.limits.max_file_bytes).await?;
-        Ok(ReadResourceResult::new(vec![contents]).into())
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        _: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.tasks
-            .update_task(&request.task_id, request.input_responses)
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        _: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            "mcp-code-sandbox",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .with_instructions(self.offer.instructions())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_panicking_tool_call_becomes_an_error_result() {
-        let result = contain_panics("boom", async { panic!("kaboom") }).await;
-        let CallToolResponse::Complete(result) = result.unwrap() else {
-            panic!("expected a complete result")
-        };
-        assert_eq!(result.is_error, Some(true));
-        let text = result.content[0].as_text().unwrap().text.clone();
-        assert!(text.contains("boom") && text.contains("kaboom"), "{text}");
-    }
 }

@@ -84,7 +84,7 @@ pub struct Installer {
     http: Arc<OnceLock<Result<HttpClient, String>>>,
     /// With nothing configured: an installer for the index pip names, made
     /// by the first install that needs it.
-    from_pip: Arc<OnceLock<Result<Installer, PipIndexError>>>,
+    from_pip: Arc<std::sync::Mutex<Option<Installer>>>,
 }
 
 impl Installer {
@@ -102,7 +102,7 @@ impl Installer {
             index,
             cache,
             http: Arc::new(OnceLock::new()),
-            from_pip: Arc::new(OnceLock::new()),
+            from_pip: Arc::default(),
         }
     }
 
@@ -122,26 +122,36 @@ impl Installer {
     }
 
     /// The installer that serves installs: this one when a source is
-    /// configured; else one for the index the machine's pip names, asked
-    /// once (this blocks while pip answers: call it off the async workers).
-    fn effective(&self) -> Result<&Installer, PackageError> {
+    /// configured; else one for the index the machine's pip names. Pip is
+    /// asked on the first install that needs it, and again after a failed
+    /// answer (a slow start must not disable installs for good); the
+    /// question gives up when `stop` fires. This blocks while pip answers:
+    /// call it off the async workers.
+    fn effective(&self, stop: &InstallStop) -> Result<Installer, PackageError> {
         if self.is_configured() {
-            return Ok(self);
+            return Ok(self.clone());
         }
         let Some(python) = self.settings.pip_python.as_deref() else {
             return Err(PackageError::NotConfigured);
         };
-        let asked = self.from_pip.get_or_init(|| {
-            let indexes = ask_pip(python)?;
-            tracing::info!(python, indexes = ?indexes, "no index is configured; using the one pip names");
-            let mut settings = self.settings.clone();
-            settings.indexes = indexes;
-            settings.pip_python = None;
-            Ok(Installer::new(settings))
-        });
-        asked
-            .as_ref()
-            .map_err(|e| PackageError::NoPipIndex(e.to_string()))
+        let mut from_pip = self
+            .from_pip
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(installer) = from_pip.as_ref() {
+            return Ok(installer.clone());
+        }
+        let indexes = ask_pip(python, &|| stop.check().is_err()).map_err(|e| match e {
+            PipIndexError::Stopped => stop.check().err().unwrap_or(PackageError::Cancelled),
+            e => PackageError::NoPipIndex(e.to_string()),
+        })?;
+        tracing::info!(python, indexes = ?indexes, "no index is configured; using the one pip names");
+        let mut settings = self.settings.clone();
+        settings.indexes = indexes;
+        settings.pip_python = None;
+        let installer = Installer::new(settings);
+        *from_pip = Some(installer.clone());
+        Ok(installer)
     }
 
     /// The wheel cache.
@@ -263,7 +273,7 @@ impl Installer {
         offload(progress, move |progress| async move {
             let report = |m: String| progress.send(m);
             installer
-                .effective()?
+                .effective(&stop)?
                 .install_here(&requirements, &target, stop, &report)
                 .await
         })

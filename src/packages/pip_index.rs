@@ -40,6 +40,9 @@ const PIP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why pip could not supply an index.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PipIndexError {
+    /// The install asking was cancelled (or its sandbox closed) first.
+    #[error("the install was stopped while pip was being asked for its index")]
+    Stopped,
     /// The configured Python could not be run.
     #[error(
         "no pip was found to ask for its index ({python} could not be run: {reason}); set SANDBOX_PIP_PYTHON (--pip-python) to a Python that has pip"
@@ -93,14 +96,18 @@ struct Answer {
 /// `pip install` would use: its index-url first, then its extra-index-urls.
 /// Blocks while the Python runs (well under a second); call it off the
 /// async workers.
-pub fn ask_pip(python: &str) -> Result<Vec<IndexUrl>, PipIndexError> {
-    let output = run(python, PIP_TIMEOUT)?;
+pub fn ask_pip(python: &str, stopped: &dyn Fn() -> bool) -> Result<Vec<IndexUrl>, PipIndexError> {
+    let output = run(python, PIP_TIMEOUT, stopped)?;
     let answer = read_answer(python, &output)?;
     indexes_from(python, answer)
 }
 
 /// Runs the program, waiting at most `timeout`; returns what it printed.
-fn run(python: &str, timeout: Duration) -> Result<String, PipIndexError> {
+fn run(
+    python: &str,
+    timeout: Duration,
+    stopped: &dyn Fn() -> bool,
+) -> Result<String, PipIndexError> {
     let mut child = Command::new(python)
         .args(["-c", PROGRAM])
         // Not the server's working directory, whose files could shadow pip.
@@ -119,6 +126,11 @@ fn run(python: &str, timeout: Duration) -> Result<String, PipIndexError> {
     // The answer is a few hundred bytes, well within a pipe's buffer, so
     // waiting before reading cannot block the program.
     while child.try_wait().ok().flatten().is_none() {
+        if stopped() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(PipIndexError::Stopped);
+        }
         if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
@@ -215,13 +227,16 @@ mod tests {
         let fake = tmp.path().join("python3");
         std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = run(fake.to_str().unwrap(), Duration::from_millis(200)).unwrap_err();
+        let err = run(fake.to_str().unwrap(), Duration::from_millis(200), &|| {
+            false
+        })
+        .unwrap_err();
         assert!(err.to_string().contains("did not answer"), "{err}");
     }
 
     #[test]
     fn no_pip_no_index_and_garbage_are_errors_that_say_what_to_set() {
-        let missing = ask_pip("/nonexistent/python3").unwrap_err();
+        let missing = ask_pip("/nonexistent/python3", &|| false).unwrap_err();
         assert!(matches!(missing, PipIndexError::NoPython { .. }));
         assert!(
             missing.to_string().contains("SANDBOX_PIP_PYTHON"),

@@ -11,6 +11,12 @@ fn root() -> String {
     "/".to_owned()
 }
 
+/// A path argument that defaults to "/" when left out or sent as `null`
+/// (as clients send optional arguments they have no value for).
+fn path_or_root<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_else(root))
+}
+
 /// `create_sandbox` arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct CreateSandboxParams {
@@ -112,7 +118,7 @@ pub struct ListFilesParams {
     /// The sandbox's id.
     pub session_id: String,
     /// Directory to list, inside the sandbox ("/" is its root).
-    #[serde(default = "root")]
+    #[serde(default = "root", deserialize_with = "path_or_root")]
     pub path: String,
 }
 
@@ -157,7 +163,7 @@ pub struct UploadFileParams {
     /// The content: text, or base64 when `encoding` is "base64".
     pub file_content: String,
     /// Directory to put it in, inside the sandbox (default "/").
-    #[serde(default = "root")]
+    #[serde(default = "root", deserialize_with = "path_or_root")]
     pub destination_path: String,
     /// "utf-8" (the default) or "base64" for binary content.
     #[serde(default)]

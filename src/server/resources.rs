@@ -18,7 +18,7 @@ use rmcp::model::{
 };
 
 use crate::sandbox::manager::SandboxManager;
-use crate::sandbox::{EntryKind, GuestPath, SandboxError};
+use crate::sandbox::{BackendKind, EntryKind, GuestPath, SandboxError};
 
 /// The scheme of sandbox file URIs.
 pub const SCHEME: &str = "sandbox";
@@ -28,6 +28,15 @@ pub const TEMPLATE: &str = "sandbox://{session_id}/{+path}";
 pub const MAX_LISTED: usize = 1_000;
 /// Most directory entries looked at to list one sandbox.
 const MAX_VISITED: usize = 10_000;
+/// Most directory entries looked at to list a remote sandbox (each
+/// directory is a request to it).
+const MAX_VISITED_REMOTE: usize = 500;
+/// Directories at the root of a remote sandbox (a whole VM) that hold the
+/// system, not the code's files: not listed.
+const SYSTEM_DIRS: &[&str] = &[
+    "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "opt", "proc", "run", "sbin",
+    "snap", "srv", "sys", "usr", "var",
+];
 
 /// Bytes escaped in a path segment: controls, space and what would end or
 /// change the meaning of a URI or a template.
@@ -136,20 +145,27 @@ pub async fn list(
 /// The files of one sandbox as resources, breadth first, skipping the
 /// installed packages and bytecode caches.
 async fn walk(sandbox: &crate::sandbox::manager::Sandbox) -> Vec<Resource> {
+    let remote = sandbox.backend() == BackendKind::E2b;
+    let budget = if remote {
+        MAX_VISITED_REMOTE
+    } else {
+        MAX_VISITED
+    };
+    let skipped = |dir: &GuestPath, name: &str| {
+        name == "__pycache__"
+            || (dir.is_root() && (name == ".local" || (remote && SYSTEM_DIRS.contains(&name))))
+    };
     let mut files = Vec::new();
     let mut queue = std::collections::VecDeque::from([GuestPath::root()]);
     let mut visited = 0;
     while let Some(dir) = queue.pop_front() {
-        let Ok(listing) = sandbox.list(dir.clone(), MAX_VISITED - visited).await else {
+        let Ok(listing) = sandbox.list(dir.clone(), budget - visited).await else {
             continue;
         };
         for entry in listing.entries {
             visited += 1;
             match entry.kind {
-                EntryKind::Directory
-                    if entry.name != "__pycache__"
-                        && !(dir.is_root() && entry.name == ".local") =>
-                {
+                EntryKind::Directory if !skipped(&dir, &entry.name) => {
                     if let Ok(child) = GuestPath::parse(&entry.path) {
                         queue.push_back(child);
                     }
@@ -160,7 +176,7 @@ async fn walk(sandbox: &crate::sandbox::manager::Sandbox) -> Vec<Resource> {
                 _ => {}
             }
         }
-        if visited >= MAX_VISITED || files.len() >= MAX_LISTED {
+        if visited >= budget || files.len() >= MAX_LISTED {
             break;
         }
     }

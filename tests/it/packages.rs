@@ -808,3 +808,49 @@ async fn the_marker_environment_is_what_the_runtime_reports() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn closing_a_sandbox_stops_an_install_waiting_for_pip_to_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let silent = tmp.path().join("silent-python");
+    std::fs::write(&silent, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    let mut permissions = std::fs::metadata(&silent).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&silent, permissions).unwrap();
+    let server = Server::start_with(&[("SANDBOX_PIP_PYTHON", silent.to_str().unwrap())]).await;
+    let asking = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", "sleep 600"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    // Twice: a question given up is asked again by the next install, not
+    // remembered as a failure for the server's life.
+    for round in 0..2 {
+        let id = server.create().await;
+        let peer = server.client.peer().clone();
+        let args = json!({"session_id": id, "package_name": "six"});
+        let install = tokio::spawn(async move {
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("install_package")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+        });
+        let mut asked = false;
+        for _ in 0..1000 {
+            asked = asking();
+            if asked || install.is_finished() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(asked, "round {round}: pip was asked");
+        let closed = server.ok("close_sandbox", json!({"session_id": id})).await;
+        assert_eq!(closed["closed"], true);
+        let result = install.await.unwrap().unwrap();
+        assert_eq!(result.is_error, Some(true));
+        assert!(!asking(), "round {round}: the silent pip was left running");
+    }
+    server.stop().await;
+}

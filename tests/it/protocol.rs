@@ -157,6 +157,16 @@ async fn every_tool_is_annotated_titled_and_has_a_strict_schema() {
             json!({"session_id": id, "file_path": "n.txt", "content": "x", "encoding": null}),
         )
         .await;
+    let listed = server
+        .ok("list_files", json!({"session_id": id, "path": null}))
+        .await;
+    assert_eq!(listed["path"], "/");
+    server
+        .ok(
+            "upload_file",
+            json!({"session_id": id, "file_name": "u.txt", "file_content": "y", "destination_path": null}),
+        )
+        .await;
     let write = Value::Object((*by_name("write_file").input_schema).clone());
     assert_eq!(
         write["properties"]["encoding"]["enum"],

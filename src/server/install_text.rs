@@ -1,0 +1,60 @@
+//! What `install_package` did, in words.
+
+use crate::sandbox::{InstallReport, PackageSource};
+
+/// What `install_package` did, in words.
+pub fn install_message(report: &InstallReport) -> String {
+    let mut message = String::new();
+    if report.installed.is_empty() {
+        message.push_str("Nothing new to install");
+    } else {
+        message.push_str("Installed ");
+        message.push_str(
+            &report
+                .installed
+                .iter()
+                .map(|p| match p.source {
+                    Some(source) => format!("{} {} ({})", p.name, p.version, source_name(source)),
+                    None => format!("{} {}", p.name, p.version),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    if !report.already_present.is_empty() {
+        message.push_str("; already present: ");
+        message.push_str(
+            &report
+                .already_present
+                .iter()
+                .map(|p| match p.source {
+                    Some(PackageSource::Runtime) => {
+                        format!("{} {} (built into the runtime)", p.name, p.version)
+                    }
+                    _ => format!("{} {}", p.name, p.version),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    message.push('.');
+    if !report.installed.is_empty() {
+        message.push_str(" Import them now; no restart is needed.");
+    }
+    if let Some(notes) = &report.output {
+        message.push('\n');
+        message.push_str(notes);
+    }
+    message
+}
+
+/// Where an installed package came from, in words.
+fn source_name(source: PackageSource) -> &'static str {
+    match source {
+        PackageSource::Cache => "from the download cache",
+        PackageSource::Index => "from the index",
+        PackageSource::Wheelhouse => "from the wheelhouse",
+        PackageSource::Remote => "in the remote sandbox",
+        PackageSource::Runtime => "built into the runtime",
+    }
+}
