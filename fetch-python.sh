@@ -70,6 +70,11 @@ sha256_check() {
 if [ -n "$from" ]; then
   [ -f "$from/SHA256SUMS" ] || { echo "fetch-python.sh: $from is not a bundle (it has no SHA256SUMS); make one with 'mcp-code-sandbox bundle --runtime NAME --out DIR'" >&2; exit 2; }
   from="$(cd "$from" && pwd)"
+  # Every listed path stays inside the bundle: no absolute paths, no "..".
+  if grep -qE '^[0-9a-fA-F]{64}  (/|(.*/)?\.\.(/|$))' "$from/SHA256SUMS"; then
+    echo "fetch-python.sh: the bundle's SHA256SUMS names a file outside the bundle (an absolute path or '..'); nothing installed. Make a new bundle on a connected machine" >&2
+    exit 1
+  fi
   echo "checking every file of the bundle $from against its SHA256SUMS..."
   (cd "$from" && sha256_check SHA256SUMS) \
     || { echo "fetch-python.sh: the bundle $from does not match its SHA256SUMS (see above); nothing installed. Copy it again, or make a new one on a connected machine" >&2; exit 1; }
@@ -208,7 +213,12 @@ if [ -n "$from" ]; then
   if [ -d "$from/modules" ]; then
     cache="${SANDBOX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-code-sandbox}"
     mkdir -p "$cache/modules"
-    cp -R "$from/modules/." "$cache/modules/"
+    # Only the files the bundle lists (and so checked) are installed.
+    sed -n 's/^[0-9a-fA-F]\{64\}  \(modules\/.*\)$/\1/p' "$from/SHA256SUMS" | while IFS= read -r listed; do
+      [ -f "$from/$listed" ] && [ ! -L "$from/$listed" ] || continue
+      mkdir -p "$cache/$(dirname "$listed")"
+      cp "$from/$listed" "$cache/$listed"
+    done
     echo "installed the bundle's compiled modules in $cache/modules"
   fi
 fi

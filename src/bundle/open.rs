@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::info::{BundleInfo, INFO_FILE};
-use super::sums::{SUMS_FILE, parse, sha256_file};
+use super::sums::{SUMS_FILE, Sum, entries_under, parse, sha256_file};
 
 /// What to do about a bundle that cannot be used, said in every message.
 const REMAKE: &str = "copy the bundle again, or make a new one on a connected machine with `mcp-code-sandbox bundle --runtime NAME --out DIR`";
@@ -32,6 +32,15 @@ pub enum BundleError {
         reason: String,
     },
     /// A listed file is missing.
+    #[error(
+        "the bundle {dir} holds {file}, which its SHA256SUMS does not list (in runtime/, wheelhouse/ and bin/ every file must be listed: its code would run unchecked); remove it, or {REMAKE}"
+    )]
+    Unlisted {
+        /// The bundle.
+        dir: PathBuf,
+        /// The file, relative to the bundle.
+        file: String,
+    },
     #[error("the bundle {dir} does not match its SHA256SUMS: {file} is missing; {REMAKE}")]
     Missing {
         /// The bundle.
@@ -106,6 +115,7 @@ impl Bundle {
                 });
             }
         }
+        refuse_unlisted(dir, &sums)?;
         let info =
             BundleInfo::parse(&read(INFO_FILE)?).map_err(|reason| BundleError::BadManifest {
                 file: INFO_FILE,
@@ -136,4 +146,25 @@ impl Bundle {
     pub fn wheelhouse(&self) -> Option<PathBuf> {
         self.info.wheelhouse.then(|| self.dir.join("wheelhouse"))
     }
+}
+
+/// Refuses any file (or link) in the directories whose content is run or
+/// installed that the sums do not list.
+fn refuse_unlisted(dir: &Path, sums: &[Sum]) -> Result<(), BundleError> {
+    for sub in ["runtime", "wheelhouse", "bin"] {
+        let entries = entries_under(dir, sub).map_err(|source| BundleError::Unreadable {
+            path: dir.join(sub),
+            source,
+        })?;
+        if let Some(file) = entries
+            .into_iter()
+            .find(|entry| !sums.iter().any(|s| s.path == *entry))
+        {
+            return Err(BundleError::Unlisted {
+                dir: dir.to_path_buf(),
+                file,
+            });
+        }
+    }
+    Ok(())
 }

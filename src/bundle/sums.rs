@@ -38,6 +38,41 @@ pub fn sum_tree(dir: &Path) -> std::io::Result<Vec<Sum>> {
         .collect()
 }
 
+/// Every entry that is not a directory (files, symbolic links, anything
+/// else) under `root/sub`, as paths relative to `root`; none when `sub` is
+/// not there.
+pub fn entries_under(root: &Path, sub: &str) -> std::io::Result<Vec<String>> {
+    let dir = root.join(sub);
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    collect_entries(root, &dir, &mut out)?;
+    Ok(out)
+}
+
+fn collect_entries(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            collect_entries(root, &path, out)?;
+        } else {
+            out.push(relative(root, &path));
+        }
+    }
+    Ok(())
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -46,14 +81,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::R
         if kind.is_dir() {
             walk(root, &path, out)?;
         } else if kind.is_file() {
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join("/");
-            out.push((rel, path));
+            out.push((relative(root, &path), path));
         }
     }
     Ok(())

@@ -229,4 +229,42 @@ async fn a_bundle_runs_the_server_with_no_network_and_refuses_tampering() {
     );
     assert!(!ok, "{stdout}");
     assert!(stderr.contains("does not match its SHA256SUMS"), "{stderr}");
+
+    // Put the byte back; a wheel slipped in beside the listed ones is refused
+    // (its code would run on import, unchecked).
+    let mut bytes = std::fs::read(&module).unwrap();
+    bytes[last] ^= 1;
+    std::fs::write(&module, bytes).unwrap();
+    std::fs::create_dir_all(bundle.join("wheelhouse")).unwrap();
+    std::fs::write(bundle.join("wheelhouse/evil-1.0-py3-none-any.whl"), b"PK").unwrap();
+    let (ok, _, stderr) = offline(
+        &server_binary,
+        &["--bundle", from, "exec", "1"],
+        &[("HOME", &home), ("SANDBOX_ROOT", &root)],
+    );
+    assert!(!ok, "an unlisted wheel is refused");
+    assert!(
+        stderr.contains("wheelhouse/evil-1.0-py3-none-any.whl") && stderr.contains("does not list"),
+        "{stderr}"
+    );
+    std::fs::remove_file(bundle.join("wheelhouse/evil-1.0-py3-none-any.whl")).unwrap();
+
+    // A SHA256SUMS naming a file outside the bundle is refused by the script.
+    let sums = bundle.join("SHA256SUMS");
+    let listed = std::fs::read_to_string(&sums).unwrap();
+    std::fs::write(&sums, format!("{listed}{}  ../outside\n", "0".repeat(64))).unwrap();
+    let (ok, stdout, stderr) = offline(
+        Path::new("/bin/bash"),
+        &[
+            script.to_str().unwrap(),
+            "--from",
+            from,
+            "--dir",
+            rt.to_str().unwrap(),
+            "--no-prepare",
+        ],
+        &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
+    );
+    assert!(!ok, "{stdout}");
+    assert!(stderr.contains("outside the bundle"), "{stderr}");
 }
