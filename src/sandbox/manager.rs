@@ -3,7 +3,7 @@
 //! It validates ids (clients choose them, so they are checked and never become
 //! host paths), picks the backend of each new sandbox, enforces the maximum
 //! number of sandboxes and the idle expiry, and runs the calls to one sandbox
-//! one at a time, in arrival order, while different sandboxes run in parallel.
+//! one at a time, while different sandboxes run in parallel.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
