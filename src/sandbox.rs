@@ -200,6 +200,12 @@ pub trait FileInterface: Send + Sync {
     /// Writes a file atomically, creating parent directories; returns bytes written.
     async fn write(&self, path: &GuestPath, data: Vec<u8>) -> Result<u64, SandboxError>;
 
+    /// A count that changes whenever something is written in the sandbox
+    /// (`None`: not known): unchanged over an execution, it wrote nothing.
+    fn write_count(&self) -> Option<u64> {
+        None
+    }
+
     /// Files written since `since` (at most a few, newest first) and how
     /// many more there are; nothing where that cannot be told cheaply.
     async fn changed_since(&self, since: std::time::SystemTime) -> (Vec<ChangedFile>, usize) {

@@ -74,6 +74,10 @@ impl FileInterface for LocalFiles {
             .await
     }
 
+    fn write_count(&self) -> Option<u64> {
+        Some(self.ledger.write_requests())
+    }
+
     async fn changed_since(&self, since: SystemTime) -> (Vec<ChangedFile>, usize) {
         self.blocking(move |dir, _| Ok(changed_since(dir, since)))
             .await

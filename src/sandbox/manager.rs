@@ -568,6 +568,7 @@ impl Sandbox {
         let mut turn = self.turn().await?;
         let stop = self.stop_on_cancel_or_close(cancel);
         let started = super::changed_files::file_clock_now();
+        let writes_before = turn.interpreter().files().write_count();
         let mut result = turn
             .interpreter()
             .execute(
@@ -580,9 +581,12 @@ impl Sandbox {
             )
             .await;
         self.executions.fetch_add(1, Ordering::Relaxed);
-        if let Ok(execution) = &mut result {
-            (execution.files, execution.files_not_listed) =
-                turn.interpreter().files().changed_since(started).await;
+        let files = turn.interpreter().files();
+        let wrote = writes_before.is_none() || files.write_count() != writes_before;
+        if let Ok(execution) = &mut result
+            && wrote
+        {
+            (execution.files, execution.files_not_listed) = files.changed_since(started).await;
         }
         result
     }

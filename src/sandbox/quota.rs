@@ -4,7 +4,7 @@
 //! the server-wide disk [`Budget`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cap_std::fs::Dir;
@@ -89,6 +89,9 @@ pub struct QuotaLedger {
     budget: Arc<Budget>,
     account: Mutex<Account>,
     refused: AtomicBool,
+    /// Counts write and create requests booked (or refused), so a caller
+    /// can tell whether anything was written between two moments.
+    requests: AtomicU64,
 }
 
 #[derive(Default)]
@@ -116,7 +119,14 @@ impl QuotaLedger {
             budget,
             account: Mutex::new(Account::default()),
             refused: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
         })
+    }
+
+    /// How many write and create requests were booked so far: unchanged
+    /// between two moments, nothing was written in between.
+    pub fn write_requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// The quota.
@@ -137,6 +147,7 @@ impl QuotaLedger {
     /// quota and the server's budget; returns whether they did (a refusal is
     /// remembered for [`QuotaLedger::take_refused`]).
     pub fn reserve(&self, bytes: u64, entries: u64) -> bool {
+        self.requests.fetch_add(1, Ordering::Relaxed);
         let mut account = self.account();
         if let Some(measured) = account.measured
             && self.fits(measured, &account, bytes, entries)
@@ -275,6 +286,7 @@ impl QuotaLedger {
         replaced: Option<u64>,
         new_dirs: u64,
     ) -> Result<(), SandboxError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
         let mut account = self.account();
         self.remeasure(&mut account).map_err(measure_error)?;
         let usage = account.measured.unwrap_or_default();
