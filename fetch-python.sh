@@ -70,9 +70,11 @@ sha256_check() {
 if [ -n "$from" ]; then
   [ -f "$from/SHA256SUMS" ] || { echo "fetch-python.sh: $from is not a bundle (it has no SHA256SUMS); make one with 'mcp-code-sandbox bundle --runtime NAME --out DIR'" >&2; exit 2; }
   from="$(cd "$from" && pwd)"
-  # Every listed path stays inside the bundle: no absolute paths, no "..".
-  if grep -qE '^[0-9a-fA-F]{64}  (/|(.*/)?\.\.(/|$))' "$from/SHA256SUMS"; then
-    echo "fetch-python.sh: the bundle's SHA256SUMS names a file outside the bundle (an absolute path or '..'); nothing installed. Make a new bundle on a connected machine" >&2
+  # Every line is "<sha256>  <relative path>" in plain characters; anything else (a
+  # binary-mode '*', a backslash escape, a tab, an absolute path, a '..') is refused.
+  if grep -qvE '^[0-9a-fA-F]{64}  [A-Za-z0-9_+-][A-Za-z0-9._+/-]*$' "$from/SHA256SUMS" \
+    || grep -qE '^[0-9a-fA-F]{64}  (.*/)?\.\.?(/|$)' "$from/SHA256SUMS"; then
+    echo "fetch-python.sh: the bundle's SHA256SUMS names a file outside the bundle, or in a form bundles do not use (an absolute path, '..', a '*', a backslash or a tab); nothing installed. Make a new bundle on a connected machine" >&2
     exit 1
   fi
   echo "checking every file of the bundle $from against its SHA256SUMS..."

@@ -134,10 +134,7 @@ impl Installer {
         let Some(python) = self.settings.pip_python.as_deref() else {
             return Err(PackageError::NotConfigured);
         };
-        let mut from_pip = self
-            .from_pip
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut from_pip = self.wait_for_pip_question(stop)?;
         if let Some(installer) = from_pip.as_ref() {
             return Ok(installer.clone());
         }
@@ -152,6 +149,26 @@ impl Installer {
         let installer = Installer::new(settings);
         *from_pip = Some(installer.clone());
         Ok(installer)
+    }
+
+    /// The answer pip gave, once no other install is asking it; gives up
+    /// when `stop` fires (an install waiting its turn is cancellable too).
+    fn wait_for_pip_question(
+        &self,
+        stop: &InstallStop,
+    ) -> Result<std::sync::MutexGuard<'_, Option<Installer>>, PackageError> {
+        loop {
+            match self.from_pip.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    return Ok(poisoned.into_inner());
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    stop.check()?;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
     }
 
     /// The wheel cache.

@@ -11,6 +11,7 @@
 //! The answer is asked for once, by the first install that needs it, and
 //! kept by the [`super::Installer`].
 
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -102,6 +103,15 @@ pub fn ask_pip(python: &str, stopped: &dyn Fn() -> bool) -> Result<Vec<IndexUrl>
     indexes_from(python, answer)
 }
 
+/// Kills the program and everything it started (its process group).
+fn give_up(child: &mut std::process::Child) {
+    if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Runs the program, waiting at most `timeout`; returns what it printed.
 fn run(
     python: &str,
@@ -117,6 +127,8 @@ fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so giving up stops whatever it started too.
+        .process_group(0)
         .spawn()
         .map_err(|e| PipIndexError::NoPython {
             python: python.to_owned(),
@@ -127,13 +139,11 @@ fn run(
     // waiting before reading cannot block the program.
     while child.try_wait().ok().flatten().is_none() {
         if stopped() {
-            let _ = child.kill();
-            let _ = child.wait();
+            give_up(&mut child);
             return Err(PipIndexError::Stopped);
         }
         if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
+            give_up(&mut child);
             return Err(PipIndexError::NoPip {
                 python: python.to_owned(),
                 reason: format!("it did not answer within {} s", timeout.as_secs_f64()),

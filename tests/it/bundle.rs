@@ -252,19 +252,21 @@ async fn a_bundle_runs_the_server_with_no_network_and_refuses_tampering() {
     // A SHA256SUMS naming a file outside the bundle is refused by the script.
     let sums = bundle.join("SHA256SUMS");
     let listed = std::fs::read_to_string(&sums).unwrap();
-    std::fs::write(&sums, format!("{listed}{}  ../outside\n", "0".repeat(64))).unwrap();
-    let (ok, stdout, stderr) = offline(
-        Path::new("/bin/bash"),
-        &[
-            script.to_str().unwrap(),
-            "--from",
-            from,
-            "--dir",
-            rt.to_str().unwrap(),
-            "--no-prepare",
-        ],
-        &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
-    );
-    assert!(!ok, "{stdout}");
-    assert!(stderr.contains("outside the bundle"), "{stderr}");
+    for outside in ["  ../outside", " */etc/hostname", "\t../x", "  a/../../x"] {
+        std::fs::write(&sums, format!("{listed}{}{outside}\n", "0".repeat(64))).unwrap();
+        let (ok, stdout, stderr) = offline(
+            Path::new("/bin/bash"),
+            &[
+                script.to_str().unwrap(),
+                "--from",
+                from,
+                "--dir",
+                rt.to_str().unwrap(),
+                "--no-prepare",
+            ],
+            &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
+        );
+        assert!(!ok, "{outside}: {stdout}");
+        assert!(stderr.contains("outside the bundle"), "{outside}: {stderr}");
+    }
 }

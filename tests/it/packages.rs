@@ -846,6 +846,30 @@ async fn closing_a_sandbox_stops_an_install_waiting_for_pip_to_answer() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert!(asked, "round {round}: pip was asked");
+        if round == 0 {
+            // A second install, waiting for the first's question, can be
+            // stopped while that question is still open.
+            let other = server.create().await;
+            let peer = server.client.peer().clone();
+            let args = json!({"session_id": other, "package_name": "attrs"});
+            let waiting = tokio::spawn(async move {
+                peer.call_tool(
+                    rmcp::model::CallToolRequestParams::new("install_package")
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )
+                .await
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            server
+                .ok("close_sandbox", json!({"session_id": other}))
+                .await;
+            let stopped = waiting.await.unwrap().unwrap();
+            assert_eq!(stopped.is_error, Some(true));
+            assert!(
+                asking(),
+                "the second install ended while the first still asked"
+            );
+        }
         let closed = server.ok("close_sandbox", json!({"session_id": id})).await;
         assert_eq!(closed["closed"], true);
         let result = install.await.unwrap().unwrap();
