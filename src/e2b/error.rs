@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::sandbox::{SandboxError, human_bytes, human_duration};
+use crate::sandbox::{human_bytes, human_duration};
 
 /// Why a call to E2B failed.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +195,24 @@ pub enum E2bError {
         detail: String,
     },
 
+    /// The request that creates a sandbox ended without an answer (its task
+    /// was stopped, e.g. by shutdown).
+    #[error("creating the E2B sandbox was interrupted")]
+    CreateInterrupted,
+
+    /// The interpreter could not move into the sandbox's working directory.
+    #[error(
+        "could not make {dir} the working directory of the E2B sandbox's interpreter ({name}: {value}); close the sandbox and create a new one"
+    )]
+    WorkingDirectory {
+        /// The directory.
+        dir: String,
+        /// The Python exception's name.
+        name: String,
+        /// The exception's value.
+        value: String,
+    },
+
     /// The HTTP client could not be set up.
     #[error("cannot set up the HTTP client for E2B: {0}")]
     Client(String),
@@ -221,12 +239,6 @@ impl E2bError {
     /// Whether the sandbox is gone for good, so keeping it alive is pointless.
     pub(crate) fn is_gone(&self) -> bool {
         matches!(self, Self::SandboxGone(_))
-    }
-}
-
-impl From<E2bError> for SandboxError {
-    fn from(e: E2bError) -> Self {
-        SandboxError::Remote(e.to_string())
     }
 }
 
