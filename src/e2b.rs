@@ -173,9 +173,7 @@ impl Backend for E2bBackend {
                 }
             }
         });
-        let created = answer
-            .await
-            .map_err(|_| E2bError::CreateInterrupted)??;
+        let created = answer.await.map_err(|_| E2bError::CreateInterrupted)??;
         tracing::info!(
             id = %spec.id,
             e2b_id = %created.sandbox_id,

@@ -8,8 +8,8 @@
 
 mod capture;
 mod door;
-pub mod error;
 pub mod engine;
+pub mod error;
 mod file_check;
 mod guest_io;
 pub mod host_memory;
@@ -115,8 +115,7 @@ impl WasmBackend {
     /// [`WasmBackend::preload`]). An unknown default runtime is an error here,
     /// so a server with a bad `SANDBOX_RUNTIME` stops at start.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
-        let catalog = RuntimeCatalog::scan(&settings.runtime_dir)
-            .map_err(WasmError::from)?;
+        let catalog = RuntimeCatalog::scan(&settings.runtime_dir).map_err(WasmError::from)?;
         catalog
             .get(&settings.default_runtime)
             .map_err(WasmError::DefaultRuntime)?;
@@ -126,8 +125,7 @@ impl WasmBackend {
                 .or_else(host_resources::default_memory_budget)
                 .unwrap_or(u64::MAX),
         );
-        let engine = build_engine(settings.engine)
-            .map_err(|e| WasmError::Engine(e.to_string()))?;
+        let engine = build_engine(settings.engine).map_err(|e| WasmError::Engine(e.to_string()))?;
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {

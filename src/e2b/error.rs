@@ -279,3 +279,66 @@ fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    use clap::Parser;
+
+    use super::*;
+    use crate::e2b::{ApiKey, E2bBackend, E2bSettings};
+    use crate::sandbox::{Backend, SandboxError, SandboxSpec};
+
+    /// A control plane on loopback that knows no template.
+    async fn no_templates() -> String {
+        let app = Router::new().route(
+            "/sandboxes",
+            post(|| async {
+                (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({"code": 404, "message": "template not found"})),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_e2b_failure_reaches_the_core_as_the_e2b_error() {
+        let mut settings = E2bSettings::new(ApiKey::new("e2b_test"));
+        settings.api_url = no_templates().await;
+        let backend = E2bBackend::new(settings).unwrap();
+        let cli = crate::cli::Cli::try_parse_from(["mcp-code-sandbox"]).unwrap();
+        let limits = crate::config::Config::from_settings(&cli.settings)
+            .unwrap()
+            .manager
+            .limits;
+        let spec = SandboxSpec {
+            id: "s1".to_owned(),
+            limits,
+            runtime: Some("no-such-template".to_owned()),
+            progress: None,
+        };
+        let Err(err) = backend.create(spec).await else {
+            panic!("a template E2B does not know must be refused");
+        };
+        assert!(
+            matches!(
+                &err,
+                SandboxError::Remote(E2bError::TemplateNotFound { template, .. })
+                    if template == "no-such-template"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("E2B has no template 'no-such-template'"),
+            "{err}"
+        );
+    }
+}

@@ -7,8 +7,8 @@
 //! would read as an option gets through), and passed to pip as a list of
 //! Python string literals, never as shell text.
 
-use crate::packages::requirement::parse_requirements;
 use super::pip_error::PipError;
+use crate::packages::requirement::parse_requirements;
 use crate::sandbox::{InstalledPackage, PackageSource, SandboxError};
 
 /// Most requirements installed at once.

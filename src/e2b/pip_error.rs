@@ -77,3 +77,26 @@ pub enum PipError {
     #[error("cannot encode the requirements: {0}")]
     Encode(#[source] serde_json::Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::packages::PackageError;
+    use crate::sandbox::{InstallError, SandboxError};
+
+    #[test]
+    fn a_refused_requirement_stays_the_installers_error() {
+        let err = super::super::pip::install_cell(&["./my-project".to_owned()]).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SandboxError::Install(InstallError::Package(PackageError::DirectReference { .. }))
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("only packages from the server's configured index"),
+            "{err}"
+        );
+    }
+}

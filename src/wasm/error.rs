@@ -152,3 +152,85 @@ pub enum WasmError {
     #[error("saving failed: {0}")]
     Save(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::path::Path;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::sandbox::SandboxError;
+    use crate::wasm::{WasmBackend, WasmSettings};
+
+    /// The wasm settings the command line `args` gives, with `runtime_dir`
+    /// and a cache under `cache`.
+    fn settings(runtime_dir: &Path, cache: &Path, args: &[&str]) -> WasmSettings {
+        let mut argv = vec![
+            "mcp-code-sandbox",
+            "--runtime-dir",
+            runtime_dir.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        Config::from_settings(&cli.settings).unwrap().wasm
+    }
+
+    fn runtimes() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
+    }
+
+    #[test]
+    fn an_unknown_default_runtime_keeps_the_catalog_error_as_source() {
+        let cache = tempfile::tempdir().unwrap();
+        let settings = settings(&runtimes(), cache.path(), &["--runtime", "no-such-runtime"]);
+        let Err(err) = WasmBackend::new(settings) else {
+            panic!("an unknown default runtime must stop the backend");
+        };
+        assert!(
+            err.to_string().starts_with(
+                "SANDBOX_RUNTIME: unknown runtime 'no-such-runtime': known runtimes are"
+            ),
+            "{err}"
+        );
+        let source = err.source().and_then(|s| s.downcast_ref::<RuntimeError>());
+        assert!(
+            matches!(source, Some(RuntimeError::Unknown { name, .. }) if name == "no-such-runtime"),
+            "the catalog's error is lost: {err:?}"
+        );
+        assert!(matches!(
+            err,
+            SandboxError::Runtime(WasmError::DefaultRuntime(RuntimeError::Unknown { .. }))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_missing_module_is_a_runtime_error_callers_can_match() {
+        let runtime_dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            runtimes().join("python-3.12.toml"),
+            runtime_dir.path().join("python-3.12.toml"),
+        )
+        .unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let settings = settings(
+            runtime_dir.path(),
+            cache.path(),
+            &["--runtime", "python-3.12"],
+        );
+        let backend = WasmBackend::new(settings).unwrap();
+        let err = backend.preload(None).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SandboxError::Runtime(WasmError::Runtime(RuntimeError::Missing { .. }))
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("./fetch-python.sh"), "{err}");
+    }
+}

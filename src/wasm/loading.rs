@@ -115,8 +115,8 @@ pub(crate) fn load(
         }
         .into());
     }
-    let mounts = mounts::prepare(&runtime, &settings.cache_dir)
-        .map_err(|reason| WasmError::Mounts {
+    let mounts =
+        mounts::prepare(&runtime, &settings.cache_dir).map_err(|reason| WasmError::Mounts {
             runtime: name.to_owned(),
             reason,
         })?;
@@ -127,11 +127,12 @@ pub(crate) fn load(
     slot.set_phase(None);
     let (module, turns) = module?;
     let built_in = match runtime.distributions() {
-        Some(path) => BuiltInPackages::from_zip(path)
-            .map_err(|reason| WasmError::BuiltInPackages {
+        Some(path) => {
+            BuiltInPackages::from_zip(path).map_err(|reason| WasmError::BuiltInPackages {
                 path: path.to_owned(),
                 reason,
-            })?,
+            })?
+        }
         None => BuiltInPackages::default(),
     };
     let pre = link(&engine, &module, &runtime.manifest).map_err(|e| WasmError::Link {
@@ -217,8 +218,7 @@ fn compiled(
         return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
-        check_compile_memory(&manifest.name, needed_mb, cache)
-            .map_err(WasmError::from)?;
+        check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
     let phase = compiling_phase(manifest);
     tracing::info!(
@@ -271,8 +271,7 @@ fn preinitialised(
         return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
-        check_compile_memory(&manifest.name, needed_mb, cache)
-            .map_err(WasmError::from)?;
+        check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
     let imports = if settings.preload.is_empty() {
         "nothing preloaded".to_owned()
@@ -290,11 +289,10 @@ fn preinitialised(
     slot.set_phase(Some(phase));
     let scratch = cache.join(format!("preinit-{}-{}", std::process::id(), &key[..12]));
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)
-        .map_err(|source| WasmError::Scratch {
-            path: scratch.clone(),
-            source,
-        })?;
+    std::fs::create_dir_all(&scratch).map_err(|source| WasmError::Scratch {
+        path: scratch.clone(),
+        source,
+    })?;
     let plan = preinit::PreinitPlan {
         wasm: &woven,
         manifest,
