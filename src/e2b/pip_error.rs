@@ -86,10 +86,13 @@ mod tests {
     #[test]
     fn a_refused_requirement_stays_the_installers_error() {
         let err = super::super::pip::install_cell(&["./my-project".to_owned()]).unwrap_err();
+        let SandboxError::Install(install) = &err else {
+            panic!("not an install error: {err:?}");
+        };
         assert!(
             matches!(
-                &err,
-                SandboxError::Install(InstallError::Package(PackageError::DirectReference { .. }))
+                **install,
+                InstallError::Package(PackageError::DirectReference { .. })
             ),
             "{err:?}"
         );

@@ -109,9 +109,10 @@ pub enum SandboxError {
     #[error(transparent)]
     Runtime(#[from] WasmError),
 
-    /// Installing packages is not possible in this sandbox or failed.
+    /// Installing packages is not possible in this sandbox or failed (boxed:
+    /// the installer's errors are large next to the others).
     #[error(transparent)]
-    Install(#[from] InstallError),
+    Install(Box<InstallError>),
 
     /// The E2B backend failed: its own error, kept whole.
     #[error(transparent)]
@@ -130,15 +131,21 @@ pub enum InstallError {
     Pip(#[from] PipError),
 }
 
+impl From<InstallError> for SandboxError {
+    fn from(e: InstallError) -> Self {
+        Self::Install(Box::new(e))
+    }
+}
+
 impl From<PackageError> for SandboxError {
     fn from(e: PackageError) -> Self {
-        Self::Install(e.into())
+        InstallError::from(e).into()
     }
 }
 
 impl From<PipError> for SandboxError {
     fn from(e: PipError) -> Self {
-        Self::Install(e.into())
+        InstallError::from(e).into()
     }
 }
 

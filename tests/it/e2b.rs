@@ -334,8 +334,8 @@ async fn shutdown_stops_a_create_that_is_waiting_out_rate_limits() {
     // at the end nobody would use.
     let exited = std::path::PathBuf::from(format!("/proc/{}", server.pid));
     for _ in 0..1500 {
-        let zombie = std::fs::read_to_string(exited.join("stat"))
-            .map_or(true, |stat| stat.contains(") Z "));
+        let zombie =
+            std::fs::read_to_string(exited.join("stat")).map_or(true, |stat| stat.contains(") Z "));
         if zombie {
             break;
         }
