@@ -163,9 +163,7 @@ impl WheelInfo {
         };
         let wheel_version = get("wheel-version").ok_or(MetadataError::NoWheelVersion)?;
         if wheel_version.split('.').next() != Some("1") {
-            return Err(MetadataError::UnsupportedWheelVersion(short(
-                wheel_version,
-            )));
+            return Err(MetadataError::UnsupportedWheelVersion(short(wheel_version)));
         }
         let root_is_purelib =
             get("root-is-purelib").is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -255,7 +253,9 @@ Requires-Dist: not-a-header-this-is-the-description
                 .to_string()
                 .contains("PEP 440")
         );
-        let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n").unwrap_err().to_string();
+        let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Requires-Dist"), "{err}");
         assert!(CoreMetadata::parse("").is_err());
     }
@@ -286,7 +286,9 @@ Requires-Dist: not-a-header-this-is-the-description
         let many: String = (0..=MAX_REQUIRES_DIST)
             .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
             .collect();
-        let err = CoreMetadata::parse(&format!("{head}{many}")).unwrap_err().to_string();
+        let err = CoreMetadata::parse(&format!("{head}{many}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("more than 2000 requirements"), "{err}");
         let fine: String = (0..MAX_REQUIRES_DIST)
             .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
@@ -314,7 +316,12 @@ Requires-Dist: not-a-header-this-is-the-description
             "(".repeat(40),
             ")".repeat(40)
         );
-        assert!(CoreMetadata::parse(&nested).unwrap_err().to_string().contains("nest"));
+        assert!(
+            CoreMetadata::parse(&nested)
+                .unwrap_err()
+                .to_string()
+                .contains("nest")
+        );
         let long = format!(
             "{head}Requires-Dist: a; python_version > '{}'\n",
             "3".repeat(5000)

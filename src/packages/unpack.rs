@@ -742,8 +742,7 @@ fn read_wheel_files<R: Read + Seek>(
             .map_err(|_| WheelError::BadWheelFile(format!("{file} is not UTF-8")))
     };
     WheelInfo::parse(&read_text("WHEEL")?).map_err(WheelError::BadWheelInfo)?;
-    let metadata =
-        CoreMetadata::parse(&read_text("METADATA")?).map_err(WheelError::BadMetadata)?;
+    let metadata = CoreMetadata::parse(&read_text("METADATA")?).map_err(WheelError::BadMetadata)?;
     if metadata.name != wheel.name || metadata.version != wheel.version {
         return Err(WheelError::NameMismatch {
             what: "METADATA's name and version",
