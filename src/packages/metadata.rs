@@ -185,6 +185,7 @@ fn short(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packages::requirement::Pep508Error;
 
     const REQUESTS: &str = "Metadata-Version: 2.1
 Name: requests
@@ -322,6 +323,18 @@ Requires-Dist: not-a-header-this-is-the-description
                 .to_string()
                 .contains("nest")
         );
+        let err = CoreMetadata::parse(&nested).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                MetadataError::BadRequirement {
+                    reason: Pep508Error::TooDeep(_),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<Pep508Error>()));
         let long = format!(
             "{head}Requires-Dist: a; python_version > '{}'\n",
             "3".repeat(5000)

@@ -1,6 +1,8 @@
 //! [`MetadataError`]: why a wheel's `METADATA` or `WHEEL` file is refused,
 //! quoting the value at fault (shortened and escaped).
 
+use super::requirement::Pep508Error;
+
 /// Why a `METADATA` or `WHEEL` file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
@@ -32,7 +34,8 @@ pub enum MetadataError {
         /// The value.
         value: String,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: Pep508Error,
     },
     /// `Requires-Python` does not parse.
     #[error("Requires-Python '{0}' does not parse")]
