@@ -17,6 +17,7 @@ pub mod host_resources;
 mod interpreter;
 mod loading;
 pub mod module_cache;
+mod mount_error;
 mod mounts;
 mod outcome;
 mod pool;

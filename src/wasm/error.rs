@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use tokio::task::JoinError;
 
 use super::host_memory::NotEnoughMemory;
+use super::mount_error::MountError;
 use super::quota_gate::WeaveError;
 use super::runtime::{RuntimeError, WasmFeature};
 use crate::sandbox::copy_tree::CopyError;
@@ -61,8 +62,9 @@ pub enum WasmError {
     Mounts {
         /// The runtime.
         runtime: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (boxed: it is large next to the others).
+        #[source]
+        reason: Box<MountError>,
     },
 
     /// The list of packages built into the runtime could not be read.

@@ -118,7 +118,7 @@ pub(crate) fn load(
     let mounts =
         mounts::prepare(&runtime, &settings.cache_dir).map_err(|reason| WasmError::Mounts {
             runtime: name.to_owned(),
-            reason,
+            reason: Box::new(reason),
         })?;
     let state_key = preinit_key(&runtime.manifest, &mounts, &settings.preload);
     let module = module(
