@@ -39,7 +39,7 @@ use sha2::Digest;
 use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::metadata_error::MetadataError;
-use super::record::{Hasher, Record, RecordEntry, record_hash};
+use super::record::{Hasher, Record, RecordEntry, RecordError, record_hash};
 use super::staging::{NoRoom, StagingRoom};
 use super::wheel_name::WheelFilename;
 use crate::sandbox::GuestPath;
@@ -148,7 +148,7 @@ pub enum WheelError {
     BadMetadata(#[source] MetadataError),
     /// `RECORD` is malformed.
     #[error("its RECORD is invalid: {0}")]
-    BadRecord(String),
+    BadRecord(#[source] RecordError),
     /// `RECORD` lists a path outside the wheel's directories.
     #[error("RECORD lists '{path}', a path outside the install directory ({reason})")]
     RecordPathOutside {
