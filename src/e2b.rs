@@ -20,6 +20,7 @@ mod names;
 mod output;
 mod paths;
 mod pip;
+pub mod pip_error;
 mod results;
 mod route;
 mod sandbox;
@@ -172,9 +173,7 @@ impl Backend for E2bBackend {
                 }
             }
         });
-        let created = answer.await.map_err(|_| {
-            SandboxError::Remote("creating the E2B sandbox was interrupted".into())
-        })??;
+        let created = answer.await.map_err(|_| E2bError::CreateInterrupted)??;
         tracing::info!(
             id = %spec.id,
             e2b_id = %created.sandbox_id,

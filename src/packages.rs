@@ -27,7 +27,8 @@
 //!   filling one (`mcp-code-sandbox wheelhouse add`).
 //! - `cache`: downloaded wheels on the host, keyed by sha256, bounded on disk
 //!   (least recently used first out).
-//! - `metadata`: `METADATA` and `WHEEL` files (RFC 822-style headers).
+//! - `metadata`: `METADATA` and `WHEEL` files (RFC 822-style headers);
+//!   `metadata_error`: why one is refused.
 //! - `resolver`: picks one version of every package needed, newest first,
 //!   honouring specifiers, markers, extras and `Requires-Python`.
 //! - `record`: a wheel's `RECORD` (paths, hashes, sizes).
@@ -58,6 +59,7 @@ pub(crate) mod http;
 pub(crate) mod index;
 pub mod installer;
 pub(crate) mod metadata;
+pub(crate) mod metadata_error;
 pub(crate) mod offload;
 pub(crate) mod page_cache;
 pub(crate) mod pip_index;

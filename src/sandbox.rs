@@ -25,7 +25,7 @@ pub mod types;
 use async_trait::async_trait;
 
 pub use clip::{MARKER_ROOM, StreamClip, cap_exec_error, cap_value_text, head_and_tail};
-pub use error::SandboxError;
+pub use error::{InstallError, SandboxError};
 pub use guest_path::GuestPath;
 pub use stop::{StopReason, StopSignal};
 pub use types::*;

@@ -9,6 +9,7 @@
 mod capture;
 mod door;
 pub mod engine;
+pub mod error;
 mod file_check;
 mod guest_io;
 pub mod host_memory;
@@ -16,6 +17,7 @@ pub mod host_resources;
 mod interpreter;
 mod loading;
 pub mod module_cache;
+mod mount_error;
 mod mounts;
 mod outcome;
 mod pool;
@@ -38,6 +40,7 @@ use tokio::sync::OnceCell;
 use wasmtime::Engine;
 
 use self::engine::{EngineSettings, build_engine};
+use self::error::WasmError;
 use self::interpreter::GuestImage;
 use self::loading::ImageSlot;
 use self::pool::WarmPool;
@@ -113,19 +116,17 @@ impl WasmBackend {
     /// [`WasmBackend::preload`]). An unknown default runtime is an error here,
     /// so a server with a bad `SANDBOX_RUNTIME` stops at start.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
-        let catalog = RuntimeCatalog::scan(&settings.runtime_dir)
-            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        let catalog = RuntimeCatalog::scan(&settings.runtime_dir).map_err(WasmError::from)?;
         catalog
             .get(&settings.default_runtime)
-            .map_err(|e| SandboxError::Runtime(format!("SANDBOX_RUNTIME: {e}")))?;
+            .map_err(WasmError::DefaultRuntime)?;
         let memory_budget = Budget::new(
             settings
                 .memory_budget_bytes
                 .or_else(host_resources::default_memory_budget)
                 .unwrap_or(u64::MAX),
         );
-        let engine = build_engine(settings.engine)
-            .map_err(|e| SandboxError::Runtime(format!("cannot set up wasmtime: {e}")))?;
+        let engine = build_engine(settings.engine).map_err(|e| WasmError::Engine(e.to_string()))?;
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -136,7 +137,7 @@ impl WasmBackend {
             .thread_name("wasm-guest")
             .enable_all()
             .build()
-            .map_err(|e| SandboxError::Runtime(format!("cannot start the guest threads: {e}")))?;
+            .map_err(WasmError::GuestThreads)?;
         let (settings_root, settings_keep, settings_saved_max) = (
             settings.sandbox_root.clone(),
             settings.keep_saved,
@@ -189,7 +190,7 @@ impl WasmBackend {
                 "{e}; pick one of those with create_sandbox's runtime argument, or leave it out for the default ({})",
                 self.settings.default_runtime
             )),
-            other => SandboxError::Runtime(other.to_string()),
+            other => WasmError::from(other).into(),
         })
     }
 
@@ -233,8 +234,9 @@ impl WasmBackend {
                     SandboxRoot::open(&path, disk_budget).map(Arc::new)
                 })
                 .await
-                .map_err(|e| {
-                    SandboxError::Runtime(format!("opening the sandbox root failed: {e}"))
+                .map_err(|source| WasmError::Task {
+                    what: "opening the sandbox root",
+                    source,
                 })?
             })
             .await
@@ -304,12 +306,15 @@ impl WasmBackend {
             .executor
             .as_ref()
             .map(|e| e.handle().clone())
-            .ok_or_else(|| SandboxError::Runtime("the backend is shutting down".into()))?;
+            .ok_or(WasmError::ShuttingDown)?;
         tokio::task::spawn_blocking(move || {
             loading::load(&settings, engine, executor, memory_budget, &manifest, &slot)
         })
         .await
-        .map_err(|e| SandboxError::Runtime(format!("loading the runtime failed: {e}")))?
+        .map_err(|source| WasmError::Task {
+            what: "loading the runtime",
+            source,
+        })?
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::sandbox::{SandboxError, human_bytes, human_duration};
+use crate::sandbox::{human_bytes, human_duration};
 
 /// Why a call to E2B failed.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +195,24 @@ pub enum E2bError {
         detail: String,
     },
 
+    /// The request that creates a sandbox ended without an answer (its task
+    /// was stopped, e.g. by shutdown).
+    #[error("creating the E2B sandbox was interrupted")]
+    CreateInterrupted,
+
+    /// The interpreter could not move into the sandbox's working directory.
+    #[error(
+        "could not make {dir} the working directory of the E2B sandbox's interpreter ({name}: {value}); close the sandbox and create a new one"
+    )]
+    WorkingDirectory {
+        /// The directory.
+        dir: String,
+        /// The Python exception's name.
+        name: String,
+        /// The exception's value.
+        value: String,
+    },
+
     /// The HTTP client could not be set up.
     #[error("cannot set up the HTTP client for E2B: {0}")]
     Client(String),
@@ -221,12 +239,6 @@ impl E2bError {
     /// Whether the sandbox is gone for good, so keeping it alive is pointless.
     pub(crate) fn is_gone(&self) -> bool {
         matches!(self, Self::SandboxGone(_))
-    }
-}
-
-impl From<E2bError> for SandboxError {
-    fn from(e: E2bError) -> Self {
-        SandboxError::Remote(e.to_string())
     }
 }
 
@@ -266,4 +278,67 @@ fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    use clap::Parser;
+
+    use super::*;
+    use crate::e2b::{ApiKey, E2bBackend, E2bSettings};
+    use crate::sandbox::{Backend, SandboxError, SandboxSpec};
+
+    /// A control plane on loopback that knows no template.
+    async fn no_templates() -> String {
+        let app = Router::new().route(
+            "/sandboxes",
+            post(|| async {
+                (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({"code": 404, "message": "template not found"})),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_e2b_failure_reaches_the_core_as_the_e2b_error() {
+        let mut settings = E2bSettings::new(ApiKey::new("e2b_test"));
+        settings.api_url = no_templates().await;
+        let backend = E2bBackend::new(settings).unwrap();
+        let cli = crate::cli::Cli::try_parse_from(["mcp-code-sandbox"]).unwrap();
+        let limits = crate::config::Config::from_settings(&cli.settings)
+            .unwrap()
+            .manager
+            .limits;
+        let spec = SandboxSpec {
+            id: "s1".to_owned(),
+            limits,
+            runtime: Some("no-such-template".to_owned()),
+            progress: None,
+        };
+        let Err(err) = backend.create(spec).await else {
+            panic!("a template E2B does not know must be refused");
+        };
+        assert!(
+            matches!(
+                &err,
+                SandboxError::Remote(E2bError::TemplateNotFound { template, .. })
+                    if template == "no-such-template"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("E2B has no template 'no-such-template'"),
+            "{err}"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //! would read as an option gets through), and passed to pip as a list of
 //! Python string literals, never as shell text.
 
+use super::pip_error::PipError;
 use crate::packages::requirement::parse_requirements;
 use crate::sandbox::{InstalledPackage, PackageSource, SandboxError};
 
@@ -16,12 +17,9 @@ const MAX_REQUIREMENTS: usize = 64;
 /// Checks the requirements and returns the cell that installs them; the
 /// cell's value is pip's exit status, its output is pip's log.
 pub(crate) fn install_cell(requirements: &[String]) -> Result<String, SandboxError> {
-    parse_requirements(requirements, MAX_REQUIREMENTS)
-        .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+    parse_requirements(requirements, MAX_REQUIREMENTS)?;
     // A JSON array of strings is also a Python list literal of str.
-    let list = serde_json::to_string(requirements).map_err(|e| {
-        SandboxError::InvalidArgument(format!("cannot encode the requirements: {e}"))
-    })?;
+    let list = serde_json::to_string(requirements).map_err(PipError::Encode)?;
     Ok(format!(
         r#"def _mcp_pip_install(requirements):
     import importlib, subprocess, sys

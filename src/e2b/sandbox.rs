@@ -20,6 +20,7 @@ use super::jupyter::{self, Ended, StreamLimits};
 use super::output::Capture;
 use super::paths;
 use super::pip;
+use super::pip_error::PipError;
 use super::results::{Collected, ResultLimits};
 use super::route::Route;
 use super::transport::Clients;
@@ -211,12 +212,12 @@ impl E2bSandbox {
             return Ok(Some(ended));
         }
         if let Some(error) = collected.error {
-            return Err(SandboxError::Remote(format!(
-                "could not make {} the working directory of the E2B sandbox's interpreter ({}: {}); close the sandbox and create a new one",
-                paths::WORKING_DIRECTORY,
-                error.name,
-                error.value
-            )));
+            return Err(E2bError::WorkingDirectory {
+                dir: paths::WORKING_DIRECTORY.to_owned(),
+                name: error.name,
+                value: error.value,
+            }
+            .into());
         }
         self.placed = true;
         Ok(None)
@@ -425,35 +426,38 @@ impl CodeInterpreter for E2bSandbox {
         match ended {
             Ended::Finished => {}
             Ended::TimedOut => {
-                return Err(SandboxError::Install(format!(
-                    "pip did not finish installing {wanted} within {} in the E2B sandbox; it was interrupted. Last lines of its log:\n{}",
-                    human_duration(INSTALL_TIMEOUT),
-                    tail()
-                )));
+                return Err(PipError::TimedOut {
+                    wanted,
+                    after: human_duration(INSTALL_TIMEOUT),
+                    log_tail: tail(),
+                }
+                .into());
             }
             Ended::Cancelled => {
-                return Err(SandboxError::Install(format!(
-                    "{}: pip was interrupted while installing {wanted} in the E2B sandbox; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether any of it got installed",
-                    stop.reason().describe()
-                )));
+                return Err(PipError::Interrupted {
+                    reason: stop.reason().describe().to_owned(),
+                    wanted,
+                }
+                .into());
             }
             Ended::Overflow(limit) => {
-                return Err(SandboxError::Install(format!(
-                    "E2B sent more than {} while pip was installing {wanted}, more than this server reads: the connection was dropped, which interrupts pip; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether any of it got installed",
-                    human_bytes(limit)
-                )));
+                return Err(PipError::OutputTooLarge {
+                    limit: human_bytes(limit),
+                    wanted,
+                }
+                .into());
             }
             Ended::Cut(_) => {
-                return Err(SandboxError::Install(format!(
-                    "the connection to the E2B sandbox broke while pip was installing {wanted}; check with execute_code (e.g. `import importlib.metadata as m; m.version(\"name\")`) whether it got installed"
-                )));
+                return Err(PipError::ConnectionLost { wanted }.into());
             }
         }
         if let Some(error) = collected.error {
-            return Err(SandboxError::Install(format!(
-                "installing {wanted} failed in the E2B sandbox: {}: {}",
-                error.name, error.value
-            )));
+            return Err(PipError::Raised {
+                wanted,
+                name: error.name,
+                value: error.value,
+            }
+            .into());
         }
         match collected.value.as_deref().map(str::trim) {
             Some("0") => {
@@ -464,11 +468,12 @@ impl CodeInterpreter for E2bSandbox {
                     output: Some(log),
                 })
             }
-            status => Err(SandboxError::Install(format!(
-                "pip could not install {wanted} in the E2B sandbox (exit status {}); check the names and versions. Last lines of its log:\n{}",
-                status.unwrap_or("unknown"),
-                tail()
-            ))),
+            status => Err(PipError::Failed {
+                wanted,
+                status: status.unwrap_or("unknown").to_owned(),
+                log_tail: tail(),
+            }
+            .into()),
         }
     }
 

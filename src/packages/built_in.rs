@@ -49,7 +49,7 @@ impl BuiltInPackages {
                         .read_to_string(&mut text)
                         .map_err(|e| e.to_string())
                 });
-            match read.and_then(|_| CoreMetadata::parse(&text)) {
+            match read.and_then(|_| CoreMetadata::parse(&text).map_err(|e| e.to_string())) {
                 Ok(metadata) => {
                     by_name.insert(
                         metadata.name,

@@ -2,6 +2,7 @@
 //! reads it: what was refused or failed, quoting the value, and what to do.
 //! Every failure leaves the sandbox as it was.
 
+use super::metadata_error::MetadataError;
 use super::unpack::WheelError;
 
 /// Why packages could not be installed.
@@ -248,7 +249,8 @@ pub enum PackageError {
         /// The wheel (or metadata file).
         filename: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: MetadataError,
     },
 
     /// A wheel failed a safety check.

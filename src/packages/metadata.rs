@@ -16,6 +16,7 @@ use std::str::FromStr;
 use pep440_rs::{Version, VersionSpecifiers};
 use pep508_rs::{ExtraName, PackageName};
 
+use super::metadata_error::MetadataError;
 use super::requirement::Requirement;
 
 /// Most `Requires-Dist` entries one distribution may list.
@@ -62,19 +63,20 @@ pub fn headers(text: &str) -> Vec<(String, String)> {
 }
 
 /// Refuses a value longer than [`MAX_REQUIREMENT_TEXT`].
-fn bounded<'a>(key: &str, value: &'a str) -> Result<&'a str, String> {
+fn bounded<'a>(key: &str, value: &'a str) -> Result<&'a str, MetadataError> {
     if value.len() > MAX_REQUIREMENT_TEXT {
-        return Err(format!(
-            "a {key} value is {} bytes long, over the {MAX_REQUIREMENT_TEXT} this installer reads",
-            value.len()
-        ));
+        return Err(MetadataError::TooLong {
+            key: key.to_owned(),
+            len: value.len(),
+            limit: MAX_REQUIREMENT_TEXT,
+        });
     }
     Ok(value)
 }
 
 impl CoreMetadata {
     /// Parses a `METADATA` file.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, MetadataError> {
         let mut name = None;
         let mut version = None;
         let mut requires_dist = Vec::new();
@@ -89,37 +91,36 @@ impl CoreMetadata {
             }
             match key.as_str() {
                 "name" => {
-                    name =
-                        Some(PackageName::from_str(&value).map_err(|_| {
-                            format!("Name '{}' is not a valid name", short(&value))
-                        })?);
+                    name = Some(
+                        PackageName::from_str(&value)
+                            .map_err(|_| MetadataError::BadName(short(&value)))?,
+                    );
                 }
                 "version" => {
-                    version = Some(Version::from_str(&value).map_err(|_| {
-                        format!("Version '{}' is not a PEP 440 version", short(&value))
-                    })?);
+                    version = Some(
+                        Version::from_str(&value)
+                            .map_err(|_| MetadataError::BadVersion(short(&value)))?,
+                    );
                 }
                 "requires-dist" => {
                     if requires_dist.len() >= MAX_REQUIRES_DIST {
-                        return Err(format!(
-                            "it lists more than {MAX_REQUIRES_DIST} requirements (Requires-Dist), more than this installer reads"
-                        ));
+                        return Err(MetadataError::TooManyRequirements(MAX_REQUIRES_DIST));
                     }
                     if !value.is_ascii() {
-                        return Err(format!(
-                            "Requires-Dist '{}' has non-ASCII characters",
-                            short(&value)
-                        ));
+                        return Err(MetadataError::NonAsciiRequirement(short(&value)));
                     }
-                    let requirement = super::requirement::parse_pep508(&value).map_err(|e| {
-                        format!("Requires-Dist '{}' does not parse: {e}", short(&value))
-                    })?;
+                    let requirement =
+                        super::requirement::parse_pep508(&value).map_err(|reason| {
+                            MetadataError::BadRequirement {
+                                value: short(&value),
+                                reason,
+                            }
+                        })?;
                     requires_dist.push(requirement);
                 }
                 "requires-python" => {
-                    let specifiers = VersionSpecifiers::from_str(&value).map_err(|_| {
-                        format!("Requires-Python '{}' does not parse", short(&value))
-                    })?;
+                    let specifiers = VersionSpecifiers::from_str(&value)
+                        .map_err(|_| MetadataError::BadRequiresPython(short(&value)))?;
                     requires_python = Some(specifiers);
                 }
                 "provides-extra" => {
@@ -131,8 +132,8 @@ impl CoreMetadata {
             }
         }
         Ok(Self {
-            name: name.ok_or("it has no Name")?,
-            version: version.ok_or("it has no Version")?,
+            name: name.ok_or(MetadataError::Missing("Name"))?,
+            version: version.ok_or(MetadataError::Missing("Version"))?,
             requires_dist,
             requires_python,
             provides_extra,
@@ -152,7 +153,7 @@ pub struct WheelInfo {
 impl WheelInfo {
     /// Parses a `WHEEL` file, refusing versions other than 1.x and wheels
     /// whose root is not purelib.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, MetadataError> {
         let headers = headers(text);
         let get = |key: &str| {
             headers
@@ -160,19 +161,14 @@ impl WheelInfo {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.as_str())
         };
-        let wheel_version = get("wheel-version").ok_or("WHEEL has no Wheel-Version")?;
+        let wheel_version = get("wheel-version").ok_or(MetadataError::NoWheelVersion)?;
         if wheel_version.split('.').next() != Some("1") {
-            return Err(format!(
-                "WHEEL says Wheel-Version {}; only 1.x is understood",
-                short(wheel_version)
-            ));
+            return Err(MetadataError::UnsupportedWheelVersion(short(wheel_version)));
         }
         let root_is_purelib =
             get("root-is-purelib").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         if !root_is_purelib {
-            return Err(
-                "WHEEL does not say Root-Is-Purelib: true, so it is not a pure-Python wheel".into(),
-            );
+            return Err(MetadataError::NotPurelib);
         }
         Ok(Self {
             wheel_version: wheel_version.to_owned(),
@@ -189,6 +185,7 @@ fn short(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packages::requirement::Pep508Error;
 
     const REQUESTS: &str = "Metadata-Version: 2.1
 Name: requests
@@ -242,19 +239,24 @@ Requires-Dist: not-a-header-this-is-the-description
         assert!(
             CoreMetadata::parse("Version: 1.0\n")
                 .unwrap_err()
+                .to_string()
                 .contains("Name")
         );
         assert!(
             CoreMetadata::parse("Name: x\n")
                 .unwrap_err()
+                .to_string()
                 .contains("Version")
         );
         assert!(
             CoreMetadata::parse("Name: x\nVersion: one\n")
                 .unwrap_err()
+                .to_string()
                 .contains("PEP 440")
         );
-        let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n").unwrap_err();
+        let err = CoreMetadata::parse("Name: x\nVersion: 1\nRequires-Dist: !!!\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Requires-Dist"), "{err}");
         assert!(CoreMetadata::parse("").is_err());
     }
@@ -285,7 +287,9 @@ Requires-Dist: not-a-header-this-is-the-description
         let many: String = (0..=MAX_REQUIRES_DIST)
             .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
             .collect();
-        let err = CoreMetadata::parse(&format!("{head}{many}")).unwrap_err();
+        let err = CoreMetadata::parse(&format!("{head}{many}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("more than 2000 requirements"), "{err}");
         let fine: String = (0..MAX_REQUIRES_DIST)
             .map(|i| format!("Requires-Dist: dep>=0.{i}\n"))
@@ -306,14 +310,31 @@ Requires-Dist: not-a-header-this-is-the-description
             ")".repeat(100_000)
         );
         let started = std::time::Instant::now();
-        let err = CoreMetadata::parse(&deep).unwrap_err();
+        let err = CoreMetadata::parse(&deep).unwrap_err().to_string();
         assert!(err.contains("bytes long") || err.contains("nest"), "{err}");
         let nested = format!(
             "{head}Requires-Dist: a; {}python_version > '3'{}\n",
             "(".repeat(40),
             ")".repeat(40)
         );
-        assert!(CoreMetadata::parse(&nested).unwrap_err().contains("nest"));
+        assert!(
+            CoreMetadata::parse(&nested)
+                .unwrap_err()
+                .to_string()
+                .contains("nest")
+        );
+        let err = CoreMetadata::parse(&nested).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                MetadataError::BadRequirement {
+                    reason: Pep508Error::TooDeep(_),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<Pep508Error>()));
         let long = format!(
             "{head}Requires-Dist: a; python_version > '{}'\n",
             "3".repeat(5000)
@@ -321,6 +342,7 @@ Requires-Dist: not-a-header-this-is-the-description
         assert!(
             CoreMetadata::parse(&long)
                 .unwrap_err()
+                .to_string()
                 .contains("bytes long")
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(1));

@@ -83,10 +83,40 @@ pub fn record_hash(sha256: &[u8]) -> String {
     format!("sha256={}", URL_SAFE_NO_PAD.encode(sha256))
 }
 
+/// Why a `RECORD` is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// A hash has no `algorithm=` part.
+    #[error("RECORD line {0} has a hash without '='")]
+    HashWithoutEquals(usize),
+    /// A hash algorithm other than sha256, sha384 or sha512.
+    #[error(
+        "RECORD line {line} uses the hash '{algorithm}'; only sha256, sha384 and sha512 are accepted"
+    )]
+    UnknownHash {
+        /// The line, from 1.
+        line: usize,
+        /// The algorithm named (escaped, shortened).
+        algorithm: String,
+    },
+    /// A digest is not base64.
+    #[error("RECORD line {0} has a digest that is not base64")]
+    BadDigest(usize),
+    /// A size is not a number.
+    #[error("RECORD line {0} has a size that is not a number")]
+    BadSize(usize),
+    /// A path is listed twice.
+    #[error("RECORD lists a path twice (line {0})")]
+    Duplicate(usize),
+    /// A quoted field does not end.
+    #[error("RECORD has an unterminated quoted field")]
+    Unterminated,
+}
+
 impl Record {
     /// Parses RECORD text. Rows with an unknown hash algorithm, a bad digest,
     /// a bad size or a repeated path are refused.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, RecordError> {
         let mut entries = HashMap::new();
         for (number, row) in csv_rows(text)?.into_iter().enumerate() {
             let line = number + 1;
@@ -102,38 +132,39 @@ impl Record {
             } else {
                 let (algorithm, digest) = hash_text
                     .split_once('=')
-                    .ok_or_else(|| format!("RECORD line {line} has a hash without '='"))?;
+                    .ok_or(RecordError::HashWithoutEquals(line))?;
                 let algorithm = match algorithm {
                     "sha256" => HashAlgorithm::Sha256,
                     "sha384" => HashAlgorithm::Sha384,
                     "sha512" => HashAlgorithm::Sha512,
                     other => {
-                        return Err(format!(
-                            "RECORD line {line} uses the hash '{}'; only sha256, sha384 and sha512 are accepted",
-                            super::requirement::quote(other)
-                        ));
+                        return Err(RecordError::UnknownHash {
+                            line,
+                            algorithm: super::requirement::quote(other),
+                        });
                     }
                 };
                 let digest = URL_SAFE_NO_PAD
                     .decode(digest.trim_end_matches('='))
-                    .map_err(|_| format!("RECORD line {line} has a digest that is not base64"))?;
+                    .map_err(|_| RecordError::BadDigest(line))?;
                 Some((algorithm, digest))
             };
-            let size =
-                if size_text.is_empty() {
-                    None
-                } else {
-                    Some(size_text.parse::<u64>().map_err(|_| {
-                        format!("RECORD line {line} has a size that is not a number")
-                    })?)
-                };
+            let size = if size_text.is_empty() {
+                None
+            } else {
+                Some(
+                    size_text
+                        .parse::<u64>()
+                        .map_err(|_| RecordError::BadSize(line))?,
+                )
+            };
             let entry = RecordEntry {
                 path: path.clone(),
                 hash,
                 size,
             };
             if entries.insert(path, entry).is_some() {
-                return Err(format!("RECORD lists a path twice (line {line})"));
+                return Err(RecordError::Duplicate(line));
             }
         }
         Ok(Self { entries })
@@ -141,7 +172,7 @@ impl Record {
 }
 
 /// Splits CSV text into rows of fields (RFC 4180 quoting with `"`).
-fn csv_rows(text: &str) -> Result<Vec<Vec<String>>, String> {
+fn csv_rows(text: &str) -> Result<Vec<Vec<String>>, RecordError> {
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut field = String::new();
@@ -174,7 +205,7 @@ fn csv_rows(text: &str) -> Result<Vec<Vec<String>>, String> {
         }
     }
     if in_quotes {
-        return Err("RECORD has an unterminated quoted field".into());
+        return Err(RecordError::Unterminated);
     }
     if any {
         row.push(field);
@@ -202,19 +233,19 @@ mod tests {
 
     #[test]
     fn bad_rows_are_refused() {
+        let err = Record::parse("a.py,md5=abc,1\n").unwrap_err();
         assert!(
-            Record::parse("a.py,md5=abc,1\n")
-                .unwrap_err()
-                .contains("md5")
+            matches!(&err, RecordError::UnknownHash { line: 1, algorithm } if algorithm == "md5"),
+            "{err:?}"
         );
+        assert!(err.to_string().contains("md5"));
         assert!(Record::parse("a.py,sha256,1\n").is_err());
         assert!(Record::parse("a.py,sha256=!!,1\n").is_err());
         assert!(Record::parse("a.py,,x\n").is_err());
-        assert!(
-            Record::parse("a.py,,\na.py,,\n")
-                .unwrap_err()
-                .contains("twice")
-        );
+        assert!(matches!(
+            Record::parse("a.py,,\na.py,,\n"),
+            Err(RecordError::Duplicate(2))
+        ));
         assert!(Record::parse("\"a.py,,\n").is_err());
     }
 

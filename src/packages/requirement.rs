@@ -174,7 +174,7 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
             input: quote(input),
         });
     }
-    let requirement = parse_pep508(input).map_err(bad)?;
+    let requirement = parse_pep508(input).map_err(|e| bad(e.to_string()))?;
     if matches!(requirement.version_or_url, Some(VersionOrUrl::Url(_))) || input.contains(" @ ") {
         return Err(PackageError::DirectReference {
             input: quote(input),
@@ -203,7 +203,7 @@ fn looks_like_a_location(input: &str) -> bool {
 /// extra ending in `.`, `-` or `_` before another character (`a_~`,
 /// `a[x_]`), so those are refused here first. The error is the parser's
 /// message, without its position drawing (whose `Display` can also panic).
-pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
+pub fn parse_pep508(text: &str) -> Result<Requirement, Pep508Error> {
     check_nesting(text)?;
     let ends_badly = |s: &str| s.ends_with(['.', '-', '_']);
     let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
@@ -213,10 +213,7 @@ pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
         .unwrap_or(trimmed.len());
     let name = &trimmed[..name_len];
     if ends_badly(name) {
-        return Err(format!(
-            "the name '{}' must end with a letter or digit",
-            quote(name)
-        ));
+        return Err(Pep508Error::NameEnd(quote(name)));
     }
     if let Some(inner) = trimmed[name_len..].trim_start().strip_prefix('[') {
         let inner = inner.split(']').next().unwrap_or_default();
@@ -224,26 +221,38 @@ pub fn parse_pep508(text: &str) -> Result<Requirement, String> {
             .split(|c: char| c == ',' || c.is_whitespace())
             .find(|e| ends_badly(e))
         {
-            return Err(format!(
-                "the extra '{}' must end with a letter or digit",
-                quote(extra)
-            ));
+            return Err(Pep508Error::ExtraEnd(quote(extra)));
         }
     }
-    Requirement::from_str(text).map_err(|e| e.message.to_string())
+    Requirement::from_str(text).map_err(|e| Pep508Error::Syntax(e.message.to_string()))
+}
+
+/// Why PEP 508 text does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum Pep508Error {
+    /// The name ends in `.`, `-` or `_`.
+    #[error("the name '{0}' must end with a letter or digit")]
+    NameEnd(String),
+    /// An extra ends in `.`, `-` or `_`.
+    #[error("the extra '{0}' must end with a letter or digit")]
+    ExtraEnd(String),
+    /// Parentheses nest deeper than the parser is let go.
+    #[error("its parentheses nest more than {0} deep")]
+    TooDeep(usize),
+    /// The parser's own message.
+    #[error("{0}")]
+    Syntax(String),
 }
 
 /// Refuses text whose parentheses nest deeper than [`MAX_MARKER_NESTING`].
-fn check_nesting(text: &str) -> Result<(), String> {
+fn check_nesting(text: &str) -> Result<(), Pep508Error> {
     let mut depth = 0usize;
     for b in text.bytes() {
         match b {
             b'(' => {
                 depth += 1;
                 if depth > MAX_MARKER_NESTING {
-                    return Err(format!(
-                        "its parentheses nest more than {MAX_MARKER_NESTING} deep"
-                    ));
+                    return Err(Pep508Error::TooDeep(MAX_MARKER_NESTING));
                 }
             }
             b')' => depth = depth.saturating_sub(1),

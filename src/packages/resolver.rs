@@ -29,6 +29,7 @@ use pep508_rs::{ExtraName, MarkerEnvironment, PackageName};
 use super::budget::InstallBudget;
 use super::error::{PackageError, clip, some_of};
 use super::metadata::CoreMetadata;
+use super::metadata_error::MetadataError;
 use super::project_file::{FileKind, ProjectFile};
 use super::requirement::{Requirement, specifiers};
 use super::wheel_name::{Fit, PythonMinor, WheelFilename};
@@ -579,10 +580,10 @@ impl Resolver<'_> {
             if &metadata.name != name || metadata.version != wheel.version {
                 return Err(PackageError::BadMetadata {
                     filename: file.filename.clone(),
-                    reason: format!(
-                        "it says it is {} {}, but the file name says {} {}",
-                        metadata.name, metadata.version, wheel.name, wheel.version
-                    ),
+                    reason: MetadataError::NameMismatch {
+                        found: format!("{} {}", metadata.name, metadata.version),
+                        expected: format!("{} {}", wheel.name, wheel.version),
+                    },
                 });
             }
             if let Some(rp) = &metadata.requires_python
@@ -1330,7 +1331,22 @@ mod tests {
         s.add("liar-1.0-py3-none-any.whl", &[]);
         s.files.get_mut("liar").unwrap()[0].1 = "Name: other\nVersion: 1.0\n".into();
         let err = resolve(&s, &["liar"]).await.unwrap_err();
-        assert!(matches!(err, PackageError::BadMetadata { .. }), "{err}");
+        assert!(
+            matches!(
+                &err,
+                PackageError::BadMetadata {
+                    reason: MetadataError::NameMismatch { found, expected },
+                    ..
+                } if found == "other 1.0" && expected == "liar 1.0"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(
+                "is unusable: it says it is other 1.0, but the file name says liar 1.0; nothing was installed"
+            ),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ use super::http::FetchError;
 use super::index::fetch_error;
 use super::installer::Installer;
 use super::metadata::CoreMetadata;
+use super::metadata_error::MetadataError;
 use super::project_file::{FileLocation, ProjectFile, sha256_hex};
 use super::resolver::Source;
 use super::settings::redact;
@@ -237,7 +238,7 @@ impl Source for Session<'_> {
         {
             return Ok(m.clone());
         }
-        let bad = |reason: String| PackageError::BadMetadata {
+        let bad = |reason: MetadataError| PackageError::BadMetadata {
             filename: file.filename.clone(),
             reason,
         };

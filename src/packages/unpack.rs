@@ -38,7 +38,8 @@ use sha2::Digest;
 
 use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
-use super::record::{Hasher, Record, RecordEntry, record_hash};
+use super::metadata_error::MetadataError;
+use super::record::{Hasher, Record, RecordEntry, RecordError, record_hash};
 use super::staging::{NoRoom, StagingRoom};
 use super::wheel_name::WheelFilename;
 use crate::sandbox::GuestPath;
@@ -136,12 +137,18 @@ pub enum WheelError {
     /// A required file is missing.
     #[error("it lacks {0}")]
     Missing(String),
-    /// `WHEEL` or `METADATA` is unacceptable.
+    /// A metadata file is not UTF-8.
     #[error("{0}")]
     BadWheelFile(String),
+    /// `WHEEL` is unacceptable.
+    #[error("{0}")]
+    BadWheelInfo(#[source] MetadataError),
+    /// `METADATA` is unacceptable.
+    #[error("its METADATA is unusable: {0}")]
+    BadMetadata(#[source] MetadataError),
     /// `RECORD` is malformed.
     #[error("its RECORD is invalid: {0}")]
-    BadRecord(String),
+    BadRecord(#[source] RecordError),
     /// `RECORD` lists a path outside the wheel's directories.
     #[error("RECORD lists '{path}', a path outside the install directory ({reason})")]
     RecordPathOutside {
@@ -734,9 +741,8 @@ fn read_wheel_files<R: Read + Seek>(
         String::from_utf8(data)
             .map_err(|_| WheelError::BadWheelFile(format!("{file} is not UTF-8")))
     };
-    WheelInfo::parse(&read_text("WHEEL")?).map_err(WheelError::BadWheelFile)?;
-    let metadata = CoreMetadata::parse(&read_text("METADATA")?)
-        .map_err(|e| WheelError::BadWheelFile(format!("its METADATA is unusable: {e}")))?;
+    WheelInfo::parse(&read_text("WHEEL")?).map_err(WheelError::BadWheelInfo)?;
+    let metadata = CoreMetadata::parse(&read_text("METADATA")?).map_err(WheelError::BadMetadata)?;
     if metadata.name != wheel.name || metadata.version != wheel.version {
         return Err(WheelError::NameMismatch {
             what: "METADATA's name and version",
@@ -1258,7 +1264,7 @@ mod tests {
             (
                 "not purelib",
                 base().tweak(Tweak::RootIsPurelib(false)),
-                |e| matches!(e, WheelError::BadWheelFile(_)),
+                |e| matches!(e, WheelError::BadWheelInfo(MetadataError::NotPurelib)),
             ),
             ("no record", base().tweak(Tweak::NoRecord), |e| {
                 matches!(e, WheelError::Missing(_))

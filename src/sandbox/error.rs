@@ -3,6 +3,11 @@
 
 use std::path::PathBuf;
 
+use crate::e2b::E2bError;
+use crate::e2b::pip_error::PipError;
+use crate::packages::PackageError;
+use crate::wasm::error::WasmError;
+
 /// Why a sandbox operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -99,17 +104,49 @@ pub enum SandboxError {
         source: std::io::Error,
     },
 
-    /// The Python runtime is missing, corrupt, or failed to start.
-    #[error("{0}")]
-    Runtime(String),
+    /// The Python runtime is missing, corrupt, or failed to start: the wasm
+    /// backend's own error, kept whole.
+    #[error(transparent)]
+    Runtime(#[from] WasmError),
 
-    /// Installing packages is not possible in this sandbox or failed.
-    #[error("{0}")]
-    Install(String),
+    /// Installing packages is not possible in this sandbox or failed (boxed:
+    /// the installer's errors are large next to the others).
+    #[error(transparent)]
+    Install(Box<InstallError>),
 
-    /// A remote backend failed.
-    #[error("{0}")]
-    Remote(String),
+    /// The E2B backend failed: its own error, kept whole.
+    #[error(transparent)]
+    Remote(#[from] E2bError),
+}
+
+/// Why packages could not be installed, by backend.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The local installer refused or failed (wasm sandboxes).
+    #[error(transparent)]
+    Package(#[from] PackageError),
+
+    /// pip inside an E2B sandbox did not install the packages.
+    #[error(transparent)]
+    Pip(#[from] PipError),
+}
+
+impl From<InstallError> for SandboxError {
+    fn from(e: InstallError) -> Self {
+        Self::Install(Box::new(e))
+    }
+}
+
+impl From<PackageError> for SandboxError {
+    fn from(e: PackageError) -> Self {
+        InstallError::from(e).into()
+    }
+}
+
+impl From<PipError> for SandboxError {
+    fn from(e: PipError) -> Self {
+        InstallError::from(e).into()
+    }
 }
 
 impl SandboxError {

@@ -22,6 +22,7 @@ use super::guest_path::GuestPath;
 use super::types::{ChangedFile, EntryKind, FileContent, FileEntry, Listing};
 use crate::sandbox::disk_usage::held_bytes;
 use crate::sandbox::quota::QuotaLedger;
+use crate::wasm::error::WasmError;
 
 /// File access to one sandbox directory on this machine.
 #[derive(Clone)]
@@ -45,7 +46,10 @@ impl LocalFiles {
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || f(&dir, &ledger))
             .await
-            .map_err(|e| SandboxError::Runtime(format!("file operation failed: {e}")))?
+            .map_err(|source| WasmError::Task {
+                what: "file operation",
+                source,
+            })?
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 use wasmtime::{Engine, Linker, Module, Val};
 
+use super::error::WasmError;
 use super::host_memory::check_compile_memory;
 use super::interpreter::{DRIVER, GuestImage, GuestState};
 use super::quota_gate::{self, Door};
@@ -101,19 +102,24 @@ pub(crate) fn load(
         &settings.default_runtime,
         Some(&records),
     )
-    .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    .map_err(WasmError::from)?;
     if let Some(missing) = runtime
         .manifest
         .wasm_features
         .iter()
         .find(|f| !engine::SUPPORTED.contains(f))
     {
-        return Err(SandboxError::Runtime(format!(
-            "the runtime '{name}' needs the WebAssembly feature {missing:?}, which this server's engine does not enable"
-        )));
+        return Err(WasmError::UnsupportedFeature {
+            runtime: name.to_owned(),
+            feature: *missing,
+        }
+        .into());
     }
-    let mounts = mounts::prepare(&runtime, &settings.cache_dir)
-        .map_err(|e| SandboxError::Runtime(format!("cannot prepare the runtime '{name}': {e}")))?;
+    let mounts =
+        mounts::prepare(&runtime, &settings.cache_dir).map_err(|reason| WasmError::Mounts {
+            runtime: name.to_owned(),
+            reason: Box::new(reason),
+        })?;
     let state_key = preinit_key(&runtime.manifest, &mounts, &settings.preload);
     let module = module(
         settings, &engine, &runtime, &mounts, &executor, slot, &state_key,
@@ -121,12 +127,17 @@ pub(crate) fn load(
     slot.set_phase(None);
     let (module, turns) = module?;
     let built_in = match runtime.distributions() {
-        Some(path) => BuiltInPackages::from_zip(path)
-            .map_err(|e| SandboxError::Runtime(format!("cannot read {}: {e}", path.display())))?,
+        Some(path) => {
+            BuiltInPackages::from_zip(path).map_err(|reason| WasmError::BuiltInPackages {
+                path: path.to_owned(),
+                reason,
+            })?
+        }
         None => BuiltInPackages::default(),
     };
-    let pre = link(&engine, &module, &runtime.manifest).map_err(|e| {
-        SandboxError::Runtime(format!("cannot link the Python runtime '{name}': {e}"))
+    let pre = link(&engine, &module, &runtime.manifest).map_err(|e| WasmError::Link {
+        runtime: name.to_owned(),
+        reason: e.to_string(),
     })?;
     Ok(Arc::new(GuestImage {
         engine,
@@ -166,9 +177,7 @@ fn module(
     if let Some(module) = module_cache::load(engine, cache, &gated_key(&runtime.manifest)) {
         return Ok((module, false));
     }
-    let wasm = runtime
-        .read_module()
-        .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+    let wasm = runtime.read_module().map_err(WasmError::from)?;
     if preinit::supports_turns(&wasm) {
         let module = preinitialised(
             settings, engine, runtime, &wasm, mounts, executor, slot, state_key,
@@ -209,8 +218,7 @@ fn compiled(
         return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
-        check_compile_memory(&manifest.name, needed_mb, cache)
-            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
     let phase = compiling_phase(manifest);
     tracing::info!(
@@ -220,10 +228,10 @@ fn compiled(
     );
     slot.set_phase(Some(phase));
     let module = module_cache::compile_and_store(engine, cache, &key, &woven).map_err(|e| {
-        SandboxError::Runtime(format!(
-            "cannot compile the Python runtime {}: {e}",
-            runtime.module_path.display()
-        ))
+        WasmError::Compile {
+            path: runtime.module_path.clone(),
+            reason: e.to_string(),
+        }
     })?;
     Ok(module)
 }
@@ -231,10 +239,9 @@ fn compiled(
 /// The runtime `name`'s module with the disk-quota gates woven in; a module
 /// that cannot carry them is refused, never run without them.
 fn woven(name: &str, wasm: &[u8]) -> Result<Vec<u8>, SandboxError> {
-    let woven = quota_gate::weave(wasm).map_err(|why| {
-        SandboxError::Runtime(format!(
-            "the runtime '{name}' cannot carry the disk-quota gates: {why}"
-        ))
+    let woven = quota_gate::weave(wasm).map_err(|source| WasmError::Weave {
+        runtime: name.to_owned(),
+        source,
     })?;
     tracing::debug!(gated = ?woven.gated, call_sites = woven.call_sites, door = ?woven.door, "added disk-quota gates");
     Ok(woven.module)
@@ -264,8 +271,7 @@ fn preinitialised(
         return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
-        check_compile_memory(&manifest.name, needed_mb, cache)
-            .map_err(|e| SandboxError::Runtime(e.to_string()))?;
+        check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
     let imports = if settings.preload.is_empty() {
         "nothing preloaded".to_owned()
@@ -283,8 +289,10 @@ fn preinitialised(
     slot.set_phase(Some(phase));
     let scratch = cache.join(format!("preinit-{}-{}", std::process::id(), &key[..12]));
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| SandboxError::Runtime(format!("cannot create {}: {e}", scratch.display())))?;
+    std::fs::create_dir_all(&scratch).map_err(|source| WasmError::Scratch {
+        path: scratch.clone(),
+        source,
+    })?;
     let plan = preinit::PreinitPlan {
         wasm: &woven,
         manifest,
@@ -295,11 +303,9 @@ fn preinitialised(
     let started = Instant::now();
     let built = preinit::build(&plan, executor);
     let _ = std::fs::remove_dir_all(&scratch);
-    let wasm = built.map_err(|e| {
-        SandboxError::Runtime(format!(
-            "cannot prepare the runtime '{}': {e}",
-            manifest.name
-        ))
+    let wasm = built.map_err(|reason| WasmError::Preinit {
+        runtime: manifest.name.clone(),
+        reason,
     })?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
@@ -308,10 +314,10 @@ fn preinitialised(
     );
     slot.set_phase(Some(compiling_phase(manifest)));
     let module = module_cache::compile_and_store(engine, cache, key, &wasm).map_err(|e| {
-        SandboxError::Runtime(format!(
-            "cannot compile the pre-initialised runtime '{}': {e}",
-            manifest.name
-        ))
+        WasmError::CompilePreinit {
+            runtime: manifest.name.clone(),
+            reason: e.to_string(),
+        }
     })?;
     Ok(module)
 }

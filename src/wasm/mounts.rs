@@ -6,6 +6,7 @@
 use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
 
+use super::mount_error::{ExtractError, MountError};
 use super::runtime::VerifiedRuntime;
 use crate::packages::unpack::member_components;
 
@@ -29,7 +30,7 @@ pub(crate) struct ReadOnlyMount {
 pub(crate) fn prepare(
     runtime: &VerifiedRuntime,
     cache_dir: &Path,
-) -> Result<Vec<ReadOnlyMount>, String> {
+) -> Result<Vec<ReadOnlyMount>, MountError> {
     let mut mounts = Vec::new();
     for mount in &runtime.manifest.mounts {
         let artifact = runtime
@@ -39,16 +40,16 @@ pub(crate) fn prepare(
             .find(|a| a.file == mount.artifact);
         let (Some(artifact), Some(path)) = (artifact, runtime.artifact_path(&mount.artifact))
         else {
-            return Err(format!(
-                "the mount {} names the artifact {}, which was not loaded",
-                mount.guest, mount.artifact
-            ));
+            return Err(MountError::UnloadedArtifact {
+                guest: mount.guest.clone(),
+                artifact: mount.artifact.clone(),
+            });
         };
         let host = match &mount.zip_member {
             None => path
                 .parent()
                 .map(Path::to_path_buf)
-                .ok_or_else(|| format!("{} has no parent directory", path.display()))?,
+                .ok_or_else(|| MountError::NoParent(path.to_path_buf()))?,
             Some(member) => {
                 let name = format!(
                     "{}-{}",
@@ -57,12 +58,13 @@ pub(crate) fn prepare(
                 );
                 let dir = cache_dir.join("extracted").join(name);
                 if !dir.is_dir() {
-                    extract_nested_zip(path, member, &dir).map_err(|e| {
-                        format!(
-                            "cannot extract {member} from {} into {}: {e}",
-                            path.display(),
-                            dir.display()
-                        )
+                    extract_nested_zip(path, member, &dir).map_err(|source| {
+                        MountError::Extract {
+                            member: member.clone(),
+                            from: path.to_path_buf(),
+                            into: dir.clone(),
+                            source,
+                        }
                     })?;
                 }
                 dir
@@ -79,21 +81,23 @@ pub(crate) fn prepare(
 /// Extracts the zip stored as `member` of the zip `outer` into `dest`: into a
 /// fresh directory beside it first, renamed into place when complete, so
 /// `dest` exists only whole.
-fn extract_nested_zip(outer: &Path, member: &str, dest: &Path) -> Result<(), String> {
-    let parent = dest.parent().ok_or("the destination has no parent")?;
-    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    let file = std::fs::File::open(outer).map_err(|e| e.to_string())?;
-    let mut archive = zip::ZipArchive::new(file).map_err(|e| e.to_string())?;
+fn extract_nested_zip(outer: &Path, member: &str, dest: &Path) -> Result<(), ExtractError> {
+    let parent = dest.parent().ok_or(ExtractError::NoParent)?;
+    std::fs::create_dir_all(parent)?;
+    let file = std::fs::File::open(outer)?;
+    let mut archive = zip::ZipArchive::new(file)?;
     let mut inner_bytes = Vec::new();
     archive
         .by_name(member)
-        .map_err(|e| format!("no member {member}: {e}"))?
+        .map_err(|source| ExtractError::NoMember {
+            member: member.to_owned(),
+            source,
+        })?
         .take(MAX_EXTRACTED_BYTES)
-        .read_to_end(&mut inner_bytes)
-        .map_err(|e| e.to_string())?;
-    let mut inner = zip::ZipArchive::new(Cursor::new(inner_bytes)).map_err(|e| e.to_string())?;
+        .read_to_end(&mut inner_bytes)?;
+    let mut inner = zip::ZipArchive::new(Cursor::new(inner_bytes))?;
     if inner.len() > MAX_EXTRACTED_ENTRIES {
-        return Err(format!("it holds {} entries", inner.len()));
+        return Err(ExtractError::TooManyEntries(inner.len()));
     }
     let temp = parent.join(format!(
         ".{}.partial-{}",
@@ -101,31 +105,33 @@ fn extract_nested_zip(outer: &Path, member: &str, dest: &Path) -> Result<(), Str
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&temp);
-    let result = (|| {
-        std::fs::create_dir(&temp).map_err(|e| e.to_string())?;
+    let result = (|| -> Result<(), ExtractError> {
+        std::fs::create_dir(&temp)?;
         let mut budget = MAX_EXTRACTED_BYTES;
         for i in 0..inner.len() {
-            let mut entry = inner.by_index(i).map_err(|e| e.to_string())?;
+            let mut entry = inner.by_index(i)?;
             let name = entry.name().to_owned();
             let (components, is_dir) =
-                member_components(&name).map_err(|why| format!("member {name:?}: {why}"))?;
+                member_components(&name).map_err(|why| ExtractError::BadMember {
+                    name: name.clone(),
+                    why,
+                })?;
             let target = components.iter().fold(temp.clone(), |p, c| p.join(c));
             if is_dir || entry.is_dir() {
-                std::fs::create_dir_all(&target).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(&target)?;
                 continue;
             }
             if entry.is_symlink() {
-                return Err(format!("member {name:?} is a link"));
+                return Err(ExtractError::Link(name));
             }
             if let Some(dir) = target.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(dir)?;
             }
-            let mut out = std::fs::File::create(&target).map_err(|e| e.to_string())?;
-            let copied = std::io::copy(&mut (&mut entry).take(budget + 1), &mut out)
-                .map_err(|e| e.to_string())?;
+            let mut out = std::fs::File::create(&target)?;
+            let copied = std::io::copy(&mut (&mut entry).take(budget + 1), &mut out)?;
             budget = budget
                 .checked_sub(copied)
-                .ok_or_else(|| format!("it inflates to more than {MAX_EXTRACTED_BYTES} bytes"))?;
+                .ok_or(ExtractError::TooLarge(MAX_EXTRACTED_BYTES))?;
         }
         Ok(())
     })();
@@ -142,7 +148,7 @@ fn extract_nested_zip(outer: &Path, member: &str, dest: &Path) -> Result<(), Str
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&temp);
-            Err(e.to_string())
+            Err(e.into())
         }
     }
 }
@@ -191,7 +197,11 @@ mod tests {
         std::fs::write(&outer, zip_of(&[("data.zip", &inner)])).unwrap();
         let dest = tmp.path().join("out");
         let err = extract_nested_zip(&outer, "data.zip", &dest).unwrap_err();
-        assert!(err.contains(".."), "{err}");
+        assert!(
+            matches!(&err, ExtractError::BadMember { name, .. } if name == "../escape"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(".."), "{err}");
         assert!(!dest.exists() && !tmp.path().join("escape").exists());
     }
 }

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
+use super::error::WasmError;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
@@ -84,7 +85,7 @@ impl WasmSandbox {
             START_TIMEOUT,
         )
         .await
-        .map_err(SandboxError::Runtime)?;
+        .map_err(WasmError::Start)?;
         sandbox.interpreter = Some(interpreter);
         Ok(sandbox)
     }
@@ -172,7 +173,7 @@ impl WasmSandbox {
                     .await
                 }
             }
-            .map_err(SandboxError::Runtime)?;
+            .map_err(WasmError::Start)?;
             Ok::<_, SandboxError>((ledger, interpreter))
         };
         match started.await {
@@ -283,7 +284,7 @@ impl WasmSandbox {
                 START_TIMEOUT,
             )
             .await
-            .map_err(SandboxError::Runtime)?,
+            .map_err(WasmError::Start)?,
         };
         Ok(self.interpreter.insert(interpreter))
     }
@@ -307,10 +308,13 @@ impl WasmSandbox {
         let (from, to, charged) = (self.ledger.clone(), ledger.clone(), ledger.clone());
         let report = tokio::task::spawn_blocking(move || copy_tree(from.dir(), to.dir(), &charged))
             .await
-            .map_err(|e| SandboxError::Runtime(format!("copying the files failed: {e}")))?
+            .map_err(|source| WasmError::Task {
+                what: "copying the files",
+                source,
+            })?
             .map_err(|e| match e {
                 CopyError::NoRoom => SandboxError::QuotaExceeded(format!("cannot fork: {e}")),
-                e => SandboxError::Runtime(format!("cannot fork: {e}")),
+                e => WasmError::ForkCopy(e).into(),
             })?;
         ledger.forget();
         let interpreter = Interpreter::start_from(
@@ -322,7 +326,7 @@ impl WasmSandbox {
             Arc::new(state),
         )
         .await
-        .map_err(|e| SandboxError::Runtime(format!("cannot start the fork: {e}")))?;
+        .map_err(WasmError::ForkStart)?;
         let mut fork = Self::open(
             self.image.clone(),
             self.root.clone(),
@@ -439,9 +443,7 @@ impl CodeInterpreter for WasmSandbox {
         stop: StopSignal,
     ) -> Result<InstallReport, SandboxError> {
         let Some(installer) = self.installer.clone() else {
-            return Err(SandboxError::Install(
-                PackageError::NotConfigured.to_string(),
-            ));
+            return Err(PackageError::NotConfigured.into());
         };
         let target = InstallTarget {
             sandbox: self.ledger.dir().clone(),
@@ -455,7 +457,7 @@ impl CodeInterpreter for WasmSandbox {
             .await;
         // The installer wrote behind the ledger's back (or cleaned up after itself).
         self.ledger.forget();
-        let mut report = installed.map_err(|e| SandboxError::Install(e.to_string()))?;
+        let mut report = installed?;
         if !report.installed.is_empty()
             && let Some(note) = self.refresh_packages().await?
         {
@@ -533,8 +535,11 @@ impl CodeInterpreter for WasmSandbox {
         let dir = self.host_dir.clone();
         let saved = tokio::task::spawn_blocking(move || store.save(meta, state.as_ref(), &dir))
             .await
-            .map_err(|e| SandboxError::Runtime(format!("saving failed: {e}")))?;
-        saved.map_err(|e| SandboxError::Runtime(format!("saving failed: {e}")))?;
+            .map_err(|source| WasmError::Task {
+                what: "saving",
+                source,
+            })?;
+        saved.map_err(WasmError::Save)?;
         // The directory now belongs to the saved sandbox.
         self.closed = true;
         Ok(true)
@@ -567,7 +572,7 @@ impl CodeInterpreter for WasmSandbox {
         budget.release(size);
         let state = interpreter.capture().await.map_err(|e| {
             budget.release(size);
-            SandboxError::Runtime(e)
+            WasmError::Capture(e)
         })?;
         let open_files_not_carried = state.open_files;
         let host_dir = match self.root.create_sandbox_dir() {
