@@ -189,16 +189,7 @@ impl E2bSandbox {
             return Ok(None);
         }
         let stream_limits = StreamLimits::default();
-        let mut collected = Collected::new(
-            Capture::new(MAX_INSTALL_LOG, 0),
-            Capture::new(MAX_INSTALL_LOG, 0),
-            ResultLimits {
-                text_bytes: MAX_INSTALL_LOG,
-                image_bytes: 0,
-                max_images: 0,
-                line_bytes: stream_limits.max_line,
-            },
-        );
+        let mut collected = quiet_collection(&stream_limits);
         let ended = self
             .stream(
                 paths::WORKING_DIRECTORY_CELL,
@@ -390,16 +381,7 @@ impl CodeInterpreter for E2bSandbox {
         let cell = pip::install_cell(requirements)?;
         let deadline = Instant::now() + INSTALL_TIMEOUT;
         let stream_limits = StreamLimits::default();
-        let mut collected = Collected::new(
-            Capture::new(MAX_INSTALL_LOG, 0),
-            Capture::new(MAX_INSTALL_LOG, 0),
-            ResultLimits {
-                text_bytes: MAX_INSTALL_LOG,
-                image_bytes: 0,
-                max_images: 0,
-                line_bytes: stream_limits.max_line,
-            },
-        );
+        let mut collected = quiet_collection(&stream_limits);
         let ended = self
             .stream(&cell, deadline, stop.token(), stream_limits, &mut collected)
             .await?;
@@ -585,4 +567,19 @@ fn spawn_keepalive(
         })
     };
     (stop, task)
+}
+
+/// What a cell the server runs for itself (a pip install, the working
+/// directory) collects: its text, up to [`MAX_INSTALL_LOG`], no images.
+fn quiet_collection(stream_limits: &StreamLimits) -> Collected {
+    Collected::new(
+        Capture::new(MAX_INSTALL_LOG, 0),
+        Capture::new(MAX_INSTALL_LOG, 0),
+        ResultLimits {
+            text_bytes: MAX_INSTALL_LOG,
+            image_bytes: 0,
+            max_images: 0,
+            line_bytes: stream_limits.max_line,
+        },
+    )
 }

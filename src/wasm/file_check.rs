@@ -114,15 +114,7 @@ fn read_record(path: &Path) -> Option<Record> {
 
 /// Writes the record under a temporary name and renames it into place.
 fn write_record(path: &Path, record: &Record) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let temp = dir.join(format!(
-        ".{}.partial-{}",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    std::fs::write(&temp, serde_json::to_vec(record)?)?;
-    std::fs::rename(&temp, path)
+    super::module_cache::write_atomically(path, &serde_json::to_vec(record)?)
 }
 
 #[cfg(test)]

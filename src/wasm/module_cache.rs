@@ -66,6 +66,14 @@ pub fn compile_and_store(
 
 fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
     let bytes = module.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
+    write_atomically(path, &bytes)?;
+    Ok(())
+}
+
+/// Writes `bytes` under a temporary name beside `path` and renames it into
+/// place, so a reader (another server sharing the cache) never sees half a
+/// file.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let temp = dir.join(format!(
@@ -74,6 +82,5 @@ fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
         std::process::id()
     ));
     std::fs::write(&temp, bytes)?;
-    std::fs::rename(&temp, path)?;
-    Ok(())
+    std::fs::rename(&temp, path)
 }
