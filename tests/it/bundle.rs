@@ -165,18 +165,7 @@ async fn a_bundle_runs_the_server_with_no_network_and_refuses_tampering() {
     let from = bundle.to_str().unwrap();
     let rt = tmp.path().join("installed-runtime");
     let cache = tmp.path().join("installed-cache");
-    let (ok, stdout, stderr) = offline(
-        Path::new("/bin/bash"),
-        &[
-            script.to_str().unwrap(),
-            "--from",
-            from,
-            "--dir",
-            rt.to_str().unwrap(),
-            "--no-prepare",
-        ],
-        &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
-    );
+    let (ok, stdout, stderr) = install_from(&script, from, &rt, &home, &cache);
     assert!(ok, "{stdout}\n{stderr}");
     assert_eq!(
         std::fs::read(rt.join("python-3.12.0.wasm")).unwrap(),
@@ -215,18 +204,7 @@ async fn a_bundle_runs_the_server_with_no_network_and_refuses_tampering() {
             && stderr.contains("runtime/python-3.12.0.wasm has sha256"),
         "{stderr}"
     );
-    let (ok, stdout, stderr) = offline(
-        Path::new("/bin/bash"),
-        &[
-            script.to_str().unwrap(),
-            "--from",
-            from,
-            "--dir",
-            rt.to_str().unwrap(),
-            "--no-prepare",
-        ],
-        &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
-    );
+    let (ok, stdout, stderr) = install_from(&script, from, &rt, &home, &cache);
     assert!(!ok, "{stdout}");
     assert!(stderr.contains("does not match its SHA256SUMS"), "{stderr}");
 
@@ -254,19 +232,31 @@ async fn a_bundle_runs_the_server_with_no_network_and_refuses_tampering() {
     let listed = std::fs::read_to_string(&sums).unwrap();
     for outside in ["  ../outside", " */etc/hostname", "\t../x", "  a/../../x"] {
         std::fs::write(&sums, format!("{listed}{}{outside}\n", "0".repeat(64))).unwrap();
-        let (ok, stdout, stderr) = offline(
-            Path::new("/bin/bash"),
-            &[
-                script.to_str().unwrap(),
-                "--from",
-                from,
-                "--dir",
-                rt.to_str().unwrap(),
-                "--no-prepare",
-            ],
-            &[("HOME", &home), ("SANDBOX_CACHE_DIR", &cache)],
-        );
+        let (ok, stdout, stderr) = install_from(&script, from, &rt, &home, &cache);
         assert!(!ok, "{outside}: {stdout}");
         assert!(stderr.contains("outside the bundle"), "{outside}: {stderr}");
     }
+}
+
+/// Runs the bundle's `fetch-python.sh --from BUNDLE --dir RT` offline, with
+/// only `HOME` and the module cache set; returns (success, stdout, stderr).
+fn install_from(
+    script: &Path,
+    bundle: &str,
+    rt: &Path,
+    home: &Path,
+    cache: &Path,
+) -> (bool, String, String) {
+    offline(
+        Path::new("/bin/bash"),
+        &[
+            script.to_str().unwrap(),
+            "--from",
+            bundle,
+            "--dir",
+            rt.to_str().unwrap(),
+            "--no-prepare",
+        ],
+        &[("HOME", home), ("SANDBOX_CACHE_DIR", cache)],
+    )
 }

@@ -263,35 +263,36 @@ fn e2b_as_default_without_a_key_is_refused_at_start() {
     assert!(stderr.contains("E2B_API_KEY"), "{stderr}");
 }
 
+/// Creates answered 429 with `Retry-After: seconds`, `times` times.
+fn rate_limited_creates(seconds: u64, times: usize) -> Fault {
+    Fault {
+        method: Some(Method::POST),
+        path_prefix: "/sandboxes".into(),
+        status: 429,
+        retry_after: Some(seconds),
+        times,
+        ..Fault::default()
+    }
+}
+
+/// How many creates the fake has seen.
+fn creates(fake: &FakeE2b) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/sandboxes")
+        .count()
+}
+
 #[tokio::test]
 async fn rate_limits_are_retried_honouring_retry_after() {
     let fake = FakeE2b::start().await;
     let server = server(&fake, &[]).await;
-    fake.fail(Fault {
-        method: Some(Method::POST),
-        path_prefix: "/sandboxes".into(),
-        status: 429,
-        retry_after: Some(1),
-        times: 2,
-        ..Fault::default()
-    });
+    fake.fail(rate_limited_creates(1, 2));
     let id = server.create().await;
-    let creates = fake
-        .requests()
-        .iter()
-        .filter(|r| r.method == "POST" && r.path == "/sandboxes")
-        .count();
-    assert_eq!(creates, 3, "two 429s, then the sandbox");
+    assert_eq!(creates(&fake), 3, "two 429s, then the sandbox");
     assert_eq!(server.run(&id, "1 + 1").await["value"], "2");
 
-    fake.fail(Fault {
-        method: Some(Method::POST),
-        path_prefix: "/sandboxes".into(),
-        status: 429,
-        retry_after: Some(1),
-        times: 100,
-        ..Fault::default()
-    });
+    fake.fail(rate_limited_creates(1, 100));
     let msg = server.err("create_sandbox", json!({})).await;
     assert!(msg.contains("rate-limiting"), "{msg}");
     assert!(msg.contains("retry after 1 s"), "{msg}");
@@ -303,26 +304,13 @@ async fn rate_limits_are_retried_honouring_retry_after() {
 async fn shutdown_stops_a_create_that_is_waiting_out_rate_limits() {
     let fake = FakeE2b::start().await;
     let server = server(&fake, &[]).await;
-    fake.fail(Fault {
-        method: Some(Method::POST),
-        path_prefix: "/sandboxes".into(),
-        status: 429,
-        retry_after: Some(5),
-        times: 1000,
-        ..Fault::default()
-    });
-    let creates = || {
-        fake.requests()
-            .iter()
-            .filter(|r| r.method == "POST" && r.path == "/sandboxes")
-            .count()
-    };
+    fake.fail(rate_limited_creates(5, 1000));
     let peer = server.client.peer().clone();
     let create = tokio::spawn(async move {
         peer.call_tool(rmcp::model::CallToolRequestParams::new("create_sandbox"))
             .await
     });
-    while creates() == 0 {
+    while creates(&fake) == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     std::process::Command::new("kill")
@@ -341,7 +329,11 @@ async fn shutdown_stops_a_create_that_is_waiting_out_rate_limits() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(creates(), 1, "no create was tried after the shutdown began");
+    assert_eq!(
+        creates(&fake),
+        1,
+        "no create was tried after the shutdown began"
+    );
     create.abort();
     wait_until_none_alive(&fake).await;
 }
