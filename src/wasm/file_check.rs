@@ -128,7 +128,7 @@ mod tests {
     }
 
     fn hex_sha(bytes: &[u8]) -> String {
-        super::super::runtime::hex(&Sha256::digest(bytes))
+        crate::digest::hex(&Sha256::digest(bytes))
     }
 
     #[test]

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::digest::hex;
+
 use super::file_check;
 
 /// Manifests shipped with the binary: (name, TOML text).
@@ -508,11 +510,6 @@ fn unreadable(path: &Path, source: std::io::Error, runtime_flag: &str) -> Runtim
             source,
         }
     }
-}
-
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

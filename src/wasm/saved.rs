@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::state_image::StateImage;
+use crate::digest::hex;
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::{SandboxError, SavedSandbox};
 
@@ -351,10 +352,6 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Seconds since the Unix epoch.
