@@ -46,7 +46,10 @@ fn create(c: &mut Criterion) {
                         total += started.elapsed();
                         let id = sandbox.id().to_owned();
                         drop(sandbox);
-                        app.manager.close(&id).await.unwrap();
+                        app.manager
+                            .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
+                            .await
+                            .unwrap();
                     }
                     total
                 })

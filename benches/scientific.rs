@@ -53,7 +53,10 @@ fn fresh(rt: &tokio::runtime::Runtime, app: &App, code: &str, iters: u64) -> Dur
             total += started.elapsed();
             let id = sandbox.id().to_owned();
             drop(sandbox);
-            app.manager.close(&id).await.unwrap();
+            app.manager
+                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
+                .await
+                .unwrap();
         }
         total
     })
@@ -69,7 +72,10 @@ fn create_cold(rt: &tokio::runtime::Runtime, app: &App, iters: u64) -> Duration 
             total += started.elapsed();
             let id = sandbox.id().to_owned();
             drop(sandbox);
-            app.manager.close(&id).await.unwrap();
+            app.manager
+                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
+                .await
+                .unwrap();
         }
         total
     })
@@ -81,11 +87,18 @@ fn fork(rt: &tokio::runtime::Runtime, app: &App, source: &str, iters: u64) -> Du
         let mut total = Duration::ZERO;
         for _ in 0..iters {
             let started = Instant::now();
-            let (fork, _) = app.manager.fork(source, None).await.unwrap();
+            let (fork, _) = app
+                .manager
+                .fork(&Default::default(), &Default::default(), source, None)
+                .await
+                .unwrap();
             total += started.elapsed();
             let id = fork.id().to_owned();
             drop(fork);
-            app.manager.close(&id).await.unwrap();
+            app.manager
+                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
+                .await
+                .unwrap();
         }
         total
     })

@@ -1,5 +1,6 @@
 //! [`App`]: the backends and the sandbox manager built from a [`Config`] —
-//! the factory that `INTERPRETER_TYPE` steers — and the stdio server's life.
+//! the factory that `INTERPRETER_TYPE` steers — the stdio server's life, and
+//! the shutdown every way of serving ends with.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::e2b::E2bBackend;
+use crate::metrics::{Metrics, Snapshot};
 use crate::packages::Installer;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, BackendKind, SandboxError};
@@ -26,6 +28,8 @@ pub struct App {
     pub wasm: Arc<WasmBackend>,
     /// The E2B backend, when an API key is configured.
     pub e2b: Option<Arc<E2bBackend>>,
+    /// What the server counts.
+    pub metrics: Arc<Metrics>,
 }
 
 impl App {
@@ -59,6 +63,7 @@ impl App {
             manager,
             wasm,
             e2b,
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
@@ -86,6 +91,25 @@ impl App {
             e2b_template: self.config.e2b.as_ref().map(|e| e.template.clone()),
         };
         SandboxServer::new(self.manager.clone(), self.config.requests.clone(), offer)
+            .with_metrics(self.metrics.clone())
+    }
+
+    /// Whether new sandboxes of the default backend can start without
+    /// waiting: the local runtime loaded, or the E2B backend configured.
+    pub fn is_ready(&self) -> bool {
+        match self.config.manager.default_backend {
+            BackendKind::Wasm => self.wasm.is_ready(),
+            BackendKind::E2b => self.e2b.is_some(),
+        }
+    }
+
+    /// The figures `/metrics` reads from the server.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            sandboxes: self.manager.count_by_backend(),
+            pool_ready: self.wasm.pool_ready(),
+            runtime_ready: self.wasm.is_ready(),
+        }
     }
 
     /// Serves MCP on stdin/stdout until stdin closes or SIGINT/SIGTERM
@@ -113,6 +137,13 @@ impl App {
             signal = shutdown_signal() => tracing::info!("received {signal}; shutting down"),
         }
         stop.cancel();
+        self.shut_down().await;
+        Ok(())
+    }
+
+    /// Ends serving: stops creations waiting on E2B, saves or closes every
+    /// sandbox, and lets the E2B backend finish.
+    pub async fn shut_down(&self) {
         if let Some(e2b) = &self.e2b {
             e2b.stop_creating();
         }
@@ -120,12 +151,11 @@ impl App {
         if let Some(e2b) = &self.e2b {
             e2b.shutdown().await;
         }
-        Ok(())
     }
 }
 
 /// Waits for SIGINT or SIGTERM; returns its name.
-async fn shutdown_signal() -> &'static str {
+pub async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -356,6 +356,47 @@ pub struct Settings {
     /// Where install_package gets packages.
     #[command(flatten)]
     pub packages: PackageArgs,
+
+    /// Serving MCP over HTTP instead of stdio.
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// Serving MCP over Streamable HTTP (`serve --http ADDR`) instead of stdio.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g.
+    /// 127.0.0.1:8080) instead of stdio. An address other than loopback is
+    /// refused unless authorization is configured.
+    #[arg(long, env = "SANDBOX_HTTP", global = true)]
+    pub http: Option<String>,
+
+    /// Host names (and host:port) requests may name in their Host header
+    /// besides loopback's and the public URL's, comma-separated; a guard
+    /// against DNS rebinding.
+    #[arg(long, env = "SANDBOX_HTTP_ALLOWED_HOSTS", global = true)]
+    pub http_allowed_hosts: Option<String>,
+
+    /// Origins browsers may send requests from (e.g.
+    /// https://app.example.com), comma-separated; a request with any other
+    /// Origin header is refused. Empty: requests with an Origin are refused
+    /// unless it is this server's own.
+    #[arg(long, env = "SANDBOX_HTTP_ALLOWED_ORIGINS", global = true)]
+    pub http_allowed_origins: Option<String>,
+
+    /// Serve clients of the session-based protocol (before 2026-07-28)
+    /// without sessions too, so that any replica behind a proxy can answer
+    /// any request.
+    #[arg(long, env = "SANDBOX_HTTP_STATELESS", global = true)]
+    pub http_stateless: bool,
+
+    /// Certificate chain (PEM) to serve HTTPS with; needs --tls-key.
+    #[arg(long, env = "SANDBOX_TLS_CERT", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, env = "SANDBOX_TLS_KEY", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Package sources for install_package (and `wheelhouse add`). With none of

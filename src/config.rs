@@ -1,6 +1,10 @@
 //! [`Config`]: the settings, checked once and typed. Nothing below `main`
 //! reads the environment; everything gets what it needs from here.
 
+mod http;
+
+pub use self::http::{HttpSettings, TlsFiles};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -57,6 +61,8 @@ pub struct Config {
     pub packages: PackageSettings,
     /// Log filter.
     pub log: String,
+    /// How to serve MCP over HTTP, when asked to.
+    pub http: Option<HttpSettings>,
 }
 
 impl Config {
@@ -179,6 +185,7 @@ impl Config {
             e2b: e2b_settings(s, default_backend)?,
             packages,
             log: s.log.clone(),
+            http: HttpSettings::from_args(&s.http)?,
         })
     }
 }

@@ -25,6 +25,9 @@
 //!   the index and wheelhouse, resolution, the host wheel cache, and the safe
 //!   unpacker that puts pure-Python wheels into a sandbox's site-packages.
 //! - [`oneshot`]: `mcp-code-sandbox exec`, one execution from the command line.
+//! - [`http`]: serving MCP over Streamable HTTP (`serve --http`), with the
+//!   operations routes (`/healthz`, `/readyz`, `/metrics`).
+//! - [`metrics`]: what the server counts, in the Prometheus text format.
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;
@@ -33,6 +36,8 @@ pub mod cli;
 pub mod config;
 pub mod digest;
 pub mod e2b;
+pub mod http;
+pub mod metrics;
 pub mod oneshot;
 pub mod packages;
 pub mod sandbox;

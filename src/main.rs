@@ -1,5 +1,5 @@
 //! The `mcp-code-sandbox` binary: parse settings, start logging, build the
-//! app, then serve MCP on stdio (or run one of the subcommands).
+//! app, then serve MCP on stdio or HTTP (or run one of the subcommands).
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
@@ -60,7 +60,12 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
         }
     };
     let result = match command {
-        Command::Serve => app.serve_stdio().await.map(|()| 0),
+        Command::Serve => match app.config.http.clone() {
+            Some(http) => mcp_code_sandbox::http::serve(app, http, None)
+                .await
+                .map(|()| 0),
+            None => app.serve_stdio().await.map(|()| 0),
+        },
         Command::Exec { code, file } => match read_code(code, file) {
             Ok(code) => oneshot::run(&app, code).await.map_err(anyhow::Error::from),
             Err(e) => Err(e),

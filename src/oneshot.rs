@@ -35,7 +35,9 @@ pub async fn run(app: &App, code: String) -> Result<i32, SandboxError> {
         Err(_) => None,
     };
     drop(sandbox);
-    app.manager.close(&id).await?;
+    app.manager
+        .close(&crate::sandbox::Owner::anyone(), &id)
+        .await?;
     let execution = result?;
     let (stdout_text, stderr_text, figures) = printed.unwrap_or_default();
 

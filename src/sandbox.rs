@@ -16,6 +16,7 @@ pub mod guest_path;
 pub mod local_files;
 pub mod manager;
 pub mod open_files;
+pub mod owner;
 pub mod quota;
 pub mod remove_tree;
 pub mod root;
@@ -27,6 +28,7 @@ use async_trait::async_trait;
 pub use clip::{MARKER_ROOM, StreamClip, cap_exec_error, cap_value_text, head_and_tail};
 pub use error::{InstallError, SandboxError};
 pub use guest_path::GuestPath;
+pub use owner::{Owner, OwnerCaps};
 pub use stop::{StopReason, StopSignal};
 pub use types::*;
 

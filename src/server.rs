@@ -5,6 +5,7 @@
 //! exception in the code, a limit) are results with `isError: true` and a
 //! message written for the model; only unusable requests are protocol errors.
 
+pub mod caller;
 pub mod framing;
 mod handler;
 mod install_text;
@@ -29,6 +30,7 @@ use rmcp::service::RequestContext;
 use rmcp::task_manager::TaskManager;
 use rmcp::{RoleServer, tool, tool_router};
 
+use self::caller::Caller;
 use self::install_text::install_message;
 use self::live_output::LiveOutput;
 use self::offer::Offer;
@@ -37,6 +39,7 @@ use self::params::*;
 use self::progress::ProgressForwarder;
 use self::results::*;
 use crate::config::RequestLimits;
+use crate::metrics::Metrics;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
 use crate::sandbox::{BackendKind, EntryKind, GuestPath, OutputTap, SandboxError, human_bytes};
 
@@ -48,6 +51,11 @@ pub struct SandboxServer {
     offer: Arc<Offer>,
     tool_router: ToolRouter<Self>,
     tasks: TaskManager,
+    task_owners: tasks::TaskOwners,
+    metrics: Arc<Metrics>,
+    /// Whether requests must carry an authorized [`Caller`] (HTTP with
+    /// authorization on).
+    authorization: bool,
 }
 
 /// A number of seconds from a client: above 0 and finite (the sandbox's
@@ -81,7 +89,9 @@ impl SandboxServer {
         let mut tool_router = Self::tool_router();
         offer.describe(&mut tool_router);
         for route in tool_router.map.values_mut() {
-            route.attr.input_schema = Arc::new(schema::strict(&route.attr.input_schema));
+            let mut strict = schema::strict(&route.attr.input_schema);
+            schema::mirror_session_id(&mut strict);
+            route.attr.input_schema = Arc::new(strict);
         }
         Self {
             manager,
@@ -89,7 +99,28 @@ impl SandboxServer {
             offer: Arc::new(offer),
             tool_router,
             tasks: TaskManager::new(),
+            task_owners: tasks::TaskOwners::default(),
+            metrics: Arc::new(Metrics::new()),
+            authorization: false,
         }
+    }
+
+    /// The same server, counting into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The same server, requiring every request to carry an authorized
+    /// [`Caller`] (attached by the HTTP authorization layer).
+    pub fn requiring_authorization(mut self) -> Self {
+        self.authorization = true;
+        self
+    }
+
+    /// Who sent this request.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, SandboxError> {
+        Caller::of(ctx, self.authorization)
     }
 
     fn check_code(&self, code: &str) -> Result<(), SandboxError> {
@@ -120,6 +151,7 @@ impl SandboxServer {
     /// The request `create_sandbox` and `create_run_close` hand the manager.
     fn create_request(
         &self,
+        caller: &Caller,
         id: Option<String>,
         options: SandboxOptions,
         progress: &ProgressForwarder,
@@ -136,6 +168,8 @@ impl SandboxServer {
             memory_bytes: options.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             runtime: options.runtime,
             progress: progress.sink(),
+            owner: caller.owner.clone(),
+            caps: caller.caps,
         })
     }
 
@@ -165,7 +199,8 @@ impl SandboxServer {
             memory_mb: p.memory_mb,
             runtime: p.runtime,
         };
-        let request = self.create_request(p.session_id, options, &forwarder)?;
+        let caller = self.caller(&ctx)?;
+        let request = self.create_request(&caller, p.session_id, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
         let (sandbox, created) = created?;
@@ -202,12 +237,21 @@ last stopped). Closing an id that does not exist is not an error.",
         output_schema = schema_for_output::<CloseResult>(),
         annotations(title = "Close a sandbox", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn close_sandbox(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
-        answer(self.close_sandbox_inner(p).await)
+    async fn close_sandbox(
+        &self,
+        Parameters(p): Parameters<SessionParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.close_sandbox_inner(p, &ctx).await)
     }
 
-    async fn close_sandbox_inner(&self, p: SessionParams) -> Result<CallToolResult, SandboxError> {
-        let closed = self.manager.close(&p.session_id).await?;
+    async fn close_sandbox_inner(
+        &self,
+        p: SessionParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        let caller = self.caller(ctx)?;
+        let closed = self.manager.close(&caller.owner, &p.session_id).await?;
         let message = if closed {
             format!("Closed sandbox '{}'.", p.session_id)
         } else {
@@ -235,13 +279,25 @@ not carried.",
         output_schema = schema_for_output::<ForkResult>(),
         annotations(title = "Fork a sandbox", destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn fork_sandbox(&self, Parameters(p): Parameters<ForkParams>) -> CallToolResult {
-        answer(self.fork_sandbox_inner(p).await)
+    async fn fork_sandbox(
+        &self,
+        Parameters(p): Parameters<ForkParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.fork_sandbox_inner(p, &ctx).await)
     }
 
-    async fn fork_sandbox_inner(&self, p: ForkParams) -> Result<CallToolResult, SandboxError> {
+    async fn fork_sandbox_inner(
+        &self,
+        p: ForkParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        let caller = self.caller(ctx)?;
         let started = std::time::Instant::now();
-        let (sandbox, facts) = self.manager.fork(&p.session_id, p.new_session_id).await?;
+        let (sandbox, facts) = self
+            .manager
+            .fork(&caller.owner, &caller.caps, &p.session_id, p.new_session_id)
+            .await?;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let mut message = format!(
             "Forked sandbox '{}' into '{}' in {elapsed_ms} ms: same variables, imports and files ({} copied); from now on the two are independent.",
@@ -280,26 +336,32 @@ with its variables and files.",
         output_schema = schema_for_output::<StatusResult>(),
         annotations(title = "Sandbox status", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn get_sandbox_status(&self, Parameters(p): Parameters<StatusParams>) -> CallToolResult {
-        answer(self.get_sandbox_status_inner(p).await)
+    async fn get_sandbox_status(
+        &self,
+        Parameters(p): Parameters<StatusParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.get_sandbox_status_inner(p, &ctx).await)
     }
 
     async fn get_sandbox_status_inner(
         &self,
         p: StatusParams,
+        ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, SandboxError> {
+        let caller = self.caller(ctx)?;
         let idle = self.manager.settings().idle_timeout;
-        let mut saved = self.manager.saved();
+        let mut saved = self.manager.saved(&caller.owner);
         if let Some(id) = &p.session_id {
             saved.retain(|s| s.session_id == *id);
         }
         let sandboxes = match &p.session_id {
-            Some(id) => match self.manager.get(id) {
+            Some(id) => match self.manager.get(&caller.owner, id) {
                 Ok(sandbox) => vec![sandbox],
                 Err(SandboxError::UnknownSandbox(_)) if !saved.is_empty() => Vec::new(),
                 Err(e) => return Err(e),
             },
-            None => self.manager.all(),
+            None => self.manager.all(&caller.owner),
         };
         // Measured in parallel: a remote sandbox's figures take a request each.
         let statuses =
@@ -388,12 +450,19 @@ but files are kept. No network access in local sandboxes.",
     ) -> Result<CallToolResult, SandboxError> {
         self.check_code(&p.code)?;
         let timeout = seconds(p.timeout_seconds, "timeout_seconds")?;
-        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
+        let caller = self.caller(&ctx)?;
+        let sandbox = self
+            .manager
+            .get_or_restore(&caller.owner, &p.session_id)
+            .await?;
+        let started = std::time::Instant::now();
         let result = run_with_live_output(&ctx, |tap| {
             sandbox.execute(p.code, timeout, ctx.ct.clone(), tap)
         })
-        .await?;
-        Ok(execution(&p.session_id, result))
+        .await;
+        self.metrics
+            .record_execution(sandbox.backend(), &result, started.elapsed());
+        Ok(execution(&p.session_id, result?))
     }
 
     #[tool(
@@ -424,17 +493,21 @@ For one-off computations that need no state afterwards.",
             memory_mb: p.memory_mb,
             runtime: p.runtime,
         };
-        let request = self.create_request(None, options, &forwarder)?;
+        let caller = self.caller(&ctx)?;
+        let request = self.create_request(&caller, None, options, &forwarder)?;
         let created = self.manager.create(request).await;
         forwarder.finish().await;
         let (sandbox, _) = created?;
         let id = sandbox.id().to_owned();
+        let started = std::time::Instant::now();
         let result = run_with_live_output(&ctx, |tap| {
             sandbox.execute(p.code, None, ctx.ct.clone(), tap)
         })
         .await;
+        self.metrics
+            .record_execution(sandbox.backend(), &result, started.elapsed());
         drop(sandbox);
-        if let Err(e) = self.manager.close(&id).await {
+        if let Err(e) = self.manager.close(&caller.owner, &id).await {
             tracing::warn!(%id, error = %e, "could not close a create_run_close sandbox");
         }
         Ok(execution(&id, result?))
@@ -471,7 +544,11 @@ variables are kept. Returns what was installed (name, version, source) and what 
                 "package_name is empty: give a package name such as \"attrs\"".into(),
             ));
         }
-        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
+        let caller = self.caller(&ctx)?;
+        let sandbox = self
+            .manager
+            .get_or_restore(&caller.owner, &p.session_id)
+            .await?;
         // Progress messages become MCP progress notifications when the
         // request carried a progress token.
         let forwarder = ProgressForwarder::new(&ctx);
@@ -510,13 +587,25 @@ file tools and for the code.",
         output_schema = schema_for_output::<ListResult>(),
         annotations(title = "List files", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_files(&self, Parameters(p): Parameters<ListFilesParams>) -> CallToolResult {
-        answer(self.list_files_inner(p).await)
+    async fn list_files(
+        &self,
+        Parameters(p): Parameters<ListFilesParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.list_files_inner(p, &ctx).await)
     }
 
-    async fn list_files_inner(&self, p: ListFilesParams) -> Result<CallToolResult, SandboxError> {
+    async fn list_files_inner(
+        &self,
+        p: ListFilesParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        let caller = self.caller(ctx)?;
         let path = GuestPath::parse(&p.path)?;
-        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
+        let sandbox = self
+            .manager
+            .get_or_restore(&caller.owner, &p.session_id)
+            .await?;
         let listing = sandbox
             .list(path.clone(), self.limits.max_list_entries)
             .await?;
@@ -555,13 +644,25 @@ as base64 with encoding \"base64\", 48 KiB of it at a time by default.",
         output_schema = schema_for_output::<ReadResult>(),
         annotations(title = "Read a file", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn read_file(&self, Parameters(p): Parameters<ReadFileParams>) -> CallToolResult {
-        answer(self.read_file_inner(p).await)
+    async fn read_file(
+        &self,
+        Parameters(p): Parameters<ReadFileParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.read_file_inner(p, &ctx).await)
     }
 
-    async fn read_file_inner(&self, p: ReadFileParams) -> Result<CallToolResult, SandboxError> {
+    async fn read_file_inner(
+        &self,
+        p: ReadFileParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
+        let caller = self.caller(ctx)?;
         let path = GuestPath::parse(&p.file_path)?;
-        let sandbox = self.manager.get_or_restore(&p.session_id).await?;
+        let sandbox = self
+            .manager
+            .get_or_restore(&caller.owner, &p.session_id)
+            .await?;
         let offset = p.offset.unwrap_or(0);
         let max = self.limits.max_file_bytes;
         if p.length == Some(0) || p.length.is_some_and(|l| l > max) {
@@ -611,9 +712,13 @@ atomically). content is text, or base64 with encoding \"base64\" for binary data
         output_schema = schema_for_output::<WriteResult>(),
         annotations(title = "Write a file", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
+    async fn write_file(
+        &self,
+        Parameters(p): Parameters<WriteFileParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         answer(
-            self.write(&p.session_id, &p.file_path, p.content, p.encoding)
+            self.write(&ctx, &p.session_id, &p.file_path, p.content, p.encoding)
                 .await,
         )
     }
@@ -625,11 +730,19 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         output_schema = schema_for_output::<WriteResult>(),
         annotations(title = "Upload a file", destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn upload_file(&self, Parameters(p): Parameters<UploadFileParams>) -> CallToolResult {
-        answer(self.upload_file_inner(p).await)
+    async fn upload_file(
+        &self,
+        Parameters(p): Parameters<UploadFileParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        answer(self.upload_file_inner(p, &ctx).await)
     }
 
-    async fn upload_file_inner(&self, p: UploadFileParams) -> Result<CallToolResult, SandboxError> {
+    async fn upload_file_inner(
+        &self,
+        p: UploadFileParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, SandboxError> {
         if p.file_name.contains('/') || p.file_name == "." || p.file_name == ".." {
             return Err(SandboxError::InvalidArgument(format!(
                 "file_name '{}' must be a plain file name; put directories in destination_path",
@@ -637,12 +750,19 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
             )));
         }
         let path = GuestPath::parse(&p.destination_path)?.join(&p.file_name)?;
-        self.write(&p.session_id, &path.to_string(), p.file_content, p.encoding)
-            .await
+        self.write(
+            ctx,
+            &p.session_id,
+            &path.to_string(),
+            p.file_content,
+            p.encoding,
+        )
+        .await
     }
 
     async fn write(
         &self,
+        ctx: &RequestContext<RoleServer>,
         session_id: &str,
         file_path: &str,
         content: String,
@@ -652,7 +772,11 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         self.check_file_size(content.len() as u64 * 3 / 4)?;
         let bytes = decode_content(content, encoding)?;
         self.check_file_size(bytes.len() as u64)?;
-        let sandbox = self.manager.get_or_restore(session_id).await?;
+        let caller = self.caller(ctx)?;
+        let sandbox = self
+            .manager
+            .get_or_restore(&caller.owner, session_id)
+            .await?;
         let size = sandbox.write(path.clone(), bytes).await?;
         let message = format!("Wrote {size} bytes to {path}.");
         let text = message.clone();

@@ -206,6 +206,18 @@ impl WasmBackend {
         Ok(())
     }
 
+    /// Whether the default runtime is loaded (compiled, or read from the
+    /// module cache) and its warm pool made: new sandboxes start without
+    /// waiting for a compile.
+    pub fn is_ready(&self) -> bool {
+        self.pool.get().is_some()
+    }
+
+    /// Interpreters waiting ready in the warm pool.
+    pub fn pool_ready(&self) -> usize {
+        self.pool.get().map_or(0, |pool| pool.ready_count())
+    }
+
     /// The warm pool of the default runtime, created (and filling) on first use.
     async fn pool(&self) -> Result<&Arc<WarmPool>, SandboxError> {
         self.pool

@@ -29,6 +29,17 @@ pub enum SandboxError {
     )]
     TooManySandboxes(usize),
 
+    /// The caller already holds as much as its own caps allow.
+    #[error(
+        "{what}: the most your account may hold is {limit}; close one of your sandboxes with close_sandbox (get_sandbox_status lists them) and try again"
+    )]
+    OverOwnerCap {
+        /// What would go over, with the figures.
+        what: String,
+        /// The cap, as a user reads it.
+        limit: String,
+    },
+
     /// The request named a backend this server was not configured with.
     #[error("{0}")]
     BackendUnavailable(String),

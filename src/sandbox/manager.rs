@@ -1,11 +1,13 @@
-//! [`SandboxManager`]: the live sandboxes of this server, by id.
+//! [`SandboxManager`]: the live sandboxes of this server, by owner and id.
 //!
 //! It validates ids (clients choose them, so they are checked and never become
 //! host paths), picks the backend of each new sandbox, enforces the maximum
-//! number of sandboxes and the idle expiry, and runs the calls to one sandbox
-//! one at a time, while different sandboxes run in parallel.
+//! number of sandboxes (server-wide and per owner) and the idle expiry, and
+//! runs the calls to one sandbox one at a time, while different sandboxes run
+//! in parallel. Every lookup goes through an [`Owner`]: a principal sees only
+//! the sandboxes it created.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -22,7 +24,7 @@ use super::types::{
     ExecRequest, Execution, FileContent, InstallReport, Listing, OutputTap, ResourceUsage,
     SandboxLimits, SandboxSpec, SavedSandbox,
 };
-use super::{Backend, BackendKind, CodeInterpreter};
+use super::{Backend, BackendKind, CodeInterpreter, Owner, OwnerCaps};
 
 /// Server-wide rules for sandboxes.
 #[derive(Clone, Debug)]
@@ -54,6 +56,10 @@ pub struct CreateRequest {
     pub runtime: Option<String>,
     /// Where to say what a slow creation is doing.
     pub progress: Option<super::types::Progress>,
+    /// Who creates it (only they will see it).
+    pub owner: Owner,
+    /// What that owner may hold at once.
+    pub caps: OwnerCaps,
 }
 
 /// The live sandboxes of this server.
@@ -63,16 +69,43 @@ pub struct SandboxManager {
     slots: Mutex<Slots>,
 }
 
+/// The live sandboxes and the ones being made, by key ([`Owner::key`]).
 #[derive(Default)]
 struct Slots {
     live: HashMap<String, Arc<Sandbox>>,
-    /// Ids being created right now.
-    reserved: HashSet<String>,
+    /// Keys being created, forked or restored right now, with what they will hold.
+    reserved: HashMap<String, Claim>,
+}
+
+/// What a sandbox holds against its owner's caps.
+#[derive(Clone, Debug)]
+struct Claim {
+    owner: Owner,
+    memory_bytes: u64,
+    disk_bytes: u64,
+}
+
+impl Claim {
+    /// What a sandbox of `backend` with `limits` holds: a remote VM's memory
+    /// and disk are its provider's, so it holds only its place.
+    fn of(owner: &Owner, backend: BackendKind, limits: &SandboxLimits) -> Self {
+        let local = backend == BackendKind::Wasm;
+        Self {
+            owner: owner.clone(),
+            memory_bytes: if local { limits.memory_bytes } else { 0 },
+            disk_bytes: if local { limits.disk_bytes } else { 0 },
+        }
+    }
 }
 
 /// One live sandbox.
 pub struct Sandbox {
+    /// The id its owner knows it by.
     id: String,
+    /// Who created it.
+    owner: Owner,
+    /// Where it is kept: in the manager, on disk, in the saved store.
+    key: String,
     backend: BackendKind,
     runtime: String,
     limits: SandboxLimits,
@@ -218,19 +251,44 @@ impl SandboxManager {
         &self,
         request: CreateRequest,
     ) -> Result<(Arc<Sandbox>, bool), SandboxError> {
-        let id = match request.id {
+        let owner = &request.owner;
+        let id = match &request.id {
             Some(id) => {
-                validate_id(&id)?;
+                validate_id(id)?;
                 // A sandbox saved under that id is the existing one.
-                if self.get(&id).is_err() && self.backends.iter().any(|b| b.has_saved(&id)) {
-                    return Ok((self.get_or_restore(&id).await?, false));
+                let key = owner.key(id);
+                if self.get(owner, id).is_err() && self.backends.iter().any(|b| b.has_saved(&key)) {
+                    return Ok((self.get_or_restore(owner, id).await?, false));
                 }
-                id
+                id.clone()
             }
             None => generate_id(),
         };
         let kind = request.backend.unwrap_or(self.settings.default_backend);
         let backend = self.backend(kind)?.clone();
+        let limits = self.limits_for(&request)?;
+
+        // Released however the creation ends: done, failed, panicked or dropped.
+        let key = owner.key(&id);
+        let claim = Claim::of(owner, kind, &limits);
+        let reservation = self.reserve(&key, claim, &request.caps)?;
+        if let Some(existing) = reservation.existing.clone() {
+            return Ok((existing, false));
+        }
+        let spec = SandboxSpec {
+            id: key.clone(),
+            limits: limits.clone(),
+            runtime: request.runtime,
+            progress: request.progress,
+        };
+        let interpreter = backend.create(spec).await?;
+        let sandbox = Sandbox::new(owner, &id, kind, interpreter, limits);
+        reservation.fulfil(sandbox.clone());
+        Ok((sandbox, true))
+    }
+
+    /// The limits a creation asks for, checked against the server's maximums.
+    fn limits_for(&self, request: &CreateRequest) -> Result<SandboxLimits, SandboxError> {
         let mut limits = self.settings.limits.clone();
         if let Some(timeout) = request.timeout {
             limits.timeout = limits.check_timeout(timeout)?;
@@ -250,34 +308,21 @@ impl SandboxManager {
             }
             limits.memory_bytes = memory;
         }
-
-        // Released however the creation ends: done, failed, panicked or dropped.
-        let reservation = self.reserve(&id)?;
-        if let Some(existing) = reservation.existing.clone() {
-            return Ok((existing, false));
-        }
-        let spec = SandboxSpec {
-            id: id.clone(),
-            limits: limits.clone(),
-            runtime: request.runtime,
-            progress: request.progress,
-        };
-        let interpreter = backend.create(spec).await?;
-        let sandbox = Sandbox::new(&id, kind, interpreter, limits);
-        reservation.fulfil(sandbox.clone());
-        Ok((sandbox, true))
+        Ok(limits)
     }
 
-    /// A new sandbox (`new_id`, or a generated id) with the variables,
-    /// imports and files of sandbox `source_id` as they are now; the two then
-    /// diverge. Refused while the source is running a call, for an id that
-    /// exists, and over the sandbox cap.
+    /// A new sandbox (`new_id`, or a generated id) of the same owner with the
+    /// variables, imports and files of sandbox `source_id` as they are now;
+    /// the two then diverge. Refused while the source is running a call, for
+    /// an id that exists, and over the server's or the owner's caps.
     pub async fn fork(
         &self,
+        owner: &Owner,
+        caps: &OwnerCaps,
         source_id: &str,
         new_id: Option<String>,
     ) -> Result<(Arc<Sandbox>, ForkFacts), SandboxError> {
-        let source = self.get_or_restore(source_id).await?;
+        let source = self.get_or_restore(owner, source_id).await?;
         let id = match new_id {
             Some(id) => {
                 validate_id(&id)?;
@@ -290,10 +335,12 @@ impl SandboxManager {
                 "a sandbox '{id}' already exists: give the fork another new_session_id, or leave it out to get a fresh one"
             ))
         };
-        if self.backends.iter().any(|b| b.has_saved(&id)) {
+        let key = owner.key(&id);
+        if self.backends.iter().any(|b| b.has_saved(&key)) {
             return Err(exists());
         }
-        let reservation = self.reserve(&id)?;
+        let claim = Claim::of(owner, source.backend, &source.limits);
+        let reservation = self.reserve(&key, claim, caps)?;
         if reservation.existing.is_some() {
             return Err(exists());
         }
@@ -309,6 +356,7 @@ impl SandboxManager {
         drop(guard);
         source.touch();
         let sandbox = Sandbox::new(
+            owner,
             &id,
             source.backend,
             forked.interpreter,
@@ -327,88 +375,128 @@ impl SandboxManager {
         self.backends.iter().find_map(|b| b.budgets())
     }
 
-    /// The sandbox with this id.
-    pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+    /// The sandbox `id` of `owner`. Another owner's sandbox of that id is
+    /// unknown, exactly as one that does not exist.
+    pub fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
         validate_id(id)?;
         lock(&self.slots)
             .live
-            .get(id)
+            .get(&owner.key(id))
             .cloned()
             .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))
     }
 
-    /// All live sandboxes.
-    pub fn all(&self) -> Vec<Arc<Sandbox>> {
-        let mut all: Vec<Arc<Sandbox>> = lock(&self.slots).live.values().cloned().collect();
+    /// The live sandboxes of `owner`, by id.
+    pub fn all(&self, owner: &Owner) -> Vec<Arc<Sandbox>> {
+        let mut all: Vec<Arc<Sandbox>> = lock(&self.slots)
+            .live
+            .values()
+            .filter(|s| &s.owner == owner)
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
     }
 
-    /// Closes a sandbox (or deletes a saved one); returns false when there
-    /// was none with that id.
-    pub async fn close(&self, id: &str) -> Result<bool, SandboxError> {
+    /// How many sandboxes are alive, by backend (for metrics).
+    pub fn count_by_backend(&self) -> Vec<(BackendKind, usize)> {
+        let slots = lock(&self.slots);
+        [BackendKind::Wasm, BackendKind::E2b]
+            .into_iter()
+            .map(|kind| {
+                let n = slots.live.values().filter(|s| s.backend == kind).count();
+                (kind, n)
+            })
+            .collect()
+    }
+
+    /// Closes `owner`'s sandbox (or deletes a saved one); returns false when
+    /// it had none with that id.
+    pub async fn close(&self, owner: &Owner, id: &str) -> Result<bool, SandboxError> {
         validate_id(id)?;
+        let key = owner.key(id);
         let sandbox = {
             let mut slots = lock(&self.slots);
-            if slots.reserved.contains(id) {
+            if slots.reserved.contains_key(&key) {
                 return Err(SandboxError::InvalidArgument(format!(
                     "sandbox '{id}' is being created or restored by another call right now; close it once that call has finished"
                 )));
             }
-            slots.live.remove(id)
+            slots.live.remove(&key)
         };
         match sandbox {
             Some(sandbox) => {
                 sandbox.shut().await;
                 Ok(true)
             }
-            None => Ok(self.backends.iter().any(|b| b.delete_saved(id))),
+            None => Ok(self.backends.iter().any(|b| b.delete_saved(&key))),
         }
     }
 
-    /// The live sandbox `id`, or the one saved under that id when the
+    /// `owner`'s live sandbox `id`, or the one saved under that id when the
     /// server last stopped, restored now.
-    pub async fn get_or_restore(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
-        let missing = match self.get(id) {
+    pub async fn get_or_restore(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<Arc<Sandbox>, SandboxError> {
+        let missing = match self.get(owner, id) {
             Err(SandboxError::UnknownSandbox(missing)) => missing,
             found => return found,
         };
-        let Some(backend) = self.backends.iter().find(|b| b.has_saved(id)) else {
+        let key = owner.key(id);
+        let Some(backend) = self.backends.iter().find(|b| b.has_saved(&key)) else {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         // The slot is held while the sandbox comes back, so a full server
         // refuses before anything is moved, and a second call for the same
-        // id is told to wait instead of racing this one.
-        let reservation = self.reserve(id)?;
+        // id is told to wait instead of racing this one. Its owner's caps
+        // held it when it was made, so only the server's apply.
+        let claim = Claim::of(owner, backend.kind(), &self.settings.limits);
+        let reservation = self.reserve(&key, claim, &OwnerCaps::default())?;
         if let Some(existing) = reservation.existing.clone() {
             return Ok(existing);
         }
-        let Some(restoring) = backend.restore(id, self.settings.limits.clone()).await else {
+        let Some(restoring) = backend.restore(&key, self.settings.limits.clone()).await else {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         let restored = restoring?;
-        let sandbox = Sandbox::new(id, backend.kind(), restored.interpreter, restored.limits);
+        let sandbox = Sandbox::new(
+            owner,
+            id,
+            backend.kind(),
+            restored.interpreter,
+            restored.limits,
+        );
         reservation.fulfil(sandbox.clone());
         tracing::info!(
             id,
+            owner = owner.name(),
             state_kept = restored.state_kept,
             "restored a sandbox saved when the server last stopped"
         );
         Ok(sandbox)
     }
 
-    /// Holds `id` against the sandbox cap while it is created, forked or restored; a live
-    /// sandbox of that id is handed back in the reservation instead.
-    fn reserve<'a>(&'a self, id: &'a str) -> Result<Reservation<'a>, SandboxError> {
+    /// Holds `key` against the server's and the owner's caps while its
+    /// sandbox is created, forked or restored; a live sandbox of that key is
+    /// handed back in the reservation instead.
+    fn reserve<'a>(
+        &'a self,
+        key: &'a str,
+        claim: Claim,
+        caps: &OwnerCaps,
+    ) -> Result<Reservation<'a>, SandboxError> {
         let mut slots = lock(&self.slots);
-        if let Some(existing) = slots.live.get(id) {
+        if let Some(existing) = slots.live.get(key) {
             return Ok(Reservation {
                 slots: &self.slots,
-                id,
+                key,
                 existing: Some(existing.clone()),
             });
         }
-        if slots.reserved.contains(id) {
+        if slots.reserved.contains_key(key) {
+            let id = claim.owner.id_of(key).unwrap_or(key);
             return Err(SandboxError::InvalidArgument(format!(
                 "sandbox '{id}' is being created or restored by another call right now; try again in a moment"
             )));
@@ -416,17 +504,26 @@ impl SandboxManager {
         if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
             return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
         }
-        slots.reserved.insert(id.to_owned());
+        slots.check_owner_caps(&claim, caps)?;
+        slots.reserved.insert(key.to_owned(), claim);
         Ok(Reservation {
             slots: &self.slots,
-            id,
+            key,
             existing: None,
         })
     }
 
-    /// The sandboxes saved when the server last stopped, not restored yet.
-    pub fn saved(&self) -> Vec<SavedSandbox> {
-        self.backends.iter().flat_map(|b| b.saved()).collect()
+    /// `owner`'s sandboxes saved when the server last stopped, not restored
+    /// yet, by the ids it knows them by.
+    pub fn saved(&self, owner: &Owner) -> Vec<SavedSandbox> {
+        self.backends
+            .iter()
+            .flat_map(|b| b.saved())
+            .filter_map(|mut saved| {
+                saved.session_id = owner.id_of(&saved.session_id)?.to_owned();
+                Some(saved)
+            })
+            .collect()
     }
 
     /// Saves every sandbox that can be saved for the next start, and closes
@@ -441,7 +538,7 @@ impl SandboxManager {
     }
 
     /// Closes sandboxes that have been idle longer than the idle timeout;
-    /// returns their ids.
+    /// returns their keys.
     pub async fn expire_idle(&self) -> Vec<String> {
         let Some(idle) = self.settings.idle_timeout else {
             return Vec::new();
@@ -453,17 +550,19 @@ impl SandboxManager {
                 .live
                 .values()
                 .filter(|s| !s.is_busy() && s.idle_deadline(idle) <= now)
-                .map(|s| s.id.clone())
+                .map(|s| s.key.clone())
                 .collect();
-            ids.iter().filter_map(|id| slots.live.remove(id)).collect()
+            ids.iter()
+                .filter_map(|key| slots.live.remove(key))
+                .collect()
         };
         for sandbox in &expired {
-            tracing::info!(id = %sandbox.id, "releasing a sandbox left unused for {}s", idle.as_secs());
+            tracing::info!(id = %sandbox.id, owner = sandbox.owner.name(), "releasing a sandbox left unused for {}s", idle.as_secs());
             // Saved when saving is on: a later call naming it brings it back.
             sandbox.save().await;
             sandbox.shut().await;
         }
-        expired.into_iter().map(|s| s.id.clone()).collect()
+        expired.into_iter().map(|s| s.key.clone()).collect()
     }
 
     /// Runs [`SandboxManager::expire_idle`] periodically until `stop` is cancelled.
@@ -488,9 +587,63 @@ impl SandboxManager {
     }
 }
 
+impl Slots {
+    /// Refuses a claim that would take its owner over one of `caps`.
+    fn check_owner_caps(&self, claim: &Claim, caps: &OwnerCaps) -> Result<(), SandboxError> {
+        let held: Vec<Claim> = self
+            .live
+            .values()
+            .filter(|s| s.owner == claim.owner)
+            .map(|s| Claim::of(&s.owner, s.backend, &s.limits))
+            .chain(
+                self.reserved
+                    .values()
+                    .filter(|c| c.owner == claim.owner)
+                    .cloned(),
+            )
+            .collect();
+        if let Some(max) = caps.max_sandboxes
+            && held.len() >= max
+        {
+            return Err(SandboxError::OverOwnerCap {
+                what: format!("you already hold {} sandboxes", held.len()),
+                limit: format!("{max} sandboxes"),
+            });
+        }
+        let memory: u64 = held.iter().map(|c| c.memory_bytes).sum();
+        if let Some(max) = caps.max_memory_bytes
+            && memory.saturating_add(claim.memory_bytes) > max
+        {
+            return Err(SandboxError::OverOwnerCap {
+                what: format!(
+                    "a sandbox of {} MiB of memory beside the {} MiB your sandboxes have",
+                    claim.memory_bytes >> 20,
+                    memory >> 20
+                ),
+                limit: format!("{} MiB in all (ask for less with memory_mb)", max >> 20),
+            });
+        }
+        let disk: u64 = held.iter().map(|c| c.disk_bytes).sum();
+        if let Some(max) = caps.max_disk_bytes
+            && disk.saturating_add(claim.disk_bytes) > max
+        {
+            return Err(SandboxError::OverOwnerCap {
+                what: format!(
+                    "a sandbox with a disk quota of {} MiB beside the {} MiB of your sandboxes",
+                    claim.disk_bytes >> 20,
+                    disk >> 20
+                ),
+                limit: format!("{} MiB of disk in all", max >> 20),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Sandbox {
-    /// A sandbox `id` made now of `interpreter`.
+    /// `owner`'s sandbox `id` made now of `interpreter`.
     fn new(
+        owner: &Owner,
         id: &str,
         backend: BackendKind,
         interpreter: Box<dyn CodeInterpreter>,
@@ -499,6 +652,8 @@ impl Sandbox {
         let now = SystemTime::now();
         Arc::new(Self {
             id: id.to_owned(),
+            owner: owner.clone(),
+            key: owner.key(id),
             backend,
             runtime: interpreter.runtime(),
             limits,
@@ -510,9 +665,14 @@ impl Sandbox {
         })
     }
 
-    /// Its id.
+    /// The id its owner knows it by.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Who created it.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// Its backend.
@@ -680,7 +840,7 @@ impl Sandbox {
         self.closing.cancel();
         let mut guard = self.interpreter.lock().await;
         if let Some(interpreter) = guard.as_mut() {
-            match interpreter.save(&self.id).await {
+            match interpreter.save(&self.key).await {
                 Ok(true) => tracing::info!(id = %self.id, "saved the sandbox for the next start"),
                 Ok(false) => {}
                 Err(e) => {
@@ -702,7 +862,7 @@ impl Sandbox {
 /// An id held against the sandbox cap while its sandbox is being created.
 struct Reservation<'a> {
     slots: &'a Mutex<Slots>,
-    id: &'a str,
+    key: &'a str,
     /// The live sandbox of that id, when there was one (nothing is held).
     existing: Option<Arc<Sandbox>>,
 }
@@ -711,8 +871,8 @@ impl Reservation<'_> {
     /// Puts the created sandbox in place of the reservation, in one step.
     fn fulfil(self, sandbox: Arc<Sandbox>) {
         let mut slots = lock(self.slots);
-        slots.reserved.remove(self.id);
-        slots.live.insert(self.id.to_owned(), sandbox);
+        slots.reserved.remove(self.key);
+        slots.live.insert(self.key.to_owned(), sandbox);
         drop(slots);
         std::mem::forget(self);
     }
@@ -721,7 +881,7 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if self.existing.is_none() {
-            lock(self.slots).reserved.remove(self.id);
+            lock(self.slots).reserved.remove(self.key);
         }
     }
 }

@@ -51,6 +51,22 @@ impl SandboxServer {
         let call = ToolCallContext::new(self, request, context);
         contain_panics(&name, self.tool_router.call(call)).await
     }
+
+    /// `task_id` when the caller started that task; the unknown-task error
+    /// otherwise.
+    fn own_task<'a>(
+        &self,
+        task_id: &'a str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<&'a str, ErrorData> {
+        let owner = self.caller(context).map_err(refused)?.owner;
+        self.task_owners.check(task_id, &owner)
+    }
+}
+
+/// A request without the caller an authorized server requires.
+fn refused(error: crate::sandbox::SandboxError) -> ErrorData {
+    ErrorData::invalid_request(error.to_string(), None)
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -63,12 +79,13 @@ impl ServerHandler for SandboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if tasks::wanted(&request, &context) {
+            let owner = self.caller(&context).map_err(refused)?.owner;
             let server = self.clone();
-            return Ok(tasks::start(
-                &self.tasks,
-                context.clone(),
-                move |context| async move { server.call_now(request, context).await },
-            ));
+            let response = tasks::start(&self.tasks, context.clone(), move |context| async move {
+                server.call_now(request, context).await
+            });
+            self.task_owners.record(&response, &owner);
+            return Ok(response);
         }
         self.call_now(request, context).await
     }
@@ -76,10 +93,11 @@ impl ServerHandler for SandboxServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let owner = self.caller(&context).map_err(refused)?.owner;
         let cursor = request.and_then(|r| r.cursor);
-        resources::list(&self.manager, cursor.as_deref()).await
+        resources::list(&self.manager, &owner, cursor.as_deref()).await
     }
 
     async fn list_resource_templates(
@@ -93,36 +111,44 @@ impl ServerHandler for SandboxServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents =
-            resources::read(&self.manager, &request.uri, self.limits.max_file_bytes).await?;
+        let owner = self.caller(&context).map_err(refused)?.owner;
+        let contents = resources::read(
+            &self.manager,
+            &owner,
+            &request.uri,
+            self.limits.max_file_bytes,
+        )
+        .await?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+        let id = self.own_task(&request.task_id, &context)?;
+        Ok(GetTaskResult::new(self.tasks.get_task(id)?))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks
-            .update_task(&request.task_id, request.input_responses)
+        let id = self.own_task(&request.task_id, &context)?;
+        self.tasks.update_task(id, request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
+        let id = self.own_task(&request.task_id, &context)?;
+        self.tasks.cancel_task(id)
     }
 
     fn get_info(&self) -> ServerConfig {

@@ -17,6 +17,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, Resource, ResourceContents, ResourceTemplate,
 };
 
+use crate::sandbox::Owner;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{BackendKind, EntryKind, GuestPath, SandboxError};
 
@@ -116,13 +117,14 @@ files over the server's file limit are read in pages with read_file.",
     ListResourceTemplatesResult::with_all_items(vec![template])
 }
 
-/// One page of the files of the open sandboxes: the sandbox after the one
+/// One page of the files of `owner`'s open sandboxes: the sandbox after the one
 /// `cursor` names (the first without one).
 pub async fn list(
     manager: &SandboxManager,
+    owner: &Owner,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, ErrorData> {
-    let mut sandboxes = manager.all();
+    let mut sandboxes = manager.all(owner);
     sandboxes.sort_by(|a, b| a.id().cmp(b.id()));
     let start = match cursor {
         None => 0,
@@ -203,12 +205,13 @@ fn mime_type(path: &str) -> String {
 /// Reads a file resource whole; at most `max_bytes`.
 pub async fn read(
     manager: &SandboxManager,
+    owner: &Owner,
     uri: &str,
     max_bytes: u64,
 ) -> Result<ResourceContents, ErrorData> {
     let (session_id, path) = parse(uri)?;
     let sandbox = manager
-        .get_or_restore(&session_id)
+        .get_or_restore(owner, &session_id)
         .await
         .map_err(|e| resource_error(uri, e))?;
     let file = sandbox

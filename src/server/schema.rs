@@ -29,6 +29,24 @@ const KNOWN_FORMATS: &[&str] = &[
     "regex",
 ];
 
+/// The header clients mirror a tool's `session_id` argument into
+/// (`Mcp-Param-Session-Id`), so a proxy can route a call to the replica that
+/// holds its sandbox without reading the body.
+pub const SESSION_ID_HEADER: &str = "Session-Id";
+
+/// Marks the `session_id` property of an input schema for header mirroring
+/// (the `x-mcp-header` annotation of the 2026-07-28 protocol); clients that
+/// speak it send the value as `Mcp-Param-Session-Id` too, and the HTTP
+/// transport refuses a request whose header disagrees with its body.
+pub fn mirror_session_id(schema: &mut Map<String, Value>) {
+    if let Some(Value::Object(property)) = schema
+        .get_mut("properties")
+        .and_then(|properties| properties.get_mut("session_id"))
+    {
+        property.insert("x-mcp-header".into(), SESSION_ID_HEADER.into());
+    }
+}
+
 /// The strict form of a tool's input schema.
 pub fn strict(schema: &Map<String, Value>) -> Map<String, Value> {
     let defs = schema

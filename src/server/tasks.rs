@@ -9,7 +9,10 @@
 //! client's cancellation of the plain call does. A client that does not
 //! declare the extension sees plain calls, as before.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
 use rmcp::RoleServer;
@@ -19,6 +22,7 @@ use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::progress::TaskNotes;
+use crate::sandbox::Owner;
 
 /// The tools whose calls become tasks: the ones that can take long.
 pub const TASK_TOOLS: &[&str] = &[
@@ -93,5 +97,41 @@ fn settle(response: Result<CallToolResponse, ErrorData>) -> Result<CallToolResul
             None,
         ))),
         Err(error) => Err(TaskExit::Error(error)),
+    }
+}
+
+/// Who started each task, so that a principal sees only its own: another
+/// principal naming the task gets the answer for a task that does not exist.
+#[derive(Clone, Default)]
+pub struct TaskOwners {
+    started: Arc<Mutex<HashMap<String, (Owner, Instant)>>>,
+}
+
+impl TaskOwners {
+    /// Records that `owner` started the task `response` hands out.
+    pub fn record(&self, response: &CallToolResponse, owner: &Owner) {
+        let CallToolResponse::Task(created) = response else {
+            return;
+        };
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        // A task and its result live at most twice the TTL.
+        let kept = Duration::from_millis(2 * TASK_TTL_MS);
+        started.retain(|_, (_, at)| at.elapsed() < kept);
+        started.insert(
+            created.task.task_id.clone(),
+            (owner.clone(), Instant::now()),
+        );
+    }
+
+    /// `task_id` if `owner` started it, else the error for an unknown task.
+    pub fn check<'a>(&self, task_id: &'a str, owner: &Owner) -> Result<&'a str, ErrorData> {
+        let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        match started.get(task_id) {
+            Some((started_by, _)) if started_by == owner => Ok(task_id),
+            _ => Err(ErrorData::invalid_params(
+                format!("unknown task: {task_id}"),
+                None,
+            )),
+        }
     }
 }

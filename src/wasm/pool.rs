@@ -112,6 +112,11 @@ impl WarmPool {
         warm
     }
 
+    /// How many interpreters wait ready now.
+    pub(crate) fn ready_count(&self) -> usize {
+        self.ready().len()
+    }
+
     /// Starts interpreters in the background until the pool is full.
     pub(crate) fn refill(self: &Arc<Self>) {
         self.refill_after(std::time::Duration::ZERO);

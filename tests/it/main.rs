@@ -12,6 +12,8 @@ mod e2b_fake;
 mod execution;
 mod files;
 mod hostile;
+mod http;
+mod http_support;
 mod index_server;
 mod limits;
 mod packages;

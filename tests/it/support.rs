@@ -313,23 +313,7 @@ impl<H: ClientHandler> Server<H> {
 
     /// The host directories of this server's sandboxes.
     pub fn sandbox_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs = Vec::new();
-        for server in std::fs::read_dir(&self.root)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for sb in std::fs::read_dir(server.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if sb.path().is_dir() {
-                    dirs.push(sb.path());
-                }
-            }
-        }
-        dirs
+        sandbox_dirs_under(&self.root)
     }
 
     /// Ends the session (stdin EOF) and waits for the process to exit.
@@ -481,4 +465,22 @@ pub fn with_progress(tool: &str, args: Value, token: &str) -> CallToolRequestPar
         rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(token.into())),
     ));
     request
+}
+
+/// The sandbox directories under a sandbox root (one directory per server
+/// process, one per sandbox inside it).
+pub fn sandbox_dirs_under(root: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for server in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        for sb in std::fs::read_dir(server.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if sb.path().is_dir() {
+                dirs.push(sb.path());
+            }
+        }
+    }
+    dirs
 }

@@ -1,0 +1,138 @@
+//! Serving MCP over Streamable HTTP (`mcp-code-sandbox serve --http ADDR`):
+//! the same tools as on stdio at `/mcp` (rmcp's Streamable HTTP service, for
+//! clients of the 2026-07-28 protocol, served without sessions, and of the
+//! session protocol before it), beside the operations routes `/healthz`,
+//! `/readyz` and `/metrics`.
+//!
+//! Secure by default: loopback unless told otherwise, and an address other
+//! than loopback is refused unless authorization is configured; Host and
+//! Origin headers are checked against DNS rebinding; every request is logged
+//! with its principal and sandbox, never its body or token.
+
+mod bind;
+mod ops;
+mod request_log;
+mod tls;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, shutdown_signal};
+use crate::config::HttpSettings;
+
+pub use self::bind::BindError;
+
+/// How long open streams get to finish once shutdown starts.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Puts the authorization layer in front of a router's protected routes
+/// (attaching the [`crate::server::caller::Caller`] of every request it lets
+/// through); `None` serves without authorization.
+pub type Protect = Box<dyn FnOnce(Router) -> Router + Send>;
+
+/// Serves MCP over HTTP until SIGINT or SIGTERM, then saves or closes every
+/// sandbox as the stdio server does.
+pub async fn serve(
+    app: App,
+    settings: HttpSettings,
+    protect: Option<Protect>,
+) -> anyhow::Result<()> {
+    bind::check(settings.addr, protect.is_some())?;
+    let app = Arc::new(app);
+    app.preload_in_background();
+    let stop = CancellationToken::new();
+    app.manager.spawn_reaper(stop.clone());
+    let router = routes(&app, &settings, protect, stop.child_token());
+    let listener = tokio::net::TcpListener::bind(settings.addr).await?;
+    let local = listener.local_addr()?;
+    tracing::info!(
+        "serving MCP at {}://{local}/mcp",
+        if settings.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    );
+    let shutdown = {
+        let stop = stop.clone();
+        async move {
+            let signal = shutdown_signal().await;
+            tracing::info!("received {signal}; shutting down");
+            stop.cancel();
+        }
+    };
+    let served = match &settings.tls {
+        Some(files) => {
+            let listener = tls::TlsListener::new(listener, files)?;
+            serve_until(listener, router, shutdown, &stop).await
+        }
+        None => serve_until(listener, router, shutdown, &stop).await,
+    };
+    app.shut_down().await;
+    served
+}
+
+/// Runs the server on `listener` until `shutdown` fires, then gives open
+/// streams a moment to end.
+async fn serve_until<L>(
+    listener: L,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    stop: &CancellationToken,
+) -> anyhow::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let server = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+    let stopped = stop.clone();
+    tokio::select! {
+        result = server => result.map_err(anyhow::Error::from),
+        () = async move {
+            stopped.cancelled().await;
+            tokio::time::sleep(DRAIN).await;
+        } => {
+            tracing::warn!("some connections were still open {}s after shutdown began; closing them", DRAIN.as_secs());
+            Ok(())
+        }
+    }
+}
+
+/// The routes: `/mcp` (behind authorization when configured, and logged)
+/// and the operations routes.
+fn routes(
+    app: &Arc<App>,
+    settings: &HttpSettings,
+    protect: Option<Protect>,
+    stop: CancellationToken,
+) -> Router {
+    let mut server = app.server();
+    if protect.is_some() {
+        server = server.requiring_authorization();
+    }
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop)
+        .with_max_request_body_bytes(app.config.requests.max_request_bytes)
+        .with_allowed_hosts(bind::allowed_hosts(settings))
+        .with_allowed_origins(settings.allowed_origins.clone())
+        .enforce_origin_validation()
+        .with_legacy_session_mode(!settings.stateless);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let logged = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(request_log::log));
+    let guarded = match protect {
+        Some(protect) => protect(logged),
+        None => logged,
+    };
+    guarded.merge(ops::routes(app.clone()))
+}

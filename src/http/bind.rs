@@ -1,0 +1,58 @@
+//! The rules for where the HTTP server listens and which Host headers it
+//! answers.
+
+use std::net::SocketAddr;
+
+use crate::config::HttpSettings;
+
+/// An address the server will not listen on as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Anyone who can reach the address could run code: refused without
+    /// authorization.
+    #[error(
+        "refusing to serve on {0} without authorization: anyone who can reach it could run code. Listen on loopback (127.0.0.1:PORT), or configure SANDBOX_AUTH_TOKENS_FILE or SANDBOX_OAUTH_ISSUER"
+    )]
+    OpenWithoutAuthorization(SocketAddr),
+}
+
+/// Refuses an address other than loopback when nothing authorizes requests.
+pub fn check(addr: SocketAddr, authorization: bool) -> Result<(), BindError> {
+    if authorization || addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(BindError::OpenWithoutAuthorization(addr))
+    }
+}
+
+/// The Host header values the server answers: loopback's, the listening
+/// address when it is a specific one, and those configured.
+pub fn allowed_hosts(settings: &HttpSettings) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let ip = settings.addr.ip();
+    if !ip.is_unspecified() && !ip.is_loopback() {
+        hosts.push(ip.to_string());
+    }
+    hosts.extend(settings.allowed_hosts.iter().cloned());
+    hosts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_addresses_need_authorization() {
+        assert!(check("127.0.0.1:8080".parse().unwrap(), false).is_ok());
+        assert!(check("[::1]:8080".parse().unwrap(), false).is_ok());
+        let err = check("0.0.0.0:8080".parse().unwrap(), false).unwrap_err();
+        assert!(
+            err.to_string().contains("SANDBOX_AUTH_TOKENS_FILE"),
+            "{err}"
+        );
+        assert!(check("0.0.0.0:8080".parse().unwrap(), true).is_ok());
+    }
+}
