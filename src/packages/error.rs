@@ -2,7 +2,10 @@
 //! reads it: what was refused or failed, quoting the value, and what to do.
 //! Every failure leaves the sandbox as it was.
 
+use super::environment::PythonVersionError;
+use super::http::{ClientSetupError, RedirectRefused};
 use super::metadata_error::MetadataError;
+use super::simple_page::PageError;
 use super::unpack::WheelError;
 
 /// Why packages could not be installed.
@@ -201,6 +204,20 @@ pub enum PackageError {
         reason: String,
     },
 
+    /// The index answered with a redirect this server does not follow.
+    #[error(
+        "cannot reach the package index {index}: {refused} (fetching {url}). Check the index address (use its https address), or configure a wheelhouse (SANDBOX_WHEELHOUSE)"
+    )]
+    Redirect {
+        /// The index (redacted) and where it was configured.
+        index: String,
+        /// The URL that redirected (redacted).
+        url: String,
+        /// Why the redirect was not followed.
+        #[source]
+        refused: RedirectRefused,
+    },
+
     /// A request got an unexpected HTTP answer.
     #[error("the package index answered {status} for {url}{hint}")]
     Http {
@@ -240,7 +257,8 @@ pub enum PackageError {
         /// The page (redacted).
         url: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: PageError,
     },
 
     /// A package's metadata is unusable.
@@ -327,6 +345,14 @@ pub enum PackageError {
         /// The deadline, in words.
         limit: String,
     },
+
+    /// The runtime's Python version cannot be used to pick packages.
+    #[error("the installer failed: {0}")]
+    PythonVersion(#[from] PythonVersionError),
+
+    /// The HTTP client could not be built.
+    #[error("the installer failed: {0}")]
+    HttpClient(#[source] ClientSetupError),
 
     /// The installer itself failed (a task panicked, the HTTP client could not start).
     #[error("the installer failed: {0}")]

@@ -12,6 +12,7 @@ use super::host_memory::NotEnoughMemory;
 use super::mount_error::MountError;
 use super::quota_gate::WeaveError;
 use super::runtime::{RuntimeError, WasmFeature};
+use crate::packages::BuiltInError;
 use crate::sandbox::copy_tree::CopyError;
 
 /// Why the wasm backend failed.
@@ -73,7 +74,8 @@ pub enum WasmError {
         /// The runtime's artifact holding them.
         path: PathBuf,
         /// What went wrong.
-        reason: String,
+        #[source]
+        reason: BuiltInError,
     },
 
     /// The machine has too little memory to compile the runtime.
