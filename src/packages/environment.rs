@@ -67,6 +67,20 @@ mod tests {
     use pep508_rs::{ExtraName, Requirement};
     use std::str::FromStr;
 
+    #[test]
+    fn a_version_that_is_not_one_is_refused_by_kind() {
+        assert!(matches!(
+            wasi_environment("3"),
+            Err(PythonVersionError::Form(v)) if v == "3"
+        ));
+        let err = wasi_environment("3.x.0").unwrap_err();
+        assert!(
+            matches!(&err, PythonVersionError::NotAVersion { version, .. } if version == "3.x.0"),
+            "{err:?}"
+        );
+        assert!(std::error::Error::source(&err).is_some(), "{err:?}");
+    }
+
     fn applies(req: &str, extras: &[&str]) -> bool {
         let env = wasi_environment("3.12.0").unwrap();
         let req = Requirement::<pep508_rs::VerbatimUrl>::from_str(req).unwrap();

@@ -21,6 +21,8 @@ use crate::sandbox::PackageSource;
 
 /// Most characters of an index's API version quoted in a message.
 const MAX_VERSION_CHARS: usize = 40;
+/// Most characters of the JSON parser's complaint quoted in a message.
+const MAX_QUOTED_CHARS: usize = 300;
 
 /// Why a project page could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +30,12 @@ pub enum PageError {
     /// An HTML page whose bytes are not UTF-8.
     #[error("the HTML page is not UTF-8")]
     NotUtf8,
-    /// A JSON page that does not parse as the simple API's.
-    #[error("the JSON page does not parse: {0}")]
+    /// A JSON page that does not parse as the simple API's (shown cut
+    /// short: the parser quotes what it read, which the index chose).
+    #[error(
+        "the JSON page does not parse: {}",
+        super::error::clip(&.0.to_string(), MAX_QUOTED_CHARS)
+    )]
     Json(#[source] serde_json::Error),
     /// A JSON page of an API version this server does not speak.
     #[error("the index speaks simple API version {0}; this server understands 1.x")]
