@@ -263,3 +263,32 @@ impl ApiClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(domain: &str, traffic_token: &str) -> CreatedSandbox {
+        serde_json::from_value(serde_json::json!({
+            "sandboxID": "iabc", "templateID": "t", "envdVersion": "0.6.13",
+            "envdAccessToken": "tok", "trafficAccessToken": traffic_token,
+            "domain": domain,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_description_that_would_misroute_requests_is_refused_by_kind() {
+        assert_eq!(created("eu.e2b.dev", "t0k").check(), Ok(()));
+        assert_eq!(
+            created("evil.test/steal?", "t0k").check(),
+            Err(UnusableSandbox::Domain("evil.test/steal?".into()))
+        );
+        let refused = created("eu.e2b.dev", "a\r\nInjected: yes").check();
+        assert_eq!(refused, Err(UnusableSandbox::Token("trafficAccessToken")));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "the trafficAccessToken is not a usable token (visible ASCII, at most 1 KiB)"
+        );
+    }
+}
