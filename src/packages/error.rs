@@ -6,7 +6,9 @@ use super::environment::PythonVersionError;
 use super::http::{ClientSetupError, RedirectRefused};
 use super::metadata_error::MetadataError;
 use super::simple_page::PageError;
+use super::staging::NoRoom;
 use super::unpack::WheelError;
+use crate::sandbox::SandboxError;
 
 /// Why packages could not be installed.
 #[derive(Debug, thiserror::Error)]
@@ -282,7 +284,12 @@ pub enum PackageError {
 
     /// The sandbox's disk quota would be exceeded.
     #[error("{0}")]
-    Quota(String),
+    Quota(#[source] NoRoom),
+
+    /// The room left under the sandbox's quota could not be measured or
+    /// held (boxed: the sandbox error holds install errors in turn).
+    #[error("{0}")]
+    Room(#[source] Box<SandboxError>),
 
     /// A file operation on the host failed.
     #[error("could not {action} {path}: {source}")]
