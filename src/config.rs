@@ -399,7 +399,7 @@ fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings
 fn index_urls(p: &PackageArgs, pip_files: &[PathBuf]) -> Result<Vec<IndexUrl>, ConfigError> {
     let parse = |text: &str, origin: &str, name: &'static str| {
         text.split_whitespace()
-            .map(|u| IndexUrl::parse(u, origin).map_err(|e| bad(name, e)))
+            .map(|u| IndexUrl::parse(u, origin).map_err(|e| bad(name, e.to_string())))
             .collect::<Result<Vec<_>, _>>()
     };
     let extra = || match &p.pip_extra_index_url {

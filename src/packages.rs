@@ -81,8 +81,9 @@ pub mod wheelhouse;
 #[cfg(test)]
 pub(crate) mod test_wheel;
 
-pub use built_in::BuiltInPackages;
+pub use built_in::{BuiltInError, BuiltInPackages};
+pub use environment::PythonVersionError;
 pub use error::PackageError;
 pub use installer::{InstallTarget, Installer};
 pub use requirement::split_requirements;
-pub use settings::{IndexUrl, PackageSettings};
+pub use settings::{IndexUrl, IndexUrlError, PackageSettings};

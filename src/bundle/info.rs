@@ -34,8 +34,8 @@ impl BundleInfo {
     }
 
     /// Reads the file's text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
     }
 }
 

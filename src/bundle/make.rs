@@ -11,7 +11,8 @@ use super::info::{BundleInfo, INFO_FILE};
 use super::sums::{SUMS_FILE, render, sum_tree};
 use crate::app::App;
 use crate::config::Config;
-use crate::wasm::runtime::{RuntimeCatalog, built_in_manifest_text, load_runtime};
+use crate::sandbox::SandboxError;
+use crate::wasm::runtime::{RuntimeCatalog, RuntimeError, built_in_manifest_text, load_runtime};
 
 /// The script that installs a runtime from a bundle (`--from DIR`).
 const FETCH_SCRIPT: &str = include_str!("../../fetch-python.sh");
@@ -32,9 +33,22 @@ pub enum MakeError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The runtime cannot be found, checked or prepared.
-    #[error("{0}")]
-    Runtime(String),
+    /// The runtime cannot be found or checked.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// A runtime known only by its files has no manifest text to copy.
+    #[error("no manifest text for '{0}'")]
+    NoManifestText(String),
+    /// The runtime could not be prepared in the bundle's module cache
+    /// (boxed: the sandbox error is large next to the others).
+    #[error(transparent)]
+    Prepare(Box<SandboxError>),
+}
+
+impl From<SandboxError> for MakeError {
+    fn from(e: SandboxError) -> Self {
+        Self::Prepare(Box::new(e))
+    }
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> MakeError {
@@ -111,17 +125,14 @@ fn start_empty(out: &Path) -> Result<(), MakeError> {
 /// Copies the runtime's manifest, and its module and artifacts once their
 /// sha256 matched the manifest's pins.
 fn copy_runtime(from: &Path, name: &str, to: &Path) -> Result<(), MakeError> {
-    let catalog = RuntimeCatalog::scan(from).map_err(|e| MakeError::Runtime(e.to_string()))?;
-    let manifest = catalog
-        .get(name)
-        .map_err(|e| MakeError::Runtime(e.to_string()))?;
-    let verified =
-        load_runtime(from, manifest, name, None).map_err(|e| MakeError::Runtime(e.to_string()))?;
+    let catalog = RuntimeCatalog::scan(from)?;
+    let manifest = catalog.get(name)?;
+    let verified = load_runtime(from, manifest, name, None)?;
     let manifest_file = format!("{name}.toml");
     let text = match std::fs::read(from.join(&manifest_file)) {
         Ok(text) => text,
         Err(_) => built_in_manifest_text(name)
-            .ok_or_else(|| MakeError::Runtime(format!("no manifest text for '{name}'")))?
+            .ok_or_else(|| MakeError::NoManifestText(name.to_owned()))?
             .as_bytes()
             .to_vec(),
     };
@@ -140,11 +151,9 @@ async fn prepare(config: &Config, out: &Path, name: &str) -> Result<(), MakeErro
     config.wasm.runtime_dir = out.join("runtime");
     config.wasm.cache_dir = out.join("modules");
     config.wasm.pool_size = 0;
-    let app = App::build(config).map_err(|e| MakeError::Runtime(e.to_string()))?;
-    app.wasm
-        .preload(Some(name))
-        .await
-        .map_err(|e| MakeError::Runtime(e.to_string()))
+    let app = App::build(config)?;
+    app.wasm.preload(Some(name)).await?;
+    Ok(())
 }
 
 /// Copies the wheels (`*.whl`) of a wheelhouse.

@@ -4,10 +4,24 @@
 use std::path::{Path, PathBuf};
 
 use super::info::{BundleInfo, INFO_FILE};
-use super::sums::{SUMS_FILE, Sum, entries_under, parse, sha256_file};
+use super::sums::{BadLine, SUMS_FILE, Sum, entries_under, parse, sha256_file};
 
 /// What to do about a bundle that cannot be used, said in every message.
 const REMAKE: &str = "copy the bundle again, or make a new one on a connected machine with `mcp-code-sandbox bundle --runtime NAME --out DIR`";
+
+/// What is wrong with a bundle's `SHA256SUMS` or `bundle.toml`.
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    /// A line of `SHA256SUMS` does not parse.
+    #[error(transparent)]
+    Line(#[from] BadLine),
+    /// `SHA256SUMS` does not list a file every bundle has.
+    #[error("it does not list {0}")]
+    NotListed(&'static str),
+    /// `bundle.toml` does not parse.
+    #[error("{0}")]
+    Info(#[source] toml::de::Error),
+}
 
 /// Why a bundle cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +43,8 @@ pub enum BundleError {
         /// Which file.
         file: &'static str,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: Damage,
     },
     /// A listed file is missing.
     #[error(
@@ -80,14 +95,14 @@ impl Bundle {
             std::fs::read_to_string(&path)
                 .map_err(|source| BundleError::Unreadable { path, source })
         };
-        let sums = parse(&read(SUMS_FILE)?).map_err(|reason| BundleError::BadManifest {
+        let sums = parse(&read(SUMS_FILE)?).map_err(|line| BundleError::BadManifest {
             file: SUMS_FILE,
-            reason,
+            reason: Damage::Line(line),
         })?;
         if !sums.iter().any(|s| s.path == INFO_FILE) {
             return Err(BundleError::BadManifest {
                 file: SUMS_FILE,
-                reason: format!("it does not list {INFO_FILE}"),
+                reason: Damage::NotListed(INFO_FILE),
             });
         }
         for sum in &sums {
@@ -116,11 +131,10 @@ impl Bundle {
             }
         }
         refuse_unlisted(dir, &sums)?;
-        let info =
-            BundleInfo::parse(&read(INFO_FILE)?).map_err(|reason| BundleError::BadManifest {
-                file: INFO_FILE,
-                reason,
-            })?;
+        let info = BundleInfo::parse(&read(INFO_FILE)?).map_err(|e| BundleError::BadManifest {
+            file: INFO_FILE,
+            reason: Damage::Info(e),
+        })?;
         Ok(Self {
             dir: dir.to_path_buf(),
             info,

@@ -94,14 +94,28 @@ pub fn render(sums: &[Sum]) -> String {
         .collect()
 }
 
+/// A line of `SHA256SUMS` that is not `<64 hex digits>  <relative path
+/// inside the bundle>`.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {number} is not '<sha256>  <path>': '{text}'")]
+pub struct BadLine {
+    /// Its number, from 1.
+    pub number: usize,
+    /// The line.
+    pub text: String,
+}
+
 /// Reads the manifest's text; an error names the first line that is not
 /// `<64 hex digits>  <relative path inside the bundle>`.
-pub fn parse(text: &str) -> Result<Vec<Sum>, String> {
+pub fn parse(text: &str) -> Result<Vec<Sum>, BadLine> {
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            let bad = || format!("line {} is not '<sha256>  <path>': '{line}'", i + 1);
+            let bad = || BadLine {
+                number: i + 1,
+                text: line.to_owned(),
+            };
             let (sha256, path) = line.split_once("  ").ok_or_else(bad)?;
             let is_hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
             if !is_hex || !is_inside(path) {
@@ -143,7 +157,15 @@ mod tests {
         assert_eq!(parse(&render(&sums)).unwrap(), sums);
         let zero = "0".repeat(64);
         for bad in ["../x", "/etc/passwd", "a//b", "a\\b", ""] {
-            assert!(parse(&format!("{zero}  {bad}\n")).is_err(), "{bad}");
+            let line = format!("{zero}  {bad}");
+            assert_eq!(
+                parse(&format!("{line}\n")),
+                Err(BadLine {
+                    number: 1,
+                    text: line.clone()
+                }),
+                "{bad}"
+            );
         }
         assert!(parse("abc  x\n").is_err());
     }

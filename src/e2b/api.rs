@@ -84,17 +84,25 @@ impl std::fmt::Debug for CreatedSandbox {
     }
 }
 
+/// Why a sandbox E2B created cannot be reached safely.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableSandbox {
+    /// Its domain is not a DNS name (shown shortened and escaped).
+    #[error("the sandbox's domain '{0}' is not a DNS name")]
+    Domain(String),
+    /// One of its tokens cannot go into a header.
+    #[error("the {0} is not a usable token (visible ASCII, at most 1 KiB)")]
+    Token(&'static str),
+}
+
 impl CreatedSandbox {
     /// Checks what goes into the URL and headers of every request to the
     /// sandbox: the domain must be a DNS name and the tokens header-safe.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), UnusableSandbox> {
         if let Some(domain) = self.domain.as_deref().filter(|d| !d.is_empty())
             && !names::is_domain(domain)
         {
-            return Err(format!(
-                "the sandbox's domain '{}' is not a DNS name",
-                names::shown(domain)
-            ));
+            return Err(UnusableSandbox::Domain(names::shown(domain)));
         }
         for (name, token) in [
             ("envdAccessToken", &self.envd_access_token),
@@ -103,9 +111,7 @@ impl CreatedSandbox {
             if let Some(token) = token.as_deref().filter(|t| !t.is_empty())
                 && !names::is_token(token)
             {
-                return Err(format!(
-                    "the {name} is not a usable token (visible ASCII, at most 1 KiB)"
-                ));
+                return Err(UnusableSandbox::Token(name));
             }
         }
         Ok(())
@@ -185,14 +191,14 @@ impl ApiClient {
                 ),
             });
         }
-        if let Err(detail) = created.check() {
+        if let Err(reason) = created.check() {
             // E2B made the sandbox, but it cannot be reached safely: kill it.
             if let Err(e) = self.kill(&created.sandbox_id).await {
                 tracing::warn!(e2b_id = %created.sandbox_id, "could not kill an E2B sandbox whose description was refused: {e}");
             }
-            return Err(E2bError::Protocol {
+            return Err(E2bError::Unusable {
                 what: what.to_owned(),
-                detail,
+                reason,
             });
         }
         Ok(created)
@@ -255,5 +261,34 @@ impl ApiClient {
             StatusCode::NOT_FOUND => Ok(false),
             _ => Err(Failure::read(response).await.into_api_error(what)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(domain: &str, traffic_token: &str) -> CreatedSandbox {
+        serde_json::from_value(serde_json::json!({
+            "sandboxID": "iabc", "templateID": "t", "envdVersion": "0.6.13",
+            "envdAccessToken": "tok", "trafficAccessToken": traffic_token,
+            "domain": domain,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_description_that_would_misroute_requests_is_refused_by_kind() {
+        assert_eq!(created("eu.e2b.dev", "t0k").check(), Ok(()));
+        assert_eq!(
+            created("evil.test/steal?", "t0k").check(),
+            Err(UnusableSandbox::Domain("evil.test/steal?".into()))
+        );
+        let refused = created("eu.e2b.dev", "a\r\nInjected: yes").check();
+        assert_eq!(refused, Err(UnusableSandbox::Token("trafficAccessToken")));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "the trafficAccessToken is not a usable token (visible ASCII, at most 1 KiB)"
+        );
     }
 }

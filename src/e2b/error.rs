@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::api::UnusableSandbox;
 use crate::sandbox::{human_bytes, human_duration};
 
 /// Why a call to E2B failed.
@@ -195,6 +196,16 @@ pub enum E2bError {
         detail: String,
     },
 
+    /// E2B created a sandbox that cannot be reached safely (it is killed).
+    #[error("unexpected answer from E2B to {what}: {reason}")]
+    Unusable {
+        /// What was being done.
+        what: String,
+        /// What is wrong with the sandbox's description.
+        #[source]
+        reason: UnusableSandbox,
+    },
+
     /// The request that creates a sandbox ended without an answer (its task
     /// was stopped, e.g. by shutdown).
     #[error("creating the E2B sandbox was interrupted")]
@@ -215,7 +226,7 @@ pub enum E2bError {
 
     /// The HTTP client could not be set up.
     #[error("cannot set up the HTTP client for E2B: {0}")]
-    Client(String),
+    Client(#[source] reqwest::Error),
 }
 
 impl E2bError {

@@ -63,7 +63,7 @@ impl Clients {
                 // the compressor's blocks, not line by line.
                 builder = builder.http1_only().no_gzip();
             }
-            builder.build().map_err(|e| E2bError::Client(e.to_string()))
+            builder.build().map_err(E2bError::Client)
         };
         Ok(Self {
             general: build(false)?,

@@ -12,10 +12,25 @@ use std::path::Path;
 use pep508_rs::PackageName;
 
 use super::metadata::CoreMetadata;
+use super::metadata_error::MetadataError;
 use super::resolver::Installed;
 
 /// Largest `METADATA` read from a runtime's zip.
 const MAX_METADATA_BYTES: u64 = 1 << 20;
+
+/// Why a runtime's zip of built-in packages could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltInError {
+    /// The file could not be opened.
+    #[error("{0}")]
+    Open(#[from] std::io::Error),
+    /// The file is not a readable zip.
+    #[error("{0}")]
+    Zip(#[from] zip::result::ZipError),
+    /// A distribution's `METADATA` does not parse (that one is skipped).
+    #[error("{0}")]
+    Metadata(#[from] MetadataError),
+}
 
 /// The packages built into a runtime, by normalized name.
 #[derive(Clone, Debug, Default)]
@@ -26,9 +41,9 @@ pub struct BuiltInPackages {
 impl BuiltInPackages {
     /// Reads the `NAME-VERSION.dist-info/METADATA` members at the top of the
     /// zip `path`. A member that cannot be read or parsed is skipped.
-    pub fn from_zip(path: &Path) -> Result<Self, String> {
-        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-        let mut archive = zip::ZipArchive::new(file).map_err(|e| e.to_string())?;
+    pub fn from_zip(path: &Path) -> Result<Self, BuiltInError> {
+        let file = std::fs::File::open(path)?;
+        let mut archive = zip::ZipArchive::new(file)?;
         let members: Vec<String> = archive
             .file_names()
             .filter(|name| {
@@ -42,14 +57,14 @@ impl BuiltInPackages {
             let mut text = String::new();
             let read = archive
                 .by_name(&member)
-                .map_err(|e| e.to_string())
+                .map_err(BuiltInError::from)
                 .and_then(|entry| {
                     entry
                         .take(MAX_METADATA_BYTES)
                         .read_to_string(&mut text)
-                        .map_err(|e| e.to_string())
+                        .map_err(BuiltInError::from)
                 });
-            match read.and_then(|_| CoreMetadata::parse(&text).map_err(|e| e.to_string())) {
+            match read.and_then(|_| Ok(CoreMetadata::parse(&text)?)) {
                 Ok(metadata) => {
                     by_name.insert(
                         metadata.name,
@@ -117,6 +132,15 @@ mod tests {
         std::fs::write(&path, out.finish().unwrap().into_inner()).unwrap();
 
         let built_in = BuiltInPackages::from_zip(&path).unwrap();
+        std::fs::write(&path, b"not a zip").unwrap();
+        assert!(matches!(
+            BuiltInPackages::from_zip(&path),
+            Err(BuiltInError::Zip(_))
+        ));
+        assert!(matches!(
+            BuiltInPackages::from_zip(&tmp.path().join("missing.zip")),
+            Err(BuiltInError::Open(e)) if e.kind() == std::io::ErrorKind::NotFound
+        ));
         assert_eq!(built_in.len(), 2);
         let pandas = built_in
             .iter()

@@ -16,14 +16,30 @@ pub const PLATFORM_MACHINE: &str = "wasm32";
 /// `platform.release()` and `platform.version()` in a WASI CPython.
 pub const PLATFORM_RELEASE: &str = "0.0.0";
 
+/// Why a runtime's Python version cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PythonVersionError {
+    /// It is not dotted numbers.
+    #[error("the runtime's python_version '{0}' is not of the form 3.12.0")]
+    Form(String),
+    /// It does not parse as a version.
+    #[error("the runtime's python_version '{version}' is not a version: {source}")]
+    NotAVersion {
+        /// The version as the manifest gives it.
+        version: String,
+        /// Why it does not parse.
+        source: pep440_rs::VersionParseError,
+    },
+}
+
 /// The marker environment of a WASI CPython whose full version is
 /// `python_full_version` (e.g. `3.12.0`).
-pub fn wasi_environment(python_full_version: &str) -> Result<MarkerEnvironment, String> {
+pub fn wasi_environment(
+    python_full_version: &str,
+) -> Result<MarkerEnvironment, PythonVersionError> {
     let parts: Vec<&str> = python_full_version.split('.').collect();
     if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-        return Err(format!(
-            "the runtime's python_version '{python_full_version}' is not of the form 3.12.0"
-        ));
+        return Err(PythonVersionError::Form(python_full_version.to_owned()));
     }
     let minor = format!("{}.{}", parts[0], parts[1]);
     MarkerEnvironment::try_from(MarkerEnvironmentBuilder {
@@ -39,8 +55,9 @@ pub fn wasi_environment(python_full_version: &str) -> Result<MarkerEnvironment, 
         python_version: &minor,
         sys_platform: SYS_PLATFORM,
     })
-    .map_err(|e| {
-        format!("the runtime's python_version '{python_full_version}' is not a version: {e}")
+    .map_err(|source| PythonVersionError::NotAVersion {
+        version: python_full_version.to_owned(),
+        source,
     })
 }
 
@@ -49,6 +66,20 @@ mod tests {
     use super::*;
     use pep508_rs::{ExtraName, Requirement};
     use std::str::FromStr;
+
+    #[test]
+    fn a_version_that_is_not_one_is_refused_by_kind() {
+        assert!(matches!(
+            wasi_environment("3"),
+            Err(PythonVersionError::Form(v)) if v == "3"
+        ));
+        let err = wasi_environment("3.x.0").unwrap_err();
+        assert!(
+            matches!(&err, PythonVersionError::NotAVersion { version, .. } if version == "3.x.0"),
+            "{err:?}"
+        );
+        assert!(std::error::Error::source(&err).is_some(), "{err:?}");
+    }
 
     fn applies(req: &str, extras: &[&str]) -> bool {
         let env = wasi_environment("3.12.0").unwrap();

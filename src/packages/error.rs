@@ -2,8 +2,13 @@
 //! reads it: what was refused or failed, quoting the value, and what to do.
 //! Every failure leaves the sandbox as it was.
 
+use super::environment::PythonVersionError;
+use super::http::{ClientSetupError, RedirectRefused};
 use super::metadata_error::MetadataError;
+use super::simple_page::PageError;
+use super::staging::NoRoom;
 use super::unpack::WheelError;
+use crate::sandbox::SandboxError;
 
 /// Why packages could not be installed.
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +206,20 @@ pub enum PackageError {
         reason: String,
     },
 
+    /// The index answered with a redirect this server does not follow.
+    #[error(
+        "cannot reach the package index {index}: {refused} (fetching {url}). Check the index address (use its https address), or configure a wheelhouse (SANDBOX_WHEELHOUSE)"
+    )]
+    Redirect {
+        /// The index (redacted) and where it was configured.
+        index: String,
+        /// The URL that redirected (redacted).
+        url: String,
+        /// Why the redirect was not followed.
+        #[source]
+        refused: RedirectRefused,
+    },
+
     /// A request got an unexpected HTTP answer.
     #[error("the package index answered {status} for {url}{hint}")]
     Http {
@@ -240,7 +259,8 @@ pub enum PackageError {
         /// The page (redacted).
         url: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: PageError,
     },
 
     /// A package's metadata is unusable.
@@ -264,7 +284,12 @@ pub enum PackageError {
 
     /// The sandbox's disk quota would be exceeded.
     #[error("{0}")]
-    Quota(String),
+    Quota(#[source] NoRoom),
+
+    /// The room left under the sandbox's quota could not be measured or
+    /// held (boxed: the sandbox error holds install errors in turn).
+    #[error("{0}")]
+    Room(#[source] Box<SandboxError>),
 
     /// A file operation on the host failed.
     #[error("could not {action} {path}: {source}")]
@@ -327,6 +352,14 @@ pub enum PackageError {
         /// The deadline, in words.
         limit: String,
     },
+
+    /// The runtime's Python version cannot be used to pick packages.
+    #[error("the installer failed: {0}")]
+    PythonVersion(#[from] PythonVersionError),
+
+    /// The HTTP client could not be built.
+    #[error("the installer failed: {0}")]
+    HttpClient(#[source] ClientSetupError),
 
     /// The installer itself failed (a task panicked, the HTTP client could not start).
     #[error("the installer failed: {0}")]

@@ -49,7 +49,33 @@ pub enum FetchError {
     /// Writing the download failed.
     #[error("could not write the download: {0}")]
     Write(std::io::Error),
+    /// A redirect this client does not follow.
+    #[error("{0}")]
+    Redirect(#[from] RedirectRefused),
 }
+
+/// A redirect this client refuses to follow.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RedirectRefused {
+    /// The `Location` is not a URL.
+    #[error("a redirect gave an invalid location")]
+    InvalidLocation,
+    /// From https to plain http.
+    #[error("refused a redirect from https to http")]
+    Downgrade,
+    /// To a scheme other than http(s).
+    #[error("refused a redirect to a URL that is not http(s)")]
+    NotHttp,
+    /// More hops than [`MAX_REDIRECTS`].
+    #[error("too many redirects")]
+    TooMany,
+}
+
+/// Why the HTTP client could not be built (kept, and cloned to every
+/// install that needs the client, so it holds reqwest's words as text).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("cannot set up HTTPS: {0}")]
+pub struct ClientSetupError(String);
 
 /// A page or small file that was fetched.
 #[derive(Debug)]
@@ -84,7 +110,7 @@ enum Attempt {
     /// No usable answer; retried when transient.
     Net(reqwest::Error),
     /// A redirect this client does not follow; never retried.
-    Refused(String),
+    Refused(RedirectRefused),
 }
 
 /// Describes a reqwest error by its kind and causes, without the URL (which
@@ -125,21 +151,24 @@ enum BodyError {
 }
 
 /// Where a redirect from `from` to `location` leads, if it may be followed.
-fn redirect_target(from: &Url, location: &str) -> Result<Url, String> {
+fn redirect_target(from: &Url, location: &str) -> Result<Url, RedirectRefused> {
     let next = from
         .join(location.trim())
-        .map_err(|_| "a redirect gave an invalid location".to_owned())?;
+        .map_err(|_| RedirectRefused::InvalidLocation)?;
     match (from.scheme(), next.scheme()) {
         (_, "https") | ("http", "http") => Ok(without_userinfo(&next)),
-        ("https", "http") => Err("refused a redirect from https to http".into()),
-        _ => Err("refused a redirect to a URL that is not http(s)".into()),
+        ("https", "http") => Err(RedirectRefused::Downgrade),
+        _ => Err(RedirectRefused::NotHttp),
     }
 }
 
 impl HttpClient {
     /// Builds the client; `credentials` decides which requests carry which
     /// index credentials.
-    pub fn new(settings: &HttpSettings, credentials: CredentialRule) -> Result<Self, String> {
+    pub fn new(
+        settings: &HttpSettings,
+        credentials: CredentialRule,
+    ) -> Result<Self, ClientSetupError> {
         static PROVIDER: Once = Once::new();
         PROVIDER.call_once(|| {
             let _ = rustls::crypto::ring::default_provider().install_default();
@@ -150,7 +179,7 @@ impl HttpClient {
             .read_timeout(settings.read_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| format!("cannot set up HTTPS: {}", describe(&e)))?;
+            .map_err(|e| ClientSetupError(describe(&e)))?;
         Ok(Self {
             client,
             settings: settings.clone(),
@@ -180,7 +209,7 @@ impl HttpClient {
                 return Ok(response);
             };
             if chain.len() > MAX_REDIRECTS {
-                return Err(Attempt::Refused("too many redirects".into()));
+                return Err(Attempt::Refused(RedirectRefused::TooMany));
             }
             chain.push(redirect_target(&current, location).map_err(Attempt::Refused)?);
         }
@@ -217,7 +246,7 @@ impl HttpClient {
                     tracing::debug!(url = %redact(url), %status, "transient HTTP status; retrying");
                     retry_after.unwrap_or_else(|| self.backoff(attempt))
                 }
-                Err(Attempt::Refused(reason)) => return Err(FetchError::Transport(reason)),
+                Err(Attempt::Refused(refused)) => return Err(refused.into()),
                 Err(Attempt::Net(e)) => {
                     let transient = e.is_connect() || e.is_timeout() || e.is_request();
                     if !transient || attempt >= self.settings.retries {
@@ -383,9 +412,18 @@ mod tests {
             "no credentials from a Location header"
         );
         assert!(redirect_target(&http, "http://cdn.test/six.whl").is_ok());
-        assert!(redirect_target(&https, "http://index.test/six.whl").is_err());
-        assert!(redirect_target(&https, "file:///etc/passwd").is_err());
-        assert!(redirect_target(&http, "ftp://cdn.test/six.whl").is_err());
+        assert_eq!(
+            redirect_target(&https, "http://index.test/six.whl"),
+            Err(RedirectRefused::Downgrade)
+        );
+        assert_eq!(
+            redirect_target(&https, "file:///etc/passwd"),
+            Err(RedirectRefused::NotHttp)
+        );
+        assert_eq!(
+            redirect_target(&http, "ftp://cdn.test/six.whl"),
+            Err(RedirectRefused::NotHttp)
+        );
     }
 
     /// A server that sends the head of a response, a few bytes of its body,

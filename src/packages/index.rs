@@ -13,7 +13,7 @@ use pep508_rs::PackageName;
 use reqwest::Url;
 
 use super::budget::InstallBudget;
-use super::error::{PackageError, clip};
+use super::error::PackageError;
 use super::http::{FetchError, HttpClient};
 use super::page_cache::{Page, PageCache};
 use super::settings::{HttpSettings, IndexUrl, redact};
@@ -22,8 +22,6 @@ use crate::sandbox::human_bytes;
 
 /// What the `Accept` header asks of a simple-API page.
 const ACCEPT_PAGE: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
-/// Characters of a parser's complaint quoted in a message.
-const MAX_REASON_CHARS: usize = 300;
 
 /// The configured indexes and a short-lived cache of their project pages.
 #[derive(Debug)]
@@ -165,7 +163,7 @@ impl IndexClient {
         .map_err(|e| PackageError::Internal(format!("a worker task failed: {e}")))?
         .map_err(|reason| PackageError::BadIndexPage {
             url: page_url,
-            reason: clip(&reason, MAX_REASON_CHARS),
+            reason,
         })?;
         Ok(Some(Arc::new(files)))
     }
@@ -182,6 +180,11 @@ pub fn fetch_error(
 ) -> PackageError {
     match e {
         FetchError::Transport(reason) => PackageError::Unreachable { index, reason },
+        FetchError::Redirect(refused) => PackageError::Redirect {
+            index,
+            url: redact(url),
+            refused,
+        },
         FetchError::Status(status) => PackageError::Http {
             url: redact(url),
             status: status.to_string(),

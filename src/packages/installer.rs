@@ -39,9 +39,9 @@ use super::budget::InstallBudget;
 use super::built_in::BuiltInPackages;
 use super::cache::WheelCache;
 use super::credentials::CredentialRule;
-use super::environment::wasi_environment;
+use super::environment::{PythonVersionError, wasi_environment};
 use super::error::PackageError;
-use super::http::HttpClient;
+use super::http::{ClientSetupError, HttpClient};
 use super::index::IndexClient;
 use super::offload::offload;
 use super::pip_index::{PipIndexError, ask_pip};
@@ -81,7 +81,7 @@ pub struct Installer {
     settings: PackageSettings,
     index: Arc<IndexClient>,
     cache: WheelCache,
-    http: Arc<OnceLock<Result<HttpClient, String>>>,
+    http: Arc<OnceLock<Result<HttpClient, ClientSetupError>>>,
     /// With nothing configured: an installer for the index pip names, made
     /// by the first install that needs it.
     from_pip: Arc<std::sync::Mutex<Option<Installer>>>,
@@ -191,7 +191,7 @@ impl Installer {
                 )
             })
             .as_ref()
-            .map_err(|e| PackageError::Internal(e.clone()))
+            .map_err(|e| PackageError::HttpClient(e.clone()))
     }
 
     /// The caps on one wheel.
@@ -249,14 +249,15 @@ impl Installer {
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Resolution, PackageError> {
         let requirements = parse_requirements(requirements, self.settings.limits.max_requirements)?;
-        let bad_version = |reason: String| {
-            PackageError::Internal(format!("the runtime's Python version: {reason}"))
-        };
-        let env = wasi_environment(python_version).map_err(bad_version)?;
+        let env = wasi_environment(python_version)?;
         let python = PythonMinor::parse(python_version)
-            .ok_or_else(|| bad_version(format!("'{python_version}' is not major.minor")))?;
-        let python_full =
-            Version::from_str(python_version).map_err(|e| bad_version(e.to_string()))?;
+            .ok_or_else(|| PythonVersionError::Form(python_version.to_owned()))?;
+        let python_full = Version::from_str(python_version).map_err(|source| {
+            PythonVersionError::NotAVersion {
+                version: python_version.to_owned(),
+                source,
+            }
+        })?;
         let resolver = Resolver {
             source: session,
             env: &env,

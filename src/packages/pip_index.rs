@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::settings::IndexUrl;
+use super::settings::{IndexUrl, IndexUrlError};
 
 /// The program run by the Python whose pip is asked. It prints one JSON
 /// object: the effective index settings of `pip install`, or why pip could
@@ -76,7 +76,8 @@ pub enum PipIndexError {
         /// The command tried.
         python: String,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: IndexUrlError,
     },
 }
 

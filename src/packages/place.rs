@@ -60,7 +60,7 @@ pub fn room_for(
     let (room, hold) = target
         .ledger
         .hold_room(limits.max_install_unpacked_bytes)
-        .map_err(|e| PackageError::Quota(e.to_string()))?;
+        .map_err(|e| PackageError::Room(Box::new(e)))?;
     let quota = target.ledger.quota();
     let free = Free {
         bytes: room.bytes,
@@ -80,7 +80,7 @@ fn no_room(e: NoRoom, stop: &InstallStop) -> PackageError {
             what: "unpack",
             limit,
         },
-        other => PackageError::Quota(other.to_string()),
+        other => PackageError::Quota(other),
     }
 }
 
@@ -272,4 +272,30 @@ fn stage_one(
         ));
     }
     Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    #[test]
+    fn running_out_of_quota_keeps_the_staging_refusal_as_source() {
+        let stop = InstallStop::new(CancellationToken::new(), Duration::from_secs(60));
+        let quota = NoRoom::Quota {
+            free: "1 MiB".into(),
+            quota: "2 MiB".into(),
+        };
+        let err = no_room(quota, &stop);
+        assert!(
+            matches!(&err, PackageError::Quota(NoRoom::Quota { free, .. }) if free == "1 MiB"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("disk quota of 2 MiB"), "{err}");
+        let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<NoRoom>());
+        assert!(matches!(source, Some(NoRoom::Quota { .. })), "{err:?}");
+    }
 }

@@ -25,22 +25,67 @@ pub struct IndexUrl {
     credentials: Option<Credentials>,
 }
 
+/// Why an index URL setting is refused; the value is shown without its
+/// credentials.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum IndexUrlError {
+    /// It does not parse as a URL.
+    #[error("'{shown}' from {origin} is not a URL: {source}")]
+    NotAUrl {
+        /// The value, redacted.
+        shown: String,
+        /// The setting it came from.
+        origin: String,
+        /// Why it does not parse.
+        source: <Url as std::str::FromStr>::Err,
+    },
+    /// Its scheme is not http(s).
+    #[error(
+        "'{shown}' from {origin} is not an http(s) URL; give the index's simple API address, e.g. https://<your-index>/simple/"
+    )]
+    NotHttp {
+        /// The value, redacted.
+        shown: String,
+        /// The setting it came from.
+        origin: String,
+    },
+    /// It names no host.
+    #[error("'{shown}' from {origin} has no host")]
+    NoHost {
+        /// The value, redacted.
+        shown: String,
+        /// The setting it came from.
+        origin: String,
+    },
+}
+
 impl IndexUrl {
     /// Parses an index URL given by setting `origin` (e.g. `SANDBOX_INDEX_URL`).
     /// Only `http` and `https` are accepted; a missing trailing `/` is added.
-    pub fn parse(raw: &str, origin: impl Into<String>) -> Result<Self, String> {
+    pub fn parse(raw: &str, origin: impl Into<String>) -> Result<Self, IndexUrlError> {
         let origin = origin.into();
         let raw = raw.trim();
-        let mut url = Url::parse(raw)
-            .map_err(|e| format!("'{}' from {origin} is not a URL: {e}", redact_text(raw)))?;
+        let mut url = match Url::parse(raw) {
+            Ok(url) => url,
+            Err(source) => {
+                return Err(IndexUrlError::NotAUrl {
+                    shown: redact_text(raw),
+                    origin,
+                    source,
+                });
+            }
+        };
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "'{}' from {origin} is not an http(s) URL; give the index's simple API address, e.g. https://<your-index>/simple/",
-                redact(&url)
-            ));
+            return Err(IndexUrlError::NotHttp {
+                shown: redact(&url),
+                origin,
+            });
         }
         if url.host_str().is_none_or(str::is_empty) {
-            return Err(format!("'{}' from {origin} has no host", redact(&url)));
+            return Err(IndexUrlError::NoHost {
+                shown: redact(&url),
+                origin,
+            });
         }
         url.set_fragment(None);
         if !url.path().ends_with('/') {
@@ -389,7 +434,11 @@ mod tests {
             "the URL itself never carries them"
         );
         let err = IndexUrl::parse("gopher://me:s3cret@example.test/", "x").unwrap_err();
-        assert!(!err.contains("s3cret"), "{err}");
+        assert!(matches!(err, IndexUrlError::NotHttp { .. }), "{err:?}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert!(!format!("{err:?}").contains("s3cret"), "{err:?}");
+        let err = IndexUrl::parse("not a url", "x").unwrap_err();
+        assert!(matches!(err, IndexUrlError::NotAUrl { .. }), "{err:?}");
         let long =
             Url::parse(&format!("https://me:pw@files.test/{}", "a".repeat(100_000))).unwrap();
         let shown = redact(&long);

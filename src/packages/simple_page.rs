@@ -19,6 +19,29 @@ use serde::Deserialize;
 use super::project_file::{FileLocation, ProjectFile, is_plain_filename, sha256_hex};
 use crate::sandbox::PackageSource;
 
+/// Most characters of an index's API version quoted in a message.
+const MAX_VERSION_CHARS: usize = 40;
+/// Most characters of the JSON parser's complaint quoted in a message.
+const MAX_QUOTED_CHARS: usize = 300;
+
+/// Why a project page could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// An HTML page whose bytes are not UTF-8.
+    #[error("the HTML page is not UTF-8")]
+    NotUtf8,
+    /// A JSON page that does not parse as the simple API's (shown cut
+    /// short: the parser quotes what it read, which the index chose).
+    #[error(
+        "the JSON page does not parse: {}",
+        super::error::clip(&.0.to_string(), MAX_QUOTED_CHARS)
+    )]
+    Json(#[source] serde_json::Error),
+    /// A JSON page of an API version this server does not speak.
+    #[error("the index speaks simple API version {0}; this server understands 1.x")]
+    ApiVersion(String),
+}
+
 /// Whether a `Content-Type` is the JSON form.
 pub fn is_json(content_type: &str) -> bool {
     let ct = content_type.to_ascii_lowercase();
@@ -30,12 +53,11 @@ pub fn parse_page(
     body: &[u8],
     content_type: &str,
     page_url: &Url,
-) -> Result<Vec<ProjectFile>, String> {
+) -> Result<Vec<ProjectFile>, PageError> {
     if is_json(content_type) {
         parse_json(body, page_url)
     } else {
-        let text =
-            std::str::from_utf8(body).map_err(|_| "the HTML page is not UTF-8".to_owned())?;
+        let text = std::str::from_utf8(body).map_err(|_| PageError::NotUtf8)?;
         Ok(parse_html(text, page_url))
     }
 }
@@ -95,9 +117,8 @@ impl MetadataFlag {
 }
 
 /// Reads the JSON form.
-pub fn parse_json(body: &[u8], page_url: &Url) -> Result<Vec<ProjectFile>, String> {
-    let page: JsonPage =
-        serde_json::from_slice(body).map_err(|e| format!("the JSON page does not parse: {e}"))?;
+pub fn parse_json(body: &[u8], page_url: &Url) -> Result<Vec<ProjectFile>, PageError> {
+    let page: JsonPage = serde_json::from_slice(body).map_err(PageError::Json)?;
     if let Some(version) = page.meta.and_then(|m| m.api_version)
         && version
             .split('.')
@@ -106,9 +127,10 @@ pub fn parse_json(body: &[u8], page_url: &Url) -> Result<Vec<ProjectFile>, Strin
             .unwrap_or(1)
             > 1
     {
-        return Err(format!(
-            "the index speaks simple API version {version}; this server understands 1.x"
-        ));
+        return Err(PageError::ApiVersion(super::error::clip(
+            &version,
+            MAX_VERSION_CHARS,
+        )));
     }
     let mut files = Vec::new();
     for f in page.files {
@@ -409,8 +431,19 @@ mod tests {
     fn a_newer_major_api_version_is_refused() {
         let err =
             parse_json(br#"{"meta": {"api-version": "2.0"}, "files": []}"#, &page()).unwrap_err();
-        assert!(err.contains("2.0"), "{err}");
-        assert!(parse_json(b"not json", &page()).is_err());
+        assert!(
+            matches!(&err, PageError::ApiVersion(v) if v == "2.0"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("2.0"), "{err}");
+        assert!(matches!(
+            parse_json(b"not json", &page()),
+            Err(PageError::Json(_))
+        ));
+        assert!(matches!(
+            parse_page(b"\xff\xfe", "text/html", &page()),
+            Err(PageError::NotUtf8)
+        ));
     }
 
     #[test]

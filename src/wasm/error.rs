@@ -10,8 +10,13 @@ use tokio::task::JoinError;
 
 use super::host_memory::NotEnoughMemory;
 use super::mount_error::MountError;
+use super::preinit_error::PreinitError;
 use super::quota_gate::WeaveError;
 use super::runtime::{RuntimeError, WasmFeature};
+use super::save_error::SaveError;
+use super::start_error::StartError;
+use super::state_error::StateError;
+use crate::packages::BuiltInError;
 use crate::sandbox::copy_tree::CopyError;
 
 /// Why the wasm backend failed.
@@ -73,7 +78,8 @@ pub enum WasmError {
         /// The runtime's artifact holding them.
         path: PathBuf,
         /// What went wrong.
-        reason: String,
+        #[source]
+        reason: BuiltInError,
     },
 
     /// The machine has too little memory to compile the runtime.
@@ -113,7 +119,8 @@ pub enum WasmError {
         /// The runtime.
         runtime: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        reason: PreinitError,
     },
 
     /// The pre-initialised module did not compile.
@@ -135,12 +142,12 @@ pub enum WasmError {
     },
 
     /// An interpreter did not start (its message says why and what to do).
-    #[error("{0}")]
-    Start(String),
+    #[error(transparent)]
+    Start(#[from] StartError),
 
     /// The interpreter's state could not be captured.
-    #[error("{0}")]
-    Capture(String),
+    #[error(transparent)]
+    Capture(#[from] StateError),
 
     /// A fork's files could not be copied (other than for lack of room).
     #[error("cannot fork: {0}")]
@@ -148,11 +155,11 @@ pub enum WasmError {
 
     /// A fork's interpreter did not start.
     #[error("cannot start the fork: {0}")]
-    ForkStart(String),
+    ForkStart(#[source] StartError),
 
     /// A sandbox could not be saved for after a restart.
     #[error("saving failed: {0}")]
-    Save(String),
+    Save(#[source] SaveError),
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
+use super::start_error::StartError;
+use super::state_error::StateError;
 use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
 use super::turns::{self, Control};
@@ -145,7 +147,7 @@ impl GuestState {
         max_open: usize,
         limiter: MemoryLimiter,
         ledger: Arc<QuotaLedger>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let mut args = vec!["python"];
         args.extend(manifest.python_flags.iter().map(String::as_str));
         args.extend(["-c", program]);
@@ -167,15 +169,13 @@ impl GuestState {
             wasi.env(key, value);
         }
         wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
-            .map_err(|e| format!("cannot open the sandbox directory: {e}"))?;
+            .map_err(|e| StartError::SandboxDir(e.to_string()))?;
         for mount in mounts {
             wasi.preopened_dir(&mount.host, &mount.guest, FsPerms::ReadOnly)
-                .map_err(|e| {
-                    format!(
-                        "cannot open {} (the runtime's {}): {e}",
-                        mount.host.display(),
-                        mount.guest
-                    )
+                .map_err(|e| StartError::Mount {
+                    host: mount.host.clone(),
+                    guest: mount.guest.clone(),
+                    reason: e.to_string(),
                 })?;
         }
         let mut wasi = wasi.build_p1();
@@ -204,7 +204,7 @@ impl GuestState {
         dir: &Path,
         link: Arc<GuestLink>,
         ledger: Arc<QuotaLedger>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let meter = Arc::new(MemoryMeter::default());
         meter.limit.store(u64::MAX, Ordering::Relaxed);
         let limiter = MemoryLimiter {
@@ -406,7 +406,7 @@ impl Interpreter {
         ledger: Arc<QuotaLedger>,
         limits: &SandboxLimits,
         start_timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         Self::launch(image, dir, dir_state, ledger, limits, start_timeout, None).await
     }
 
@@ -419,12 +419,9 @@ impl Interpreter {
         limits: &SandboxLimits,
         start_timeout: Duration,
         state: Arc<StateImage>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         if !image.turns {
-            return Err(format!(
-                "the runtime '{}' cannot carry an interpreter's state",
-                image.manifest.name
-            ));
+            return Err(StartError::NoState(image.manifest.name.clone()));
         }
         let restore = Some(state);
         Self::launch(
@@ -447,7 +444,7 @@ impl Interpreter {
         limits: &SandboxLimits,
         start_timeout: Duration,
         restore: Option<Arc<StateImage>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let link = GuestLink::new(random_token(), image.turns);
         let meter = Arc::new(MemoryMeter::default());
         meter.limit.store(limits.memory_bytes, Ordering::Relaxed);
@@ -518,15 +515,12 @@ impl Interpreter {
                 }
                 Ok(interpreter)
             }
-            Outcome::Exited(exit) => Err(format!(
-                "the Python runtime stopped while starting ({exit}){}",
-                stderr_note(stderr)
-            )),
-            Outcome::TimedOut => Err(format!(
-                "the Python runtime did not start within {} s",
-                start_timeout.as_secs()
-            )),
-            Outcome::Cancelled => Err("start-up was cancelled".into()),
+            Outcome::Exited(exit) => Err(StartError::Exited {
+                exit,
+                stderr: stderr_note(stderr),
+            }),
+            Outcome::TimedOut => Err(StartError::TimedOut(start_timeout.as_secs())),
+            Outcome::Cancelled => Err(StartError::Cancelled),
         }
     }
 
@@ -597,18 +591,16 @@ impl Interpreter {
 
     /// A copy of the interpreter's state, taken between two calls (only a
     /// turn-driven runtime has one to give).
-    pub(crate) async fn capture(&self) -> Result<StateImage, String> {
+    pub(crate) async fn capture(&self) -> Result<StateImage, StateError> {
         if self.task.is_none() {
-            return Err("the interpreter has stopped".into());
+            return Err(StateError::Stopped);
         }
         let (answer, answered) = oneshot::channel();
         self.control
             .send(Control::Capture(answer))
             .await
-            .map_err(|_| "the interpreter has stopped".to_owned())?;
-        answered
-            .await
-            .map_err(|_| "this runtime's interpreters cannot be copied".to_owned())?
+            .map_err(|_| StateError::Stopped)?;
+        answered.await.map_err(|_| StateError::NotCopyable)?
     }
 
     /// Whether the interpreter still runs.
@@ -716,7 +708,7 @@ async fn run_guest(
         if let Some(state) = restore
             && let Err(e) = state.restore(&mut store, &instance)
         {
-            return GuestExit::Failed(e);
+            return GuestExit::Failed(e.to_string());
         }
         return turns::serve(store, instance, link, metered, control).await;
     }

@@ -11,10 +11,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::error::WasmError;
 use super::interpreter::{DirState, GuestImage, Interpreter};
 use super::sandbox::{START_TIMEOUT, open_ledger};
-use crate::sandbox::SandboxLimits;
 use crate::sandbox::quota::QuotaLedger;
+use crate::sandbox::{SandboxError, SandboxLimits};
 
 /// How long a refill waits after a take before starting an interpreter.
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -153,8 +154,8 @@ impl WarmPool {
         });
     }
 
-    async fn start_one(&self) -> Result<Warm, String> {
-        let dir = self.root.create_sandbox_dir().map_err(|e| e.to_string())?;
+    async fn start_one(&self) -> Result<Warm, SandboxError> {
+        let dir = self.root.create_sandbox_dir()?;
         let started = match open_ledger(&dir, &self.limits, &self.root) {
             Ok(ledger) => Interpreter::start(
                 &self.image,
@@ -165,8 +166,9 @@ impl WarmPool {
                 START_TIMEOUT,
             )
             .await
-            .map(|interpreter| (ledger, interpreter)),
-            Err(e) => Err(e.to_string()),
+            .map(|interpreter| (ledger, interpreter))
+            .map_err(|e| WasmError::Start(e).into()),
+            Err(e) => Err(e),
         };
         match started {
             Ok((ledger, interpreter)) => Ok(Warm {

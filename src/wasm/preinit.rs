@@ -30,6 +30,7 @@ use super::guest_io::{GuestLink, TOKEN_LEN};
 use super::interpreter::{DRIVER, GuestState};
 use super::loading::link;
 use super::mounts::ReadOnlyMount;
+use super::preinit_error::PreinitError;
 use super::protocol::{Request, decode_reply};
 use super::runtime::RuntimeManifest;
 use super::turns::{SERVE, TurnExports};
@@ -79,16 +80,21 @@ pub(crate) fn supports_turns(wasm: &[u8]) -> bool {
 pub(crate) fn build(
     plan: &PreinitPlan<'_>,
     runtime: &tokio::runtime::Handle,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, PreinitError> {
     let mut wizer = Wizer::new();
     wizer.init_func(INIT_FUNC);
     let (cx, instrumented) = wizer
         .instrument(plan.wasm)
-        .map_err(|e| format!("the runtime cannot be pre-initialised: {e:#}"))?;
-    let engine = init_engine().map_err(|e| e.to_string())?;
-    let module = Module::new(&engine, &instrumented)
-        .map_err(|e| format!("cannot compile the runtime for its pre-initialisation: {e:#}"))?;
-    let pre = link(&engine, &module, plan.manifest).map_err(|e| e.to_string())?;
+        .map_err(PreinitError::step("the runtime cannot be pre-initialised"))?;
+    let engine = init_engine().map_err(PreinitError::step(
+        "cannot set up wasmtime for the pre-initialisation",
+    ))?;
+    let module = Module::new(&engine, &instrumented).map_err(PreinitError::step(
+        "cannot compile the runtime for its pre-initialisation",
+    ))?;
+    let pre = link(&engine, &module, plan.manifest).map_err(PreinitError::step(
+        "cannot link the runtime for its pre-initialisation",
+    ))?;
     let snapshot = runtime.block_on(async {
         let (mut store, instance) = initialised(plan, &engine, &pre).await?;
         let mut state = Captured {
@@ -98,12 +104,14 @@ pub(crate) fn build(
         wizer
             .snapshot(&cx, &mut state)
             .await
-            .map_err(|e| format!("cannot snapshot the pre-initialised runtime: {e:#}"))
+            .map_err(PreinitError::step(
+                "cannot snapshot the pre-initialised runtime",
+            ))
     })?;
     // Export every mutable global of the result, so sandboxes can be copied.
     let (_, exported) = Wizer::new()
         .instrument(&snapshot)
-        .map_err(|e| format!("cannot export the snapshot's globals: {e:#}"))?;
+        .map_err(PreinitError::step("cannot export the snapshot's globals"))?;
     Ok(exported)
 }
 
@@ -126,9 +134,13 @@ async fn initialised(
     plan: &PreinitPlan<'_>,
     engine: &Engine,
     pre: &wasmtime::InstancePre<GuestState>,
-) -> Result<(Store<GuestState>, Instance), String> {
-    let dir = Dir::open_ambient_dir(plan.scratch, ambient_authority())
-        .map_err(|e| format!("cannot open {}: {e}", plan.scratch.display()))?;
+) -> Result<(Store<GuestState>, Instance), PreinitError> {
+    let dir = Dir::open_ambient_dir(plan.scratch, ambient_authority()).map_err(|source| {
+        PreinitError::Scratch {
+            path: plan.scratch.to_owned(),
+            source,
+        }
+    })?;
     let ledger = QuotaLedger::new(
         Arc::new(dir),
         plan.scratch,
@@ -148,16 +160,17 @@ async fn initialised(
     let instance = pre
         .instantiate_async(&mut store)
         .await
-        .map_err(|e| format!("cannot instantiate the runtime: {e:#}"))?;
+        .map_err(PreinitError::step("cannot instantiate the runtime"))?;
     for name in ["_initialize", INIT_FUNC] {
         if let Ok(start) = instance.get_typed_func::<(), ()>(&mut store, name) {
             start
                 .call_async(&mut store, ())
                 .await
-                .map_err(|e| format!("the runtime's {name} failed: {e:#}"))?;
+                .map_err(PreinitError::step(&format!("the runtime's {name} failed")))?;
         }
     }
-    let exports = TurnExports::find(&mut store, &instance).map_err(|e| e.to_string())?;
+    let exports = TurnExports::find(&mut store, &instance)
+        .map_err(PreinitError::step("the runtime cannot be driven by turns"))?;
     let token = link_.token_text().to_owned();
     let hello = Request::Hello {
         token: &token,
@@ -190,9 +203,7 @@ async fn initialised(
     }
     let open = store.data_mut().open_files();
     if open > 0 {
-        return Err(format!(
-            "the pre-initialisation left {open} files open, which no sandbox would have"
-        ));
+        return Err(PreinitError::FilesLeftOpen(open));
     }
     Ok((store, instance))
 }
@@ -205,8 +216,8 @@ async fn turn(
     link: &Arc<GuestLink>,
     request: &Request<'_>,
     source: &[u8],
-    what: &str,
-) -> Result<(), String> {
+    what: &'static str,
+) -> Result<(), PreinitError> {
     let answer = link.send(
         &[],
         &request.encode(),
@@ -219,22 +230,29 @@ async fn turn(
     link.turn_returned(0);
     let (_, stderr) = link.take_output();
     let stderr = stderr.finish().text;
-    ran.map_err(|e| format!("{what} stopped the interpreter: {e:#}; {stderr}"))?;
-    let body = answer
-        .await
-        .map_err(|_| format!("{what} got no answer from the driver: {stderr}"))?;
-    let reply = decode_reply(&body.body)?;
+    if let Err(e) = ran {
+        return Err(PreinitError::Stopped {
+            what,
+            reason: format!("{e:#}"),
+            stderr,
+        });
+    }
+    let Ok(body) = answer.await else {
+        return Err(PreinitError::NoAnswer { what, stderr });
+    };
+    let reply =
+        decode_reply(&body.body).map_err(|source| PreinitError::BadReply { what, source })?;
     match reply.error {
-        Some(error) => Err(format!(
-            "{what} failed: {}: {}{}",
-            error.name,
-            error.value,
-            if stderr.is_empty() {
+        Some(error) => Err(PreinitError::Raised {
+            what,
+            name: error.name,
+            value: error.value,
+            stderr: if stderr.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", stderr.trim())
-            }
-        )),
+            },
+        }),
         None => Ok(()),
     }
 }

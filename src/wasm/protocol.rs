@@ -114,14 +114,28 @@ pub(crate) struct ReplyImage {
     pub full_size_path: Option<String>,
 }
 
+/// Why a reply body could not be decoded.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// The body ends inside a field's kind and length.
+    #[error("a field header is cut at byte {0}")]
+    HeaderCut(usize),
+    /// A field's length runs past the end of the body.
+    #[error("field '{0}' runs past the end of the reply")]
+    FieldCut(char),
+    /// An image field lacks the line naming its full-size file.
+    #[error("an image field has no path line")]
+    ImageWithoutPath,
+}
+
 /// Decodes a reply body.
-pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, String> {
+pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, ReplyError> {
     let mut reply = Reply::default();
     let (mut name, mut message, mut traceback) = (None, None, None);
     let mut at = 0;
     while at < body.len() {
         if at + 5 > body.len() {
-            return Err(format!("a field header is cut at byte {at}"));
+            return Err(ReplyError::HeaderCut(at));
         }
         let kind = body[at];
         let len =
@@ -130,13 +144,13 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, String> {
         let end = start
             .checked_add(len)
             .filter(|&e| e <= body.len())
-            .ok_or_else(|| format!("field '{}' runs past the end of the reply", kind as char))?;
+            .ok_or(ReplyError::FieldCut(kind as char))?;
         if kind == b'i' {
             let value = &body[start..end];
             let newline = value
                 .iter()
                 .position(|&b| b == b'\n')
-                .ok_or("an image field has no path line")?;
+                .ok_or(ReplyError::ImageWithoutPath)?;
             let path = String::from_utf8_lossy(&value[..newline]).into_owned();
             reply.images.push(ReplyImage {
                 png: value[newline + 1..].to_vec(),
@@ -259,13 +273,22 @@ mod tests {
             reply.images[1].full_size_path.as_deref(),
             Some("/.outputs/exec-1-figure-2.png")
         );
-        assert!(decode_reply(&[b'i', 0, 0, 0, 3, b'a', b'b', b'c']).is_err());
+        assert_eq!(
+            decode_reply(&[b'i', 0, 0, 0, 3, b'a', b'b', b'c']),
+            Err(ReplyError::ImageWithoutPath)
+        );
     }
 
     #[test]
     fn truncated_replies_are_errors_not_panics() {
-        assert!(decode_reply(b"v\0\0").is_err());
-        assert!(decode_reply(b"v\0\0\0\x09abc").is_err());
-        assert!(decode_reply(b"v\xff\xff\xff\xffabc").is_err());
+        assert_eq!(decode_reply(b"v\0\0"), Err(ReplyError::HeaderCut(0)));
+        assert_eq!(
+            decode_reply(b"v\0\0\0\x09abc"),
+            Err(ReplyError::FieldCut('v'))
+        );
+        assert_eq!(
+            decode_reply(b"v\xff\xff\xff\xffabc"),
+            Err(ReplyError::FieldCut('v'))
+        );
     }
 }

@@ -529,8 +529,7 @@ impl Weaver {
             if results.as_slice() != [ValType::I32] {
                 return Err(WeaveError::WrongType(target.name.clone()));
             }
-            let function = gate_function(target.import, door, params, target.gate)
-                .map_err(|_| WeaveError::WrongType(target.name.clone()))?;
+            let function = gate_function(target, door, params)?;
             section.function(&function);
         }
         self.module.section(&section);
@@ -598,17 +597,19 @@ fn leb128_u32(out: &mut Vec<u8>, mut value: u32) {
     }
 }
 /// `fn gate(params...) -> errno { let e = ask(...); if e != 0 { return e } import(params...) }`
+/// for `target`, whose import takes `params`; a parameter the gate reads
+/// that is not an i32 refuses the import's type.
 fn gate_function(
-    import: u32,
+    target: &Target,
     (allocate, door): (u32, Door),
     params: &[ValType],
-    gate: Gate,
-) -> Result<Function, String> {
+) -> Result<Function, WeaveError> {
+    let (import, gate) = (target.import, target.gate);
     let n = params.len() as u32;
-    let param_i32 = |i: u32| -> Result<(), String> {
+    let param_i32 = |i: u32| -> Result<(), WeaveError> {
         match params.get(i as usize) {
             Some(ValType::I32) => Ok(()),
-            _ => Err(format!("parameter {i} is not an i32")),
+            _ => Err(WeaveError::WrongType(target.name.clone())),
         }
     };
     // Locals after the parameters: index, total (i64), errno.

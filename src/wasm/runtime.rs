@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::digest::hex;
 
 use super::file_check;
+use super::manifest_error::{ManifestError, OutsidePath};
 
 /// Manifests shipped with the binary: (name, TOML text).
 const BUILT_IN: &[(&str, &str)] = &[
@@ -157,20 +158,19 @@ impl RuntimeManifest {
     }
 
     /// Checks what serde cannot: pins, paths, and that mounts name artifacts.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ManifestError> {
         let is_pin = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
         if !is_pin(&self.sha256) {
-            return Err("sha256 must be 64 hex digits".into());
+            return Err(ManifestError::ModulePin);
         }
-        relative_path(&self.module).map_err(|e| format!("module: {e}"))?;
+        relative_path(&self.module).map_err(ManifestError::ModulePath)?;
         for artifact in &self.artifacts {
-            relative_path(&artifact.file)
-                .map_err(|e| format!("artifact {}: {e}", artifact.file))?;
+            relative_path(&artifact.file).map_err(|source| ManifestError::ArtifactPath {
+                file: artifact.file.clone(),
+                source,
+            })?;
             if !is_pin(&artifact.sha256) {
-                return Err(format!(
-                    "artifact {}: sha256 must be 64 hex digits",
-                    artifact.file
-                ));
+                return Err(ManifestError::ArtifactPin(artifact.file.clone()));
             }
         }
         for mount in &self.mounts {
@@ -183,16 +183,13 @@ impl RuntimeManifest {
                     .skip(1)
                     .all(|c| !c.is_empty() && c != "." && c != "..");
             if !normal {
-                return Err(format!(
-                    "mount '{}': guest must be an absolute, normalized path other than /",
-                    mount.guest
-                ));
+                return Err(ManifestError::MountGuest(mount.guest.clone()));
             }
             if !self.artifacts.iter().any(|a| a.file == mount.artifact) {
-                return Err(format!(
-                    "mount '{}' names the artifact '{}', which the manifest does not list",
-                    mount.guest, mount.artifact
-                ));
+                return Err(ManifestError::MountArtifact {
+                    guest: mount.guest.clone(),
+                    artifact: mount.artifact.clone(),
+                });
             }
         }
         Ok(())
@@ -200,7 +197,7 @@ impl RuntimeManifest {
 }
 
 /// Checks that a manifest path stays inside the runtime directory.
-fn relative_path(path: &str) -> Result<(), String> {
+fn relative_path(path: &str) -> Result<(), OutsidePath> {
     let inside = !path.is_empty()
         && !path.starts_with('/')
         && !path.contains('\\')
@@ -210,9 +207,7 @@ fn relative_path(path: &str) -> Result<(), String> {
     if inside {
         Ok(())
     } else {
-        Err(format!(
-            "'{path}' must be a relative path inside the runtime directory"
-        ))
+        Err(OutsidePath(path.to_owned()))
     }
 }
 
@@ -233,7 +228,8 @@ pub enum RuntimeError {
         /// Where it is.
         path: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: ManifestError,
     },
     /// The module file is not there.
     #[error(
@@ -340,16 +336,16 @@ impl RuntimeCatalog {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(&path).map_err(|e| RuntimeError::BadManifest {
                 path: origin.clone(),
-                reason: e.to_string(),
+                reason: e.into(),
             })?;
             let manifest = parse_manifest(&text, &origin)?;
             if manifest.name != name {
                 return Err(RuntimeError::BadManifest {
                     path: origin,
-                    reason: format!(
-                        "it names the runtime '{}', but its file says '{name}'",
-                        manifest.name
-                    ),
+                    reason: ManifestError::NameMismatch {
+                        inner: manifest.name,
+                        file: name,
+                    },
                 });
             }
             manifests.insert(name, manifest);
@@ -389,7 +385,7 @@ fn parse_manifest(text: &str, origin: &str) -> Result<RuntimeManifest, RuntimeEr
     let manifest: RuntimeManifest =
         toml::from_str(text).map_err(|e| RuntimeError::BadManifest {
             path: origin.to_owned(),
-            reason: e.to_string(),
+            reason: e.into(),
         })?;
     manifest
         .check()
@@ -590,6 +586,35 @@ mod tests {
         std::fs::write(tmp.path().join("other.toml"), &text).unwrap();
         let err = RuntimeCatalog::scan(tmp.path()).unwrap_err();
         assert!(err.to_string().contains("'custom'"), "{err}");
+        assert!(
+            matches!(
+                &err,
+                RuntimeError::BadManifest {
+                    reason: ManifestError::NameMismatch { inner, file },
+                    ..
+                } if inner == "custom" && file == "other"
+            ),
+            "{err:?}"
+        );
+        std::fs::remove_file(tmp.path().join("other.toml")).unwrap();
+        let outside = text.replace("module = \"", "module = \"../");
+        std::fs::write(tmp.path().join("custom.toml"), outside).unwrap();
+        let err = RuntimeCatalog::scan(tmp.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("module: '../python-3.12.0.wasm' must be a relative path inside the runtime directory"),
+            "{err}"
+        );
+        assert!(
+            matches!(
+                &err,
+                RuntimeError::BadManifest {
+                    reason: ManifestError::ModulePath(OutsidePath(path)),
+                    ..
+                } if path.starts_with("../")
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome}
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
+use super::start_error::StartError;
 use super::state_image::StateImage;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
@@ -46,7 +47,7 @@ pub(crate) struct WasmSandbox {
     limits: SandboxLimits,
     interpreter: Option<Interpreter>,
     /// A replacement interpreter starting in the background.
-    restarting: Option<JoinHandle<Result<Interpreter, String>>>,
+    restarting: Option<JoinHandle<Result<Interpreter, StartError>>>,
     /// Why the previous interpreter stopped, until the next execution reports it.
     lost_state: Option<String>,
     /// Whether the first interpreter came from the warm pool.
@@ -268,13 +269,11 @@ impl WasmSandbox {
             self.lost_state = Some(format!("the interpreter had stopped: {STATE_LOST}"));
         }
         let started = match self.restarting.take() {
-            Some(task) => task
-                .await
-                .unwrap_or_else(|e| Err(format!("restarting failed: {e}"))),
-            None => Err(String::new()),
+            Some(task) => Some(task.await.unwrap_or_else(|e| Err(StartError::Restart(e)))),
+            None => None,
         };
         let interpreter = match started {
-            Ok(i) if i.is_alive() => i,
+            Some(Ok(i)) if i.is_alive() => i,
             _ => Interpreter::start(
                 &self.image,
                 &self.host_dir,

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::save_error::SaveError;
 use super::state_image::StateImage;
 use crate::digest::hex;
 use crate::sandbox::remove_tree::remove_tree;
@@ -105,24 +106,21 @@ impl SavedStore {
         mut meta: SavedMeta,
         state: Option<&StateImage>,
         files: &Path,
-    ) -> Result<(), String> {
-        fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+    ) -> Result<(), SaveError> {
+        fs::create_dir_all(&self.dir).map_err(SaveError::io("create", &self.dir))?;
         let entry = self.entry(&meta.session_id);
         let _ = remove_tree(&entry);
         let partial = entry.with_extension("partial");
         let _ = remove_tree(&partial);
-        fs::create_dir(&partial)
-            .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
+        fs::create_dir(&partial).map_err(SaveError::io("create", &partial))?;
         let written = (|| {
             if let Some(state) = state {
                 meta.state_sha256 = Some(write_state(&partial.join(STATE), state)?);
             }
-            let json = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
+            let json = serde_json::to_vec_pretty(&meta)?;
             write_synced(&partial.join(META), &json)?;
-            fs::rename(files, partial.join(FILES))
-                .map_err(|e| format!("cannot move the sandbox's files: {e}"))?;
-            fs::rename(&partial, &entry).map_err(|e| e.to_string())
+            fs::rename(files, partial.join(FILES)).map_err(SaveError::io("move", files))?;
+            fs::rename(&partial, &entry).map_err(SaveError::io("move", &partial))
         })();
         if let Err(e) = written {
             let _ = fs::rename(partial.join(FILES), files);
@@ -216,15 +214,14 @@ impl SavedStore {
     /// Makes room for `newest` (the entry just saved) by deleting the oldest
     /// others; when it alone is over the size limit, it is deleted instead
     /// and nothing else is touched.
-    fn trim(&self, newest: &Path) -> Result<(), String> {
+    fn trim(&self, newest: &Path) -> Result<(), SaveError> {
         let own = tree_bytes(newest);
         if own > self.max_bytes {
             let _ = remove_tree(newest);
-            return Err(format!(
-                "the sandbox takes {} MiB, more than SANDBOX_SAVED_MAX_MB ({} MiB) allows",
-                own >> 20,
-                self.max_bytes >> 20
-            ));
+            return Err(SaveError::TooLarge {
+                mib: own >> 20,
+                max_mib: self.max_bytes >> 20,
+            });
         }
         let mut others: Vec<(PathBuf, u64, u64)> = self
             .entries()
@@ -314,7 +311,7 @@ fn check(
 
 /// Writes `state` to a new file at `path`, leaving pages of zeros as holes
 /// (they hold no disk); returns the sha256 of its bytes.
-fn write_state(path: &Path, state: &StateImage) -> Result<String, String> {
+fn write_state(path: &Path, state: &StateImage) -> Result<String, SaveError> {
     struct Sparse {
         file: fs::File,
         hash: Sha256,
@@ -334,24 +331,23 @@ fn write_state(path: &Path, state: &StateImage) -> Result<String, String> {
             Ok(())
         }
     }
-    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let failed = || SaveError::io("write", path);
     let mut out = Sparse {
-        file: fs::File::create(path).map_err(failed)?,
+        file: fs::File::create(path).map_err(failed())?,
         hash: Sha256::new(),
         at: 0,
     };
-    state.write_to(&mut out).map_err(failed)?;
-    out.file.set_len(out.at).map_err(failed)?;
-    out.file.sync_all().map_err(failed)?;
+    state.write_to(&mut out).map_err(failed())?;
+    out.file.set_len(out.at).map_err(failed())?;
+    out.file.sync_all().map_err(failed())?;
     Ok(hex(&out.hash.finalize()))
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let mut file =
-        fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
+    let mut file = fs::File::create(path).map_err(SaveError::io("write", path))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(SaveError::io("write", path))
 }
 
 /// Seconds since the Unix epoch.
@@ -473,6 +469,16 @@ mod tests {
         }
         let ids: Vec<String> = store.list().into_iter().map(|s| s.session_id).collect();
         assert_eq!(ids, ["b"], "the older entry made room");
+        let big = root.path().join("big");
+        fs::create_dir(&big).unwrap();
+        fs::write(big.join("blob"), vec![1u8; 200_000]).unwrap();
+        let refused = store.save(meta("big"), None, &big);
+        assert!(
+            matches!(refused, Err(SaveError::TooLarge { max_mib: 0, .. })),
+            "{refused:?}"
+        );
+        let ids: Vec<String> = store.list().into_iter().map(|s| s.session_id).collect();
+        assert_eq!(ids, ["b"], "a sandbox over the limit alone is not kept");
         let mut old = meta("c");
         old.saved_at -= 3600;
         let files = root.path().join("c");

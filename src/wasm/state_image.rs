@@ -12,6 +12,7 @@
 use wasmtime::{Instance, Store, Val};
 
 use super::interpreter::GuestState;
+use super::state_error::StateError;
 
 /// The prefix of the exports that name an instance's mutable globals.
 const GLOBAL_PREFIX: &str = "__wizer_global_";
@@ -44,10 +45,10 @@ impl StateImage {
     pub(crate) fn capture(
         store: &mut Store<GuestState>,
         instance: &Instance,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StateError> {
         let memory = instance
             .get_memory(&mut *store, "memory")
-            .ok_or("the runtime exports no memory")?;
+            .ok_or(StateError::NoMemory)?;
         let names: Vec<String> = instance
             .exports(&mut *store)
             .filter(|e| e.name().starts_with(GLOBAL_PREFIX))
@@ -57,13 +58,18 @@ impl StateImage {
         for name in names {
             let global = instance
                 .get_global(&mut *store, &name)
-                .ok_or_else(|| format!("{name} is not a global"))?;
+                .ok_or_else(|| StateError::NotAGlobal(name.clone()))?;
             let value = match global.get(&mut *store) {
                 Val::I32(v) => GlobalValue::I32(v),
                 Val::I64(v) => GlobalValue::I64(v),
                 Val::F32(v) => GlobalValue::F32(v),
                 Val::F64(v) => GlobalValue::F64(v),
-                other => return Err(format!("{name} holds a {other:?}, which cannot be copied")),
+                other => {
+                    return Err(StateError::Uncopyable {
+                        name,
+                        kind: format!("{other:?}"),
+                    });
+                }
             };
             globals.push((name, value));
         }
@@ -80,28 +86,28 @@ impl StateImage {
         &self,
         store: &mut Store<GuestState>,
         instance: &Instance,
-    ) -> Result<(), String> {
+    ) -> Result<(), StateError> {
         let memory = instance
             .get_memory(&mut *store, "memory")
-            .ok_or("the runtime exports no memory")?;
+            .ok_or(StateError::NoMemory)?;
         let have = memory.data_size(&*store);
         if !self.memory.len().is_multiple_of(PAGE) || self.memory.len() < have {
-            return Err(format!(
-                "the saved memory ({} bytes) does not fit this runtime, whose memory starts at {have} bytes",
-                self.memory.len()
-            ));
+            return Err(StateError::DoesNotFit {
+                saved: self.memory.len(),
+                have,
+            });
         }
         let pages = ((self.memory.len() - have) / PAGE) as u64;
         if pages > 0 {
             memory
                 .grow(&mut *store, pages)
-                .map_err(|e| format!("the memory cannot grow to the saved size: {e}"))?;
+                .map_err(|e| StateError::CannotGrow(e.to_string()))?;
         }
         memory.data_mut(&mut *store).copy_from_slice(&self.memory);
         for (name, value) in &self.globals {
             let global = instance
                 .get_global(&mut *store, name)
-                .ok_or_else(|| format!("the runtime has no global {name}"))?;
+                .ok_or_else(|| StateError::NoSuchGlobal(name.clone()))?;
             let value = match *value {
                 GlobalValue::I32(v) => Val::I32(v),
                 GlobalValue::I64(v) => Val::I64(v),
@@ -110,7 +116,10 @@ impl StateImage {
             };
             global
                 .set(&mut *store, value)
-                .map_err(|e| format!("cannot set {name}: {e}"))?;
+                .map_err(|e| StateError::CannotSet {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -148,20 +157,20 @@ impl StateImage {
     }
 
     /// Reads an image written by [`StateImage::write_to`].
-    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, StateError> {
         let mut reader = Reader(bytes);
         if reader.take(MAGIC.len())? != MAGIC {
-            return Err("not a saved interpreter state".into());
+            return Err(StateError::Damaged("not a saved interpreter state"));
         }
         let count = reader.u32()? as usize;
         if count > 1 << 16 {
-            return Err("too many globals".into());
+            return Err(StateError::Damaged("too many globals"));
         }
         let mut globals = Vec::with_capacity(count);
         for _ in 0..count {
             let len = reader.u32()? as usize;
             let name = std::str::from_utf8(reader.take(len)?)
-                .map_err(|_| "a global's name is not UTF-8")?
+                .map_err(|_| StateError::Damaged("a global's name is not UTF-8"))?
                 .to_owned();
             let kind = reader.take(1)?[0];
             let bits = reader.u64()?;
@@ -170,14 +179,15 @@ impl StateImage {
                 1 => GlobalValue::I64(bits as i64),
                 2 => GlobalValue::F32(bits as u32),
                 3 => GlobalValue::F64(bits),
-                _ => return Err(format!("unknown kind of global {kind}")),
+                _ => return Err(StateError::UnknownKind(kind)),
             };
             globals.push((name, value));
         }
-        let len = usize::try_from(reader.u64()?).map_err(|_| "memory too large")?;
+        let len =
+            usize::try_from(reader.u64()?).map_err(|_| StateError::Damaged("memory too large"))?;
         let memory = reader.take(len)?.to_vec();
         if !reader.0.is_empty() {
-            return Err("trailing bytes after the memory".into());
+            return Err(StateError::Damaged("trailing bytes after the memory"));
         }
         Ok(Self {
             memory,
@@ -192,22 +202,22 @@ const MAGIC: &[u8] = b"mcp-code-sandbox state 1\n";
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
         if self.0.len() < n {
-            return Err("the saved state is cut short".into());
+            return Err(StateError::Damaged("the saved state is cut short"));
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, StateError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().unwrap_or_default(),
         ))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, StateError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().unwrap_or_default(),
         ))
@@ -230,7 +240,13 @@ mod tests {
         };
         let bytes = image.to_bytes();
         assert_eq!(StateImage::from_bytes(&bytes).unwrap(), image);
-        assert!(StateImage::from_bytes(&bytes[..bytes.len() - 1]).is_err());
-        assert!(StateImage::from_bytes(b"something else entirely").is_err());
+        assert!(matches!(
+            StateImage::from_bytes(&bytes[..bytes.len() - 1]),
+            Err(StateError::Damaged("the saved state is cut short"))
+        ));
+        assert!(matches!(
+            StateImage::from_bytes(b"something else entirely, and longer than the magic"),
+            Err(StateError::Damaged("not a saved interpreter state"))
+        ));
     }
 }

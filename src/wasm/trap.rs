@@ -7,7 +7,7 @@ use wasmtime_wasi::I32Exit;
 
 /// Why a guest interpreter is no longer running.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum GuestExit {
+pub enum GuestExit {
     /// The program ended the interpreter with this exit status.
     Exited(i32),
     /// It burned its whole fuel budget.

@@ -16,6 +16,7 @@ use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::guest_io::GuestLink;
 use super::interpreter::GuestState;
+use super::state_error::StateError;
 use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
 
@@ -69,7 +70,7 @@ impl TurnExports {
 /// What the host may ask of an instance between two turns.
 pub(crate) enum Control {
     /// Copy the instance's state (for a fork or a saved sandbox).
-    Capture(oneshot::Sender<Result<StateImage, String>>),
+    Capture(oneshot::Sender<Result<StateImage, StateError>>),
 }
 
 /// Answers requests, one turn each, until the instance traps or exits; asks

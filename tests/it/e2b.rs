@@ -13,6 +13,7 @@ use crate::e2b_fake::{FakeE2b, Fault};
 use crate::support::{Server, binary, structured, text};
 
 mod as_e2b_behaves;
+mod black_hole;
 mod hostile;
 
 /// A server pointed at `fake` (E2B as default backend), with extra settings.
