@@ -1,12 +1,16 @@
 """Drives the server binary with the official Python MCP SDK (`mcp` on PyPI), in both
-protocol eras it offers, as a second, independent client beside rmcp's.
+protocol eras it offers, over stdio and over Streamable HTTP, as a second, independent
+client beside rmcp's.
 
 Usage: python tests/interop/python_sdk.py path/to/mcp-code-sandbox
 """
 
 import asyncio
 import base64
+import contextlib
 import os
+import re
+import subprocess
 import sys
 import tempfile
 
@@ -15,12 +19,36 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 BINARY = sys.argv[1]
 
 
-def server_params(root):
+def server_env(root):
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", root),
            "SANDBOX_ROOT": os.path.join(root, "sandboxes"), "SANDBOX_LOG": "warn"}
     if "SANDBOX_CACHE_DIR" in os.environ:
         env["SANDBOX_CACHE_DIR"] = os.environ["SANDBOX_CACHE_DIR"]
-    return StdioServerParameters(command=BINARY, args=[], env=env)
+    return env
+
+
+def server_params(root):
+    return StdioServerParameters(command=BINARY, args=[], env=server_env(root))
+
+
+@contextlib.contextmanager
+def http_server(root):
+    """The binary serving MCP over HTTP on a free loopback port; yields its URL."""
+    env = dict(server_env(root), SANDBOX_LOG="info")
+    proc = subprocess.Popen([BINARY, "serve", "--http", "127.0.0.1:0"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            found = re.search(r"serving MCP at (\S+)", line)
+            if found:
+                yield found.group(1)
+                break
+        else:
+            raise RuntimeError("the server did not start serving HTTP")
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0, "the server did not shut down cleanly"
 
 
 async def exercise(session):
@@ -75,6 +103,11 @@ async def main():
         async with Client(server_params(root), mode="auto") as client:
             await exercise(client.session)
             print(f"python sdk, auto era ({client.session.protocol_version}): ok")
+        with http_server(root) as url:
+            for mode in ("legacy", "auto"):
+                async with Client(url, mode=mode) as client:
+                    await exercise(client.session)
+                    print(f"python sdk over HTTP, {mode} ({client.session.protocol_version}): ok")
 
 
 asyncio.run(main())

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::http_support::{Era, HttpServer, call, http_client, modern_headers, modern_meta, post};
-use crate::support::{sandbox_dirs_under, structured, text};
+use crate::support::{Observer, sandbox_dirs_under, structured, text, with_progress};
 
 #[tokio::test]
 async fn both_protocol_eras_run_code_over_http() {
@@ -226,6 +226,64 @@ async fn cancellation_works_over_http_in_both_eras() {
             text(&after)
         );
     }
+}
+
+#[tokio::test]
+async fn output_arrives_while_the_code_runs_over_http() {
+    let server = HttpServer::start(&[]).await;
+    for era in [Era::Session, Era::Stateless] {
+        let observer = Observer::new(false);
+        let client = server.client_with(observer.clone(), era, None).await;
+        let id = format!("live-{era:?}").to_lowercase();
+        call(&client, "create_sandbox", json!({"session_id": id})).await;
+        let marker = format!("marker-{id}");
+        let touch = format!("open('/{marker}', 'w').close()");
+        call(
+            &client,
+            "execute_code",
+            json!({"session_id": id, "code": touch}),
+        )
+        .await;
+        let dir = find_dir_holding(&server.root, &marker);
+        let code = "import os, time\nprint('waiting for go', flush=True)\nwhile not os.path.exists('/go'): time.sleep(0.02)\nprint('went')";
+        let request = with_progress(
+            "execute_code",
+            json!({"session_id": id, "code": code}),
+            "live",
+        );
+        let peer = client.peer().clone();
+        let running = tokio::spawn(async move { peer.call_tool(request).await });
+        // The code cannot end before /go exists: the output came while it ran.
+        let seen = || {
+            observer
+                .messages()
+                .iter()
+                .any(|m| m.contains("waiting for go"))
+        };
+        for _ in 0..3000 {
+            if seen() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(seen(), "{era:?}: no live output: {:?}", observer.messages());
+        assert!(!running.is_finished());
+        std::fs::write(dir.join("go"), "").unwrap();
+        let result = running.await.unwrap().unwrap();
+        assert!(
+            text(&result).contains("waiting for go\nwent"),
+            "{}",
+            text(&result)
+        );
+    }
+}
+
+/// The host directory (under `root`) that holds a file named `name`.
+fn find_dir_holding(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    sandbox_dirs_under(root)
+        .into_iter()
+        .find(|dir| dir.join(name).exists())
+        .unwrap_or_else(|| panic!("no sandbox directory holds {name}"))
 }
 
 #[tokio::test]

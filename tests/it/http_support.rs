@@ -11,7 +11,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -118,8 +118,18 @@ impl HttpServer {
     /// listed the tools (as clients do: a 2026-07-28 client learns from the
     /// schemas which arguments to mirror into headers).
     pub async fn client(&self, era: Era, token: Option<&str>) -> RunningService<RoleClient, ()> {
+        self.client_with((), era, token).await
+    }
+
+    /// [`HttpServer::client`] with `handler` handling what the server sends.
+    pub async fn client_with<H: ClientHandler>(
+        &self,
+        handler: H,
+        era: Era,
+        token: Option<&str>,
+    ) -> RunningService<RoleClient, H> {
         let client = self
-            .try_client(era, token)
+            .try_client_with(handler, era, token)
             .await
             .expect("MCP handshake over HTTP");
         client.list_all_tools().await.expect("tools/list over HTTP");
@@ -132,21 +142,32 @@ impl HttpServer {
         era: Era,
         token: Option<&str>,
     ) -> Result<RunningService<RoleClient, ()>, String> {
+        self.try_client_with((), era, token).await
+    }
+
+    /// [`HttpServer::try_client`] with `handler`.
+    pub async fn try_client_with<H: ClientHandler>(
+        &self,
+        handler: H,
+        era: Era,
+        token: Option<&str>,
+    ) -> Result<RunningService<RoleClient, H>, String> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url());
         if let Some(token) = token {
             config = config.auth_header(token.to_owned());
         }
         let transport = StreamableHttpClientTransport::with_client(http_client(), config);
         let client = match era {
-            Era::Session => ().serve(transport).await,
+            Era::Session => handler.serve(transport).await,
             Era::Stateless => {
-                ().serve_with_lifecycle(
-                    transport,
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
+                handler
+                    .serve_with_lifecycle(
+                        transport,
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                    .await
             }
         };
         client.map_err(|e| e.to_string())
@@ -176,8 +197,8 @@ impl Drop for HttpServer {
 }
 
 /// Calls a tool with an rmcp client.
-pub async fn call(
-    client: &RunningService<RoleClient, ()>,
+pub async fn call<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
     tool: &str,
     args: Value,
 ) -> CallToolResult {
