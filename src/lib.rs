@@ -28,6 +28,7 @@
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;
+pub mod auth;
 pub mod bundle;
 pub mod cli;
 pub mod config;
