@@ -3,6 +3,7 @@
 //! scientific`) and no network; the E2B tests run against a fake of E2B on
 //! loopback (and need `python3`).
 
+mod auth;
 mod behaviour;
 mod budgets;
 mod bundle;
