@@ -381,6 +381,22 @@ async fn a_new_key_of_the_issuer_is_fetched_when_a_token_names_it() {
 }
 
 #[tokio::test]
+async fn keys_past_their_age_are_fetched_again() {
+    let issuer = FakeIssuer::start(&[RSA_A]).await;
+    let mut settings = oauth_settings(&issuer);
+    settings.jwks_max_age = Duration::ZERO;
+    settings.jwks_min_refetch = Duration::ZERO;
+    let app = App::start(None, Some(settings)).await;
+    let token = RSA_A.sign(&claims(&app, &issuer));
+    for expected in 1..=3 {
+        assert_eq!(app.bearer(&token).await.status, StatusCode::OK);
+        assert_eq!(issuer.jwks_fetches(), expected);
+    }
+    // The jwks_uri found once is reused.
+    assert_eq!(issuer.metadata_fetches(), 1);
+}
+
+#[tokio::test]
 async fn metadata_naming_another_issuer_is_not_trusted() {
     let issuer = FakeIssuer::start(&[RSA_A]).await;
     issuer.claim_to_be("http://127.0.0.1:1");
@@ -516,4 +532,15 @@ fn a_malformed_tokens_file_stops_the_start_naming_the_line() {
     .to_string();
     assert!(err.contains(&format!("{} line 2", path.display())), "{err}");
     assert!(err.contains("64 hex digits"), "{err}");
+}
+
+#[test]
+fn token_refuses_a_principal_name_it_cannot_store() {
+    let out = std::process::Command::new(crate::support::binary())
+        .args(["token", "--principal", "alice smith"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "no token may be printed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a name"));
 }
