@@ -59,6 +59,30 @@ pub enum Command {
     /// Manage a wheelhouse: a directory of wheels for offline installs.
     #[command(subcommand)]
     Wheelhouse(WheelhouseCommand),
+    /// Mint a static bearer token for the HTTP server: prints the token
+    /// (once: it is stored nowhere) and the entry to add to the tokens file
+    /// (SANDBOX_AUTH_TOKENS_FILE), which holds only its hash.
+    Token(TokenArgs),
+}
+
+/// `token`: whom the token is for, and their limits.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The principal's name (owner of the sandboxes it creates).
+    #[arg(long)]
+    pub principal: String,
+    /// Most sandboxes the principal may have alive at once (its
+    /// `max_sandboxes`).
+    #[arg(long)]
+    pub limit_sandboxes: Option<usize>,
+    /// Most memory the principal's sandboxes may use together, in MiB (its
+    /// `max_memory_mb`).
+    #[arg(long)]
+    pub limit_memory_mb: Option<u64>,
+    /// Most disk the principal's sandboxes may hold together, in MiB (its
+    /// `max_disk_mb`).
+    #[arg(long)]
+    pub limit_disk_mb: Option<u64>,
 }
 
 /// Every setting. Each flag also reads the environment variable shown.
@@ -360,6 +384,10 @@ pub struct Settings {
     /// Serving MCP over HTTP instead of stdio.
     #[command(flatten)]
     pub http: HttpArgs,
+
+    /// Who may call the HTTP server.
+    #[command(flatten)]
+    pub auth: AuthArgs,
 }
 
 /// Serving MCP over Streamable HTTP (`serve --http ADDR`) instead of stdio.
@@ -494,4 +522,39 @@ pub enum WheelhouseCommand {
         #[arg(long)]
         dir: PathBuf,
     },
+}
+
+/// Authorization of HTTP requests. With none of these, the HTTP server
+/// admits every request (and may then only listen on loopback).
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuthArgs {
+    /// Static bearer tokens: a TOML file of sha256 token hashes, each with
+    /// its principal and limits (make entries with `mcp-code-sandbox token`).
+    #[arg(long, env = "SANDBOX_AUTH_TOKENS_FILE", global = true)]
+    pub auth_tokens_file: Option<PathBuf>,
+
+    /// OAuth 2.1: the authorization server whose JWT access tokens are
+    /// accepted, exactly as its tokens' `iss` (https; http on loopback only).
+    /// Needs SANDBOX_PUBLIC_URL.
+    #[arg(long, env = "SANDBOX_OAUTH_ISSUER", global = true)]
+    pub oauth_issuer: Option<String>,
+
+    /// This server's external base URL, as clients reach it; the OAuth
+    /// resource (the audience tokens must name) is <public_url>/mcp.
+    #[arg(long, env = "SANDBOX_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+
+    /// Scopes every access token must hold, separated by commas or spaces.
+    #[arg(
+        long,
+        env = "SANDBOX_OAUTH_SCOPES",
+        default_value = "sandbox",
+        global = true
+    )]
+    pub oauth_scopes: String,
+
+    /// Where the issuer's signing keys (JWKS) are [default: the jwks_uri of
+    /// the issuer's OAuth or OpenID Connect metadata].
+    #[arg(long, env = "SANDBOX_OAUTH_JWKS_URL", global = true)]
+    pub oauth_jwks_url: Option<String>,
 }

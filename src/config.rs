@@ -8,8 +8,10 @@ pub use self::http::{HttpSettings, TlsFiles};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::auth::settings::{check_url, parse_scopes};
+use crate::auth::{AuthSettings, OAuthSettings};
 use crate::bundle::Bundle;
-use crate::cli::{PackageArgs, Settings};
+use crate::cli::{AuthArgs, PackageArgs, Settings};
 use crate::e2b::E2bSettings;
 use crate::packages::settings::parse_pip_conf;
 use crate::packages::{IndexUrl, PackageSettings};
@@ -63,6 +65,8 @@ pub struct Config {
     pub log: String,
     /// How to serve MCP over HTTP, when asked to.
     pub http: Option<HttpSettings>,
+    /// Who may call the HTTP server.
+    pub auth: AuthSettings,
 }
 
 impl Config {
@@ -186,6 +190,7 @@ impl Config {
             packages,
             log: s.log.clone(),
             http: HttpSettings::from_args(&s.http)?,
+            auth: auth_settings(&s.auth)?,
         })
     }
 }
@@ -207,6 +212,53 @@ impl Config {
         self.wasm.pool_limits.open_files = fitted;
         Some(fitted)
     }
+}
+
+/// The authorization settings, checked: URLs https (http on loopback
+/// only), OAuth with its public URL and at least one scope.
+fn auth_settings(a: &AuthArgs) -> Result<AuthSettings, ConfigError> {
+    let set = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let tokens_file = a
+        .auth_tokens_file
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty());
+    let Some(issuer) = set(&a.oauth_issuer) else {
+        if set(&a.oauth_jwks_url).is_some() {
+            return Err(bad(
+                "SANDBOX_OAUTH_JWKS_URL",
+                "it needs SANDBOX_OAUTH_ISSUER, the issuer of the tokens those keys sign",
+            ));
+        }
+        return Ok(AuthSettings {
+            tokens_file,
+            oauth: None,
+        });
+    };
+    let issuer = check_url(&issuer).map_err(|e| bad("SANDBOX_OAUTH_ISSUER", e))?;
+    let public_url = set(&a.public_url).ok_or_else(|| {
+        bad("SANDBOX_PUBLIC_URL", "OAuth needs this server's external base URL, e.g. https://sandbox.example.com: tokens must name <url>/mcp as their audience")
+    })?;
+    let public_url = check_url(&public_url).map_err(|e| bad("SANDBOX_PUBLIC_URL", e))?;
+    let scopes = parse_scopes(&a.oauth_scopes);
+    if scopes.is_empty() {
+        return Err(bad(
+            "SANDBOX_OAUTH_SCOPES",
+            "give at least one scope, e.g. sandbox",
+        ));
+    }
+    let mut oauth = OAuthSettings::new(issuer, public_url, scopes);
+    if let Some(jwks) = set(&a.oauth_jwks_url) {
+        oauth.jwks_url = Some(check_url(&jwks).map_err(|e| bad("SANDBOX_OAUTH_JWKS_URL", e))?);
+    }
+    Ok(AuthSettings {
+        tokens_file,
+        oauth: Some(oauth),
+    })
 }
 
 /// The E2B backend's settings, checked; `None` without an API key.
@@ -528,6 +580,55 @@ mod tests {
         assert_eq!(c.manager.max_sandboxes, 64);
         assert_eq!(c.manager.idle_timeout, Some(Duration::from_secs(1800)));
         assert!(c.wasm.engine.fuel);
+    }
+
+    #[test]
+    fn auth_is_off_by_default_and_oauth_needs_its_urls_right() {
+        assert!(parse(&[]).unwrap().auth.oauth.is_none());
+        let issuer = ["--oauth-issuer", "https://id.example.test"];
+        let err = parse(&issuer).unwrap_err().to_string();
+        assert!(err.contains("SANDBOX_PUBLIC_URL"), "{err}");
+        let c =
+            parse(&[&issuer[..], &["--public-url", "https://sb.example.test/"]].concat()).unwrap();
+        let oauth = c.auth.oauth.unwrap();
+        assert_eq!(oauth.resource(), "https://sb.example.test/mcp");
+        assert_eq!(oauth.scopes, ["sandbox"]);
+        let err = parse(&[
+            "--oauth-issuer",
+            "http://id.example.test",
+            "--public-url",
+            "https://sb.example.test",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("SANDBOX_OAUTH_ISSUER") && err.contains("plain http"),
+            "{err}"
+        );
+        let err = parse(
+            &[
+                &issuer[..],
+                &[
+                    "--public-url",
+                    "https://sb.example.test",
+                    "--oauth-scopes",
+                    " , ",
+                ],
+            ]
+            .concat(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SANDBOX_OAUTH_SCOPES"), "{err}");
+        let err = parse(&["--oauth-jwks-url", "https://id.example.test/jwks"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs SANDBOX_OAUTH_ISSUER"), "{err}");
+        let c = parse(&["--auth-tokens-file", "/etc/tokens.toml"]).unwrap();
+        assert_eq!(
+            c.auth.tokens_file.as_deref(),
+            Some(Path::new("/etc/tokens.toml"))
+        );
     }
 
     fn package_args(index: Option<&str>, pip: Option<&str>, extra: Option<&str>) -> PackageArgs {

@@ -10,6 +10,7 @@
 //! with its principal and sandbox, never its body or token.
 
 mod bind;
+mod callers;
 mod ops;
 mod request_log;
 mod tls;
@@ -23,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, shutdown_signal};
+use crate::auth::Authorizer;
 use crate::config::HttpSettings;
 
 pub use self::bind::BindError;
@@ -30,24 +32,18 @@ pub use self::bind::BindError;
 /// How long open streams get to finish once shutdown starts.
 const DRAIN: Duration = Duration::from_secs(5);
 
-/// Puts the authorization layer in front of a router's protected routes
-/// (attaching the [`crate::server::caller::Caller`] of every request it lets
-/// through); `None` serves without authorization.
-pub type Protect = Box<dyn FnOnce(Router) -> Router + Send>;
-
 /// Serves MCP over HTTP until SIGINT or SIGTERM, then saves or closes every
-/// sandbox as the stdio server does.
-pub async fn serve(
-    app: App,
-    settings: HttpSettings,
-    protect: Option<Protect>,
-) -> anyhow::Result<()> {
-    bind::check(settings.addr, protect.is_some())?;
+/// sandbox as the stdio server does. With authorization configured, every
+/// request to `/mcp` needs a valid token, and its principal owns the
+/// sandboxes it creates.
+pub async fn serve(app: App, settings: HttpSettings) -> anyhow::Result<()> {
+    let authorizer = Arc::new(Authorizer::new(app.config.auth.clone())?);
+    bind::check(settings.addr, authorizer.is_configured())?;
     let app = Arc::new(app);
     app.preload_in_background();
     let stop = CancellationToken::new();
     app.manager.spawn_reaper(stop.clone());
-    let router = routes(&app, &settings, protect, stop.child_token());
+    let router = routes(&app, &settings, authorizer, stop.child_token());
     let listener = tokio::net::TcpListener::bind(settings.addr).await?;
     let local = listener.local_addr()?;
     tracing::info!(
@@ -108,18 +104,19 @@ where
 fn routes(
     app: &Arc<App>,
     settings: &HttpSettings,
-    protect: Option<Protect>,
+    authorizer: Arc<Authorizer>,
     stop: CancellationToken,
 ) -> Router {
     let mut server = app.server();
-    if protect.is_some() {
+    if authorizer.is_configured() {
         server = server.requiring_authorization();
     }
+    let auth = &app.config.auth;
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop)
         .with_max_request_body_bytes(app.config.requests.max_request_bytes)
-        .with_allowed_hosts(bind::allowed_hosts(settings))
-        .with_allowed_origins(settings.allowed_origins.clone())
+        .with_allowed_hosts(bind::allowed_hosts(settings, auth))
+        .with_allowed_origins(bind::allowed_origins(settings, auth))
         .enforce_origin_validation()
         .with_legacy_session_mode(!settings.stateless);
     let mcp = StreamableHttpService::new(
@@ -127,12 +124,11 @@ fn routes(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let logged = Router::new()
+    // A request passes authorization, gets its caller, and is logged (with
+    // that caller) and served.
+    let mcp = Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(request_log::log));
-    let guarded = match protect {
-        Some(protect) => protect(logged),
-        None => logged,
-    };
-    guarded.merge(ops::routes(app.clone()))
+        .layer(axum::middleware::from_fn(request_log::log))
+        .layer(axum::middleware::from_fn(callers::attach));
+    authorizer.protect(mcp).merge(ops::routes(app.clone()))
 }

@@ -11,6 +11,8 @@
 //! - [`config`]: the checked, typed configuration built from them.
 //! - [`app`]: builds the backends and the manager from the configuration (the
 //!   factory), and runs the stdio server.
+//! - [`auth`]: authorization for the HTTP server: static bearer tokens and
+//!   OAuth 2.1 access tokens, checked in front of the MCP routes.
 //! - [`server`]: the ten MCP tools, their arguments and their results.
 //! - [`sandbox`]: the interpreter trait every backend implements, the types that
 //!   cross it, guest paths, the file tools on a local directory, disk quotas,
@@ -31,6 +33,7 @@
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;
+pub mod auth;
 pub mod bundle;
 pub mod cli;
 pub mod config;

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mcp_code_sandbox::app::App;
-use mcp_code_sandbox::cli::{Cli, Command, WheelhouseCommand};
+use mcp_code_sandbox::auth::PrincipalLimits;
+use mcp_code_sandbox::auth::tokens;
+use mcp_code_sandbox::cli::{Cli, Command, TokenArgs, WheelhouseCommand};
 use mcp_code_sandbox::config::Config;
 use mcp_code_sandbox::oneshot;
 
@@ -48,6 +50,9 @@ fn log_filter(setting: &str) -> String {
 }
 
 async fn run(command: Command, mut config: Config) -> ExitCode {
+    if let Command::Token(args) = &command {
+        return report(mint_token(args));
+    }
     if !matches!(command, Command::Serve) {
         // One-off commands need no interpreters started ahead of time.
         config.wasm.pool_size = 0;
@@ -61,9 +66,7 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
     };
     let result = match command {
         Command::Serve => match app.config.http.clone() {
-            Some(http) => mcp_code_sandbox::http::serve(app, http, None)
-                .await
-                .map(|()| 0),
+            Some(http) => mcp_code_sandbox::http::serve(app, http).await.map(|()| 0),
             None => app.serve_stdio().await.map(|()| 0),
         },
         Command::Exec { code, file } => match read_code(code, file) {
@@ -75,6 +78,7 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
         // module cache is the bundle's.
         Command::Bundle { out } => bundle(app.config.clone(), &out).await,
         Command::Wheelhouse(action) => wheelhouse(&app, action).await,
+        Command::Token(args) => mint_token(&args),
     };
     report(result)
 }
@@ -178,6 +182,25 @@ async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32>
         dir.display(),
         dir.display()
     );
+    Ok(0)
+}
+
+/// `token`: prints a fresh token once, and the entry for the tokens file.
+fn mint_token(args: &TokenArgs) -> anyhow::Result<i32> {
+    let limits = PrincipalLimits {
+        max_sandboxes: args.limit_sandboxes,
+        max_memory_mb: args.limit_memory_mb,
+        max_disk_mb: args.limit_disk_mb,
+    };
+    let minted = tokens::mint(&args.principal, &limits).map_err(anyhow::Error::msg)?;
+    println!(
+        "token (shown once; give it to {}, it is stored nowhere):",
+        args.principal
+    );
+    println!("{}", minted.token);
+    println!();
+    println!("add to the tokens file (SANDBOX_AUTH_TOKENS_FILE):");
+    print!("{}", minted.entry);
     Ok(0)
 }
 

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use crate::auth::AuthSettings;
 use crate::config::HttpSettings;
 
 /// An address the server will not listen on as configured.
@@ -26,8 +27,8 @@ pub fn check(addr: SocketAddr, authorization: bool) -> Result<(), BindError> {
 }
 
 /// The Host header values the server answers: loopback's, the listening
-/// address when it is a specific one, and those configured.
-pub fn allowed_hosts(settings: &HttpSettings) -> Vec<String> {
+/// address when it is a specific one, the public URL's, and those configured.
+pub fn allowed_hosts(settings: &HttpSettings, auth: &AuthSettings) -> Vec<String> {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
         .into_iter()
         .map(str::to_owned)
@@ -36,8 +37,30 @@ pub fn allowed_hosts(settings: &HttpSettings) -> Vec<String> {
     if !ip.is_unspecified() && !ip.is_loopback() {
         hosts.push(ip.to_string());
     }
+    if let Some(public) = public_url(auth)
+        && let Some(host) = public.host_str()
+    {
+        hosts.push(host.trim_matches(['[', ']']).to_owned());
+        if let Some(port) = public.port() {
+            hosts.push(format!("{host}:{port}"));
+        }
+    }
     hosts.extend(settings.allowed_hosts.iter().cloned());
     hosts
+}
+
+/// The Origins browsers may send requests from: the public URL's and those
+/// configured (every other Origin is refused).
+pub fn allowed_origins(settings: &HttpSettings, auth: &AuthSettings) -> Vec<String> {
+    let mut origins = settings.allowed_origins.clone();
+    if let Some(public) = public_url(auth) {
+        origins.push(public.origin().ascii_serialization());
+    }
+    origins
+}
+
+fn public_url(auth: &AuthSettings) -> Option<&url::Url> {
+    auth.oauth.as_ref().map(|oauth| &oauth.public_url)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! scientific`) and no network; the E2B tests run against a fake of E2B on
 //! loopback (and need `python3`).
 
+mod auth;
 mod behaviour;
 mod budgets;
 mod bundle;
@@ -13,6 +14,7 @@ mod execution;
 mod files;
 mod hostile;
 mod http;
+mod http_owners;
 mod http_support;
 mod index_server;
 mod limits;
