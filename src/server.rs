@@ -136,6 +136,7 @@ impl SandboxServer {
             memory_bytes: options.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             runtime: options.runtime,
             progress: progress.sink(),
+            allow_hosts: options.allow_hosts,
         })
     }
 
@@ -164,6 +165,7 @@ impl SandboxServer {
             timeout_seconds: p.timeout_seconds,
             memory_mb: p.memory_mb,
             runtime: p.runtime,
+            allow_hosts: p.allow_hosts,
         };
         let request = self.create_request(p.session_id, options, &forwarder)?;
         let created = self.manager.create(request).await;
@@ -423,6 +425,7 @@ For one-off computations that need no state afterwards.",
             timeout_seconds: p.timeout_seconds,
             memory_mb: p.memory_mb,
             runtime: p.runtime,
+            allow_hosts: None,
         };
         let request = self.create_request(None, options, &forwarder)?;
         let created = self.manager.create(request).await;
@@ -698,4 +701,5 @@ struct SandboxOptions {
     timeout_seconds: Option<f64>,
     memory_mb: Option<u64>,
     runtime: Option<String>,
+    allow_hosts: Option<Vec<String>>,
 }

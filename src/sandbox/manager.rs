@@ -54,6 +54,8 @@ pub struct CreateRequest {
     pub runtime: Option<String>,
     /// Where to say what a slow creation is doing.
     pub progress: Option<super::types::Progress>,
+    /// Destinations its guest's HTTP may reach, narrowing the server's list.
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// The live sandboxes of this server.
@@ -261,6 +263,7 @@ impl SandboxManager {
             limits: limits.clone(),
             runtime: request.runtime,
             progress: request.progress,
+            allow_hosts: request.allow_hosts,
         };
         let interpreter = backend.create(spec).await?;
         let sandbox = Sandbox::new(&id, kind, interpreter, limits);

@@ -14,6 +14,7 @@ mod files;
 mod hostile;
 mod index_server;
 mod limits;
+mod network;
 mod packages;
 mod packages_hostile;
 mod protocol;
