@@ -56,7 +56,24 @@ pub trait DoorHandler: Send + Sync {
         args: Map<String, Value>,
         bound: Duration,
         log: &RequestLog,
-    ) -> Result<Value, ToolFailure>;
+    ) -> Result<ToolValue, ToolFailure>;
+}
+
+/// What a tool call gives back: its value, and optionally raw bytes sent
+/// after the answer's JSON (see [`frames::value_answer`]), for a caller that
+/// asked for them instead of `$bytes` inside the JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolValue {
+    /// The value, as JSON.
+    pub value: Value,
+    /// Bytes that follow the answer's JSON and a newline.
+    pub raw: Option<Vec<u8>>,
+}
+
+impl From<Value> for ToolValue {
+    fn from(value: Value) -> Self {
+        Self { value, raw: None }
+    }
 }
 
 /// Where a tool notes the HTTP requests it makes.

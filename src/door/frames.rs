@@ -104,9 +104,17 @@ pub fn list_answer(id: Option<u64>, tools: Vec<Value>) -> Vec<u8> {
     encode(json!({"v": PROTOCOL, "id": id, "ok": true, "tools": tools}))
 }
 
-/// The answer carrying a call's value.
-pub fn value_answer(id: Option<u64>, value: Value) -> Vec<u8> {
-    encode(json!({"v": PROTOCOL, "id": id, "ok": true, "value": value}))
+/// The answer carrying a call's value. With `raw`, the answer's JSON is
+/// followed by a newline and those bytes (JSON as written here never holds a
+/// raw newline): only a caller that asked for that form gets it.
+pub fn value_answer(id: Option<u64>, value: Value, raw: Option<Vec<u8>>) -> Vec<u8> {
+    let mut answer = encode(json!({"v": PROTOCOL, "id": id, "ok": true, "value": value}));
+    if let Some(raw) = raw {
+        answer.reserve(raw.len() + 1);
+        answer.push(b'\n');
+        answer.extend_from_slice(&raw);
+    }
+    answer
 }
 
 /// The answer carrying a failure.

@@ -17,7 +17,7 @@ use super::allowlist::{AllowList, origin};
 use super::frames::{bytes_value, value_bytes};
 use super::ranges::AddressPolicy;
 use super::resolve::{AddressRefused, CheckedResolver, Lookup, SystemLookup};
-use super::{DoorHandler, FailureKind, RequestLog, ToolFailure};
+use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
 use crate::sandbox::RequestRecord;
 
 /// The tool's name, as guests call it.
@@ -138,6 +138,8 @@ struct Asked {
     url: Url,
     headers: HeaderMap,
     body: Option<Vec<u8>>,
+    /// The body goes back raw after the answer's JSON, not as `$bytes`.
+    raw_body: bool,
 }
 
 #[async_trait]
@@ -155,7 +157,8 @@ impl DoorHandler for HttpTool {
                     "url": {"type": "string", "description": "http:// or https:// URL"},
                     "method": {"type": "string", "description": "GET by default"},
                     "headers": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}, "description": "[name, value] pairs"},
-                    "body": {"type": "string", "contentEncoding": "base64", "description": "the request body"}
+                    "body": {"type": "string", "contentEncoding": "base64", "description": "the request body"},
+                    "raw_body": {"type": "boolean", "description": "send the response body raw after the answer's JSON and a newline (for the sandbox's urllib handler)"}
                 },
                 "required": ["url"]
             },
@@ -169,7 +172,7 @@ impl DoorHandler for HttpTool {
         args: Map<String, Value>,
         bound: Duration,
         log: &RequestLog,
-    ) -> Result<Value, ToolFailure> {
+    ) -> Result<ToolValue, ToolFailure> {
         if tool != TOOL {
             return Err(ToolFailure::new(
                 FailureKind::UnknownTool,
@@ -188,7 +191,7 @@ impl HttpTool {
         mut asked: Asked,
         until: Instant,
         log: &RequestLog,
-    ) -> Result<Value, ToolFailure> {
+    ) -> Result<ToolValue, ToolFailure> {
         let settings = &self.door.settings;
         for hop in 0..=settings.max_redirects {
             let method = asked.method.to_string();
@@ -224,7 +227,9 @@ impl HttpTool {
                 follow(&mut asked, next, status);
                 continue;
             }
-            return self.answer(&method, &asked.url, response, log).await;
+            return self
+                .answer(&method, &asked.url, response, asked.raw_body, log)
+                .await;
         }
         Err(ToolFailure::new(
             FailureKind::ToolError,
@@ -255,8 +260,9 @@ impl HttpTool {
         method: &str,
         url: &Url,
         mut response: reqwest::Response,
+        raw_body: bool,
         log: &RequestLog,
-    ) -> Result<Value, ToolFailure> {
+    ) -> Result<ToolValue, ToolFailure> {
         let max = self.door.settings.max_bytes;
         let status = response.status();
         let headers: Vec<Value> = response
@@ -295,13 +301,21 @@ impl HttpTool {
             }
         }
         log.note(record(method, url, Some(status), body.len() as u64, None));
-        Ok(json!({
+        let mut value = json!({
             "status": status.as_u16(),
             "reason": status.canonical_reason().unwrap_or(""),
             "url": url.as_str(),
             "headers": headers,
-            "body": bytes_value(&body),
-        }))
+        });
+        if raw_body {
+            value["body_bytes"] = json!(body.len());
+            return Ok(ToolValue {
+                value,
+                raw: Some(body),
+            });
+        }
+        value["body"] = bytes_value(&body);
+        Ok(value.into())
     }
 }
 
@@ -370,11 +384,13 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
                 .ok_or_else(|| invalid(format!("{TOOL}: body must be bytes or a string")))?,
         ),
     };
+    let raw_body = args.get("raw_body").and_then(Value::as_bool) == Some(true);
     Ok(Asked {
         method,
         url,
         headers,
         body,
+        raw_body,
     })
 }
 
@@ -494,6 +510,7 @@ mod tests {
             url: Url::parse("https://a.test/form").unwrap(),
             headers: HeaderMap::new(),
             body: Some(b"x=1".to_vec()),
+            raw_body: false,
         };
         asked
             .headers

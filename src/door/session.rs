@@ -105,7 +105,7 @@ impl DoorSlot {
         let started = Instant::now();
         let outcome = tokio::time::timeout(bound, handler.call(&tool, args, bound, &log)).await;
         let answer = match outcome {
-            Ok(Ok(value)) => frames::value_answer(id, value),
+            Ok(Ok(value)) => frames::value_answer(id, value.value, value.raw),
             Ok(Err(failure)) => frames::error_answer(id, &failure),
             Err(_) => frames::error_answer(
                 id,
@@ -187,6 +187,7 @@ impl Armed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::door::ToolValue;
     use async_trait::async_trait;
     use serde_json::{Map, Value, json};
 
@@ -205,14 +206,14 @@ mod tests {
             args: Map<String, Value>,
             _bound: Duration,
             _log: &RequestLog,
-        ) -> Result<Value, ToolFailure> {
+        ) -> Result<ToolValue, ToolFailure> {
             if tool != "echo" {
                 return Err(ToolFailure::new(FailureKind::UnknownTool, tool));
             }
             if let Some(ms) = args.get("sleep").and_then(Value::as_u64) {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
-            Ok(Value::Object(args))
+            Ok(Value::Object(args).into())
         }
     }
 

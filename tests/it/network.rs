@@ -428,3 +428,76 @@ async fn a_runtime_without_a_door_says_it_has_no_network() {
     );
     assert!(site.seen().is_empty());
 }
+
+#[tokio::test]
+async fn a_guest_waiting_on_a_slow_response_is_stopped_by_a_cancel() {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let site = Site::start("/").await;
+    let server = start(&[
+        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
+        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    let code = format!(
+        "import urllib.request\nurllib.request.urlopen('{}')",
+        site.url("/slow")
+    );
+    let params = CallToolRequestParams::new("execute_code").with_arguments(
+        json!({"session_id": id, "code": code, "timeout_seconds": 300})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    // Cancelled once the request is waiting at the server.
+    while site.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.cancel(Some("test".into())).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(120), run(&server, &id, "6 * 7"))
+        .await
+        .expect("the cancelled execution stopped");
+    assert_eq!(next["value"], "42", "{next}");
+    assert!(next["state_lost"].is_string(), "{next}");
+}
+
+#[tokio::test]
+async fn the_runtimes_own_tool_package_sees_the_door_tools() {
+    let site = Site::start("/").await;
+    let server = start(&[
+        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
+        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    // `from host import tools` lists the tools through the door; a call
+    // returns the tool's value with bytes decoded; a refusal is ToolDenied.
+    let out = run(
+        &server,
+        &id,
+        &format!(
+            "import host\n\
+             from host import tools\n\
+             r = tools.http_request(url='{}')\n\
+             print(r['status'], r['body'].decode().splitlines()[0], 'allowed' in tools.http_request.__doc__)\n\
+             try:\n    tools.http_request(url='http://127.0.0.1:1/')\n\
+             except host.ToolDenied as e:\n    print('denied', 'SANDBOX_ALLOW_HOSTS' in str(e))",
+            site.url("/data.csv")
+        ),
+    )
+    .await;
+    assert_eq!(
+        out["stdout"]["text"], "200 region,units True\ndenied True\n",
+        "{out}"
+    );
+}
