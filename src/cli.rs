@@ -262,6 +262,48 @@ pub struct Settings {
     )]
     pub preload: String,
 
+    /// Destinations local sandboxes' code may reach over HTTP (through the
+    /// scientific runtime's door; urllib and pandas use it): comma-separated
+    /// `scheme://host:port` patterns, the port optional, the host an exact
+    /// name or address or `*.suffix`. Empty: no network at all.
+    #[arg(long, env = "SANDBOX_ALLOW_HOSTS", default_value = "", global = true)]
+    pub allow_hosts: String,
+
+    /// Address ranges (CIDR, comma-separated) guests' HTTP may reach even
+    /// though they are special (loopback, private, link-local...), e.g.
+    /// 10.1.0.0/16. Empty: none of them.
+    #[arg(
+        long,
+        env = "SANDBOX_ALLOW_NETWORKS",
+        default_value = "",
+        global = true
+    )]
+    pub allow_networks: String,
+
+    /// Most bytes of one HTTP response a guest may read.
+    #[arg(long, env = "SANDBOX_GUEST_HTTP_MAX_BYTES", default_value_t = 16 << 20, global = true)]
+    pub guest_http_max_bytes: u64,
+
+    /// Most calls through the door to the host (HTTP requests) one execution
+    /// may make.
+    #[arg(
+        long,
+        env = "SANDBOX_DOOR_MAX_CALLS",
+        default_value_t = 1000,
+        global = true
+    )]
+    pub door_max_calls: u32,
+
+    /// Most time, in seconds, the host may spend on one execution's door
+    /// calls together (each is also bounded by the execution's timeout).
+    #[arg(
+        long,
+        env = "SANDBOX_DOOR_MAX_SECONDS",
+        default_value_t = 300.0,
+        global = true
+    )]
+    pub door_max_seconds: f64,
+
     /// How long a local sandbox saved when the server stopped is kept for a
     /// later start to restore (0: sandboxes are not saved, and close with
     /// the server).

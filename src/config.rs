@@ -6,12 +6,18 @@ mod http;
 pub use self::http::{HttpSettings, TlsFiles};
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::settings::{check_url, parse_scopes};
 use crate::auth::{AuthSettings, OAuthSettings};
 use crate::bundle::Bundle;
 use crate::cli::{AuthArgs, PackageArgs, Settings};
+use crate::door::DoorSettings;
+use crate::door::allowlist::AllowList;
+use crate::door::http::HttpSettings as DoorHttpSettings;
+use crate::door::ranges::AddressPolicy;
+use crate::door::session::DoorCaps;
 use crate::e2b::E2bSettings;
 use crate::packages::settings::parse_pip_conf;
 use crate::packages::{IndexUrl, PackageSettings};
@@ -166,6 +172,7 @@ impl Config {
             preload: preload_modules(&s.preload)?,
             keep_saved: Duration::from_secs(s.keep_saved_seconds),
             saved_max_bytes: s.saved_max_mb.saturating_mul(1 << 20),
+            door: door_settings(s)?,
         };
         if let Some(dir) = &s.bundle {
             use_bundle(dir, &mut wasm, &mut packages)?;
@@ -525,6 +532,41 @@ fn default_cache_dir() -> PathBuf {
 /// The repository's `runtime/` directory, where fetch-python.sh puts runtimes.
 fn default_runtime_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
+}
+
+/// The door's settings: guests' HTTP destinations, networks and caps.
+fn door_settings(s: &Settings) -> Result<DoorSettings, ConfigError> {
+    let allow_hosts =
+        AllowList::parse(&s.allow_hosts).map_err(|e| bad("SANDBOX_ALLOW_HOSTS", e.to_string()))?;
+    let networks = s
+        .allow_networks
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            n.parse::<ipnet::IpNet>().map_err(|_| {
+                bad(
+                    "SANDBOX_ALLOW_NETWORKS",
+                    format!("'{n}' is not a CIDR range; write e.g. 10.1.0.0/16 or fd00::/8"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if s.door_max_calls == 0 {
+        return Err(bad("SANDBOX_DOOR_MAX_CALLS", "must be at least 1"));
+    }
+    Ok(DoorSettings {
+        http: DoorHttpSettings {
+            allow_hosts,
+            addresses: Arc::new(AddressPolicy::new(networks)),
+            max_bytes: s.guest_http_max_bytes,
+            ..DoorHttpSettings::default()
+        },
+        caps: DoorCaps {
+            max_calls: s.door_max_calls,
+            max_time: seconds("SANDBOX_DOOR_MAX_SECONDS", s.door_max_seconds)?,
+        },
+    })
 }
 
 /// The module names of `SANDBOX_PRELOAD`: dotted Python identifiers.

@@ -138,6 +138,11 @@ impl Backend for E2bBackend {
     }
 
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn CodeInterpreter>, SandboxError> {
+        if spec.allow_hosts.is_some() {
+            return Err(SandboxError::InvalidArgument(
+                "allow_hosts applies to local sandboxes: an e2b sandbox has E2B's own network, which this server does not filter; leave allow_hosts out, or create a local sandbox (backend \"wasm\", runtime \"scientific\")".into(),
+            ));
+        }
         let template = spec
             .runtime
             .clone()

@@ -38,6 +38,7 @@ pub mod bundle;
 pub mod cli;
 pub mod config;
 pub mod digest;
+pub mod door;
 pub mod e2b;
 pub mod http;
 pub mod metrics;

@@ -170,6 +170,7 @@ impl SandboxServer {
             progress: progress.sink(),
             owner: caller.owner.clone(),
             caps: caller.caps,
+            allow_hosts: options.allow_hosts,
         })
     }
 
@@ -198,6 +199,7 @@ impl SandboxServer {
             timeout_seconds: p.timeout_seconds,
             memory_mb: p.memory_mb,
             runtime: p.runtime,
+            allow_hosts: p.allow_hosts,
         };
         let caller = self.caller(&ctx)?;
         let request = self.create_request(&caller, p.session_id, options, &forwarder)?;
@@ -492,6 +494,7 @@ For one-off computations that need no state afterwards.",
             timeout_seconds: p.timeout_seconds,
             memory_mb: p.memory_mb,
             runtime: p.runtime,
+            allow_hosts: None,
         };
         let caller = self.caller(&ctx)?;
         let request = self.create_request(&caller, None, options, &forwarder)?;
@@ -822,4 +825,5 @@ struct SandboxOptions {
     timeout_seconds: Option<f64>,
     memory_mb: Option<u64>,
     runtime: Option<String>,
+    allow_hosts: Option<Vec<String>>,
 }

@@ -33,6 +33,7 @@ mod saved;
 mod start_error;
 mod state_error;
 mod state_image;
+mod tool_door;
 mod trap;
 mod turns;
 
@@ -50,8 +51,10 @@ use self::interpreter::GuestImage;
 use self::loading::ImageSlot;
 use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
-use self::sandbox::WasmSandbox;
+use self::sandbox::{SandboxDoor, WasmSandbox};
 use self::saved::SavedStore;
+use crate::door::DoorSettings;
+use crate::door::http::HttpDoor;
 use crate::packages::Installer;
 use crate::sandbox::budget::{Budget, BudgetsView};
 use crate::sandbox::root::SandboxRoot;
@@ -92,6 +95,8 @@ pub struct WasmSettings {
     pub keep_saved: std::time::Duration,
     /// Most bytes saved sandboxes may take together (0: not saved).
     pub saved_max_bytes: u64,
+    /// The guest's door to the host: HTTP to the allowed hosts, and caps.
+    pub door: DoorSettings,
 }
 
 /// The local WASI backend.
@@ -113,6 +118,8 @@ pub struct WasmBackend {
     memory_budget: Arc<Budget>,
     /// Sandboxes kept across a restart (none: saving is off).
     saved: Option<Arc<SavedStore>>,
+    /// HTTP for guests, shared by every sandbox.
+    http: Arc<HttpDoor>,
 }
 
 impl WasmBackend {
@@ -132,6 +139,7 @@ impl WasmBackend {
                 .unwrap_or(u64::MAX),
         );
         let engine = build_engine(settings.engine).map_err(|e| WasmError::Engine(e.to_string()))?;
+        let http = Arc::new(HttpDoor::new(settings.door.http.clone()).map_err(WasmError::from)?);
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -160,7 +168,40 @@ impl WasmBackend {
             memory_budget,
             saved: SavedStore::open(&settings_root, settings_keep, settings_saved_max)
                 .map(Arc::new),
+            http,
         })
+    }
+
+    /// The door a sandbox of `image` gets: HTTP to the server's allowed
+    /// hosts, or to `asked` (which may only narrow them). A runtime without
+    /// a door gets none, and asking for hosts on it is refused.
+    fn sandbox_door(
+        &self,
+        image: &GuestImage,
+        asked: Option<Vec<String>>,
+    ) -> Result<Option<Arc<SandboxDoor>>, SandboxError> {
+        if image.manifest.door.is_none() {
+            return match asked {
+                None => Ok(None),
+                Some(_) => Err(SandboxError::InvalidArgument(format!(
+                    "the runtime '{}' has no door to the host, so its code cannot make HTTP requests; create the sandbox with runtime \"scientific\" to use allow_hosts",
+                    image.manifest.name
+                ))),
+            };
+        }
+        let hosts = match &asked {
+            None => self.http.allow_hosts().clone(),
+            Some(asked) => self
+                .http
+                .allow_hosts()
+                .narrow(asked)
+                .map_err(SandboxError::InvalidArgument)?,
+        };
+        Ok(Some(Arc::new(SandboxDoor {
+            handler: self.http.handler(hosts),
+            caps: self.settings.door.caps,
+            asked,
+        })))
     }
 
     /// Gives this backend's sandboxes a package installer.
@@ -298,13 +339,15 @@ impl WasmBackend {
         limits.memory_bytes = restorable.meta.memory_bytes;
         limits.timeout = std::time::Duration::from_millis(restorable.meta.timeout_ms);
         let state_kept = restorable.state.is_some();
+        let door = self.sandbox_door(&image, restorable.meta.allow_hosts.clone())?;
         let root = self.root().await?.clone();
         let sandbox = WasmSandbox::restore(image, root, restorable, limits.clone()).await?;
         Ok(Restored {
             interpreter: Box::new(
                 sandbox
                     .with_installer(self.installer.clone())
-                    .with_saver(self.saved.clone()),
+                    .with_saver(self.saved.clone())
+                    .with_door(door),
             ),
             limits,
             state_kept,
@@ -348,6 +391,7 @@ impl Backend for WasmBackend {
             .unwrap_or_else(|| self.settings.default_runtime.clone());
         let root = self.root().await?.clone();
         let image = self.image(&name, spec.progress.as_ref()).await?;
+        let door = self.sandbox_door(&image, spec.allow_hosts.clone())?;
         // Room to run code beyond what the interpreter starts with.
         let least = image.initial_memory + (16 << 20);
         if spec.limits.memory_bytes < least {
@@ -366,14 +410,16 @@ impl Backend for WasmBackend {
             return Ok(Box::new(
                 sandbox
                     .with_installer(self.installer.clone())
-                    .with_saver(self.saved.clone()),
+                    .with_saver(self.saved.clone())
+                    .with_door(door),
             ));
         }
         let sandbox = WasmSandbox::start(image, root, spec.limits).await?;
         Ok(Box::new(
             sandbox
                 .with_installer(self.installer.clone())
-                .with_saver(self.saved.clone()),
+                .with_saver(self.saved.clone())
+                .with_door(door),
         ))
     }
 

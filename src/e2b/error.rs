@@ -334,6 +334,7 @@ mod tests {
             limits,
             runtime: Some("no-such-template".to_owned()),
             progress: None,
+            allow_hosts: None,
         };
         let Err(err) = backend.create(spec).await else {
             panic!("a template E2B does not know must be refused");

@@ -367,6 +367,7 @@ impl CodeInterpreter for E2bSandbox {
             fuel: None,
             memory_bytes: None,
             output_truncated,
+            door: None,
         };
         Ok(execution)
     }

@@ -60,6 +60,8 @@ pub struct CreateRequest {
     pub owner: Owner,
     /// What that owner may hold at once.
     pub caps: OwnerCaps,
+    /// Destinations its guest's HTTP may reach, narrowing the server's list.
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// The live sandboxes of this server.
@@ -280,6 +282,7 @@ impl SandboxManager {
             limits: limits.clone(),
             runtime: request.runtime,
             progress: request.progress,
+            allow_hosts: request.allow_hosts,
         };
         let interpreter = backend.create(spec).await?;
         let sandbox = Sandbox::new(owner, &id, kind, interpreter, limits);

@@ -98,6 +98,9 @@ pub struct SandboxSpec {
     /// Where to say what a slow creation is doing (e.g. a runtime compiling
     /// on its first use).
     pub progress: Option<Progress>,
+    /// The destinations its guest's HTTP may reach, narrowing the server's
+    /// `SANDBOX_ALLOW_HOSTS` (`None`: the server's list).
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// Receives progress messages of a slow operation, as they happen.
@@ -257,6 +260,48 @@ pub struct Usage {
     pub memory_bytes: Option<u64>,
     /// Whether any output was cut.
     pub output_truncated: bool,
+    /// What the guest asked of the host through its door (tool calls and
+    /// HTTP requests), when it used it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub door: Option<DoorUsage>,
+}
+
+/// What one execution asked through the guest's door to the host.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+pub struct DoorUsage {
+    /// Frames the guest sent (lists and calls, answered or refused).
+    pub frames: u32,
+    /// Tool calls the host ran.
+    pub calls: u32,
+    /// Time the host spent on them, in milliseconds (no fuel burns meanwhile).
+    pub host_ms: f64,
+    /// Each HTTP request made for the guest, redirect hops included, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestRecord>,
+    /// Requests made but not listed (past the first 100).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub requests_not_listed: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One HTTP request made for a guest, or refused before it was sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct RequestRecord {
+    /// The method, e.g. `GET`.
+    pub method: String,
+    /// `scheme://host:port` of the request.
+    pub host: String,
+    /// The response's status (`None`: no response; see `refused` or `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Bytes of the response body read.
+    pub bytes: u64,
+    /// The rule that refused it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The result of one execution.

@@ -39,6 +39,11 @@ pub struct CreateSandboxParams {
     /// it has); its default when absent.
     #[serde(default)]
     pub runtime: Option<String>,
+    /// Destinations the sandbox's code may reach over HTTP, as
+    /// `scheme://host:port` patterns (`*.suffix` for any name under one);
+    /// only a narrowing of the server's allowed hosts. Absent: the server's.
+    #[serde(default)]
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// Arguments naming one sandbox.

@@ -277,6 +277,11 @@ pub fn render_execution(e: &Execution) -> String {
     if let Some(memory) = e.usage.memory_bytes {
         let _ = write!(usage, ", memory {}", human_bytes(memory));
     }
+    if let Some(door) = &e.usage.door {
+        let requests = door.requests.len() + door.requests_not_listed as usize;
+        let refused = door.requests.iter().filter(|r| r.refused.is_some()).count();
+        let _ = write!(usage, ", {requests} HTTP requests ({refused} refused)");
+    }
     usage.push(']');
     out.push_str(&usage);
     out

@@ -34,6 +34,10 @@ pub enum WasmError {
     #[error("cannot set up wasmtime: {0}")]
     Engine(String),
 
+    /// The HTTP client guests' requests go through could not be set up.
+    #[error(transparent)]
+    Http(#[from] crate::door::http::HttpSetupError),
+
     /// The threads that run guests could not be started.
     #[error("cannot start the guest threads: {0}")]
     GuestThreads(#[source] std::io::Error),

@@ -8,8 +8,10 @@
 //! [`super::guest_io`]); a fixed environment (`HOME=/`, `TMPDIR=/tmp`,
 //! `MPLBACKEND` and the runtime's own variables, never the host's); the
 //! argument list `python [-S] -c <driver>`; WASI clocks and random numbers; and
-//! the runtime's declared extra imports, each answering a constant. No network:
-//! WASI preview 1 has no way to open a socket, and nothing else is linked. Each
+//! the runtime's declared extra imports, each answering a constant; and, for a
+//! runtime that has one, the door to the host (see [`super::tool_door`]),
+//! which answers only while an execution is armed. No sockets: WASI preview 1
+//! has no way to open one; HTTP goes through the door, to allowed hosts only. Each
 //! instance has its own memory limit and disk quota (enforced by the gates of
 //! [`super::quota_gate`]), and each call its own fuel budget and wall-clock
 //! timeout.
@@ -38,6 +40,7 @@ use super::state_error::StateError;
 use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
 use super::turns::{self, Control};
+use crate::door::session::DoorSlot;
 use crate::packages::BuiltInPackages;
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::budget::Budget;
@@ -127,6 +130,8 @@ pub(crate) struct GuestState {
     link: Arc<GuestLink>,
     /// How many read-only mounts it has (preopens beyond `/`).
     mounts: usize,
+    /// The door to the host, armed per execution (see [`super::tool_door`]).
+    door: Arc<DoorSlot>,
 }
 
 /// Extra room in the WASI resource table beyond twice `max_open` (a poll
@@ -147,6 +152,7 @@ impl GuestState {
         max_open: usize,
         limiter: MemoryLimiter,
         ledger: Arc<QuotaLedger>,
+        door: Arc<DoorSlot>,
     ) -> Result<Self, StartError> {
         let mut args = vec!["python"];
         args.extend(manifest.python_flags.iter().map(String::as_str));
@@ -193,6 +199,7 @@ impl GuestState {
             max_open,
             link,
             mounts: mounts.len(),
+            door,
         })
     }
 
@@ -212,7 +219,13 @@ impl GuestState {
             budget: Budget::unlimited(),
             charged: 0,
         };
-        Self::new(manifest, mounts, dir, "", link, 4096, limiter, ledger)
+        let door = Arc::new(DoorSlot::default());
+        Self::new(manifest, mounts, dir, "", link, 4096, limiter, ledger, door)
+    }
+
+    /// The door slot the sandbox arms for each execution.
+    pub(crate) fn door_slot(&self) -> Arc<DoorSlot> {
+        self.door.clone()
     }
 
     /// The memory limiter, for a store's `limiter`.
@@ -391,6 +404,8 @@ pub(crate) struct Interpreter {
     meter: Arc<MemoryMeter>,
     /// Asks for a turn-driven interpreter between its turns.
     control: mpsc::Sender<Control>,
+    /// The guest's door to the host, armed for each execution.
+    door: Arc<DoorSlot>,
 }
 
 impl Interpreter {
@@ -449,6 +464,7 @@ impl Interpreter {
         let meter = Arc::new(MemoryMeter::default());
         meter.limit.store(limits.memory_bytes, Ordering::Relaxed);
         let max_open = usize::try_from(limits.open_files).unwrap_or(usize::MAX);
+        let door = Arc::new(DoorSlot::default());
 
         let program = image.driver_program.get().filter(|_| !image.turns);
         let boot = program.map(|code| bootstrap(code.len()));
@@ -465,6 +481,7 @@ impl Interpreter {
                 charged: 0,
             },
             ledger,
+            door.clone(),
         )?;
         let task_image = image.clone();
         let task_link = link.clone();
@@ -477,6 +494,7 @@ impl Interpreter {
             task: Some(task),
             meter,
             control,
+            door,
         };
 
         let token = interpreter.link.token_text().to_owned();
@@ -601,6 +619,12 @@ impl Interpreter {
             .await
             .map_err(|_| StateError::Stopped)?;
         answered.await.map_err(|_| StateError::NotCopyable)?
+    }
+
+    /// The guest's door to the host: armed by the sandbox around an
+    /// execution, unarmed otherwise (the guest is then told no host is bound).
+    pub(crate) fn door(&self) -> &DoorSlot {
+        &self.door
     }
 
     /// Whether the interpreter still runs.

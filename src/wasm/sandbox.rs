@@ -18,6 +18,8 @@ use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
 use super::start_error::StartError;
 use super::state_image::StateImage;
+use crate::door::DoorHandler;
+use crate::door::session::DoorCaps;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
@@ -59,6 +61,20 @@ pub(crate) struct WasmSandbox {
     /// Keeps the sandbox for the next start when the server stops (none:
     /// saving is off).
     saver: Option<Arc<SavedStore>>,
+    /// What the guest's door to the host answers (none: the runtime has no
+    /// door, and the guest is told no host is bound).
+    door: Option<Arc<SandboxDoor>>,
+}
+
+/// A sandbox's door to the host: its handler, caps, and the narrowing of the
+/// server's allowed hosts it was created with (kept when it is saved).
+pub(crate) struct SandboxDoor {
+    /// What answers the guest's calls.
+    pub handler: Arc<dyn DoorHandler>,
+    /// Per-execution caps.
+    pub caps: DoorCaps,
+    /// The `allow_hosts` asked for at create (none: the server's list).
+    pub asked: Option<Vec<String>>,
 }
 
 impl WasmSandbox {
@@ -129,7 +145,14 @@ impl WasmSandbox {
             closed: false,
             installer: None,
             saver: None,
+            door: None,
         }
+    }
+
+    /// Gives the sandbox its door to the host.
+    pub(crate) fn with_door(mut self, door: Option<Arc<SandboxDoor>>) -> Self {
+        self.door = door;
+        self
     }
 
     /// Gives the sandbox the store it is saved into when the server stops.
@@ -334,7 +357,8 @@ impl WasmSandbox {
             self.limits.clone(),
         )
         .with_installer(self.installer.clone())
-        .with_saver(self.saver.clone());
+        .with_saver(self.saver.clone())
+        .with_door(self.door.clone());
         fork.interpreter = Some(interpreter);
         fork.executions = self.executions;
         Ok((fork, report.copied))
@@ -367,7 +391,13 @@ impl WasmSandbox {
             timeout: limits.timeout,
             reply_bytes: reply_bytes(limits),
         };
+        let door = self.door.clone();
         let interpreter = self.interpreter().await?;
+        if let Some(door) = door {
+            interpreter
+                .door()
+                .arm(door.handler.clone(), door.caps, limits.timeout);
+        }
         let started = Instant::now();
         let (outcome, stdout, stderr) = interpreter
             .call(&message, call_limits, stop.token(), stdout, stderr)
@@ -379,6 +409,7 @@ impl WasmSandbox {
             wall: started.elapsed(),
             memory_bytes: interpreter.memory_bytes(),
             memory_refused: interpreter.memory_refused(),
+            door: interpreter.door().disarm(),
         })
     }
 
@@ -530,6 +561,7 @@ impl CodeInterpreter for WasmSandbox {
             memory_bytes: self.limits.memory_bytes,
             timeout_ms: self.limits.timeout.as_millis() as u64,
             executions: self.executions,
+            allow_hosts: self.door.as_ref().and_then(|d| d.asked.clone()),
         };
         let dir = self.host_dir.clone();
         let saved = tokio::task::spawn_blocking(move || store.save(meta, state.as_ref(), &dir))

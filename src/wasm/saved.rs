@@ -54,6 +54,9 @@ pub(crate) struct SavedMeta {
     pub timeout_ms: u64,
     /// Executions it had run.
     pub executions: u64,
+    /// The destinations it narrowed its HTTP to at create (none: the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// A saved sandbox taken out of the store to be restored.
@@ -397,6 +400,7 @@ mod tests {
             memory_bytes: 1 << 29,
             timeout_ms: 30_000,
             executions: 3,
+            allow_hosts: None,
         }
     }
 

@@ -613,3 +613,20 @@ async fn shutdown_kills_every_e2b_sandbox_this_server_created() {
         .count();
     assert!(kills >= 2, "{kills} kills");
 }
+
+#[tokio::test]
+async fn allow_hosts_is_refused_for_an_e2b_sandbox_which_has_its_own_network() {
+    let fake = FakeE2b::start().await;
+    let env = fake.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let server = Server::start_with(&env).await;
+    let refused = server
+        .err(
+            "create_sandbox",
+            json!({"backend": "e2b", "allow_hosts": ["https://data.example.org"]}),
+        )
+        .await;
+    assert!(refused.contains("E2B's own network"), "{refused}");
+    assert_eq!(fake.created(), 0, "no sandbox was created at E2B");
+    server.stop().await;
+}

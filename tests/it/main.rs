@@ -18,6 +18,7 @@ mod http_owners;
 mod http_support;
 mod index_server;
 mod limits;
+mod network;
 mod packages;
 mod packages_hostile;
 mod protocol;

