@@ -132,24 +132,7 @@ impl HttpServer {
         era: Era,
         token: Option<&str>,
     ) -> Result<RunningService<RoleClient, ()>, String> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url());
-        if let Some(token) = token {
-            config = config.auth_header(token.to_owned());
-        }
-        let transport = StreamableHttpClientTransport::with_client(http_client(), config);
-        let client = match era {
-            Era::Session => ().serve(transport).await,
-            Era::Stateless => {
-                ().serve_with_lifecycle(
-                    transport,
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
-            }
-        };
-        client.map_err(|e| e.to_string())
+        connect(&self.url(), era, token).await
     }
 
     /// Sends SIGTERM and waits for the process to exit; its exit status.
@@ -173,6 +156,33 @@ impl Drop for HttpServer {
             eprintln!("--- server log ---\n{}", self.logs());
         }
     }
+}
+
+/// An rmcp client of `era` for the MCP endpoint `url` (the server's, or a
+/// proxy's in front of it), or why it could not connect.
+pub async fn connect(
+    url: &str,
+    era: Era,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+    let client = match era {
+        Era::Session => ().serve(transport).await,
+        Era::Stateless => {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+        }
+    };
+    client.map_err(|e| e.to_string())
 }
 
 /// Calls a tool with an rmcp client.
