@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -71,10 +72,22 @@ pub async fn serve(
             let listener = tls::TlsListener::new(listener, files)?;
             serve_until(listener, router, shutdown, &stop).await
         }
-        None => serve_until(listener, router, shutdown, &stop).await,
+        None => {
+            let listener = listener.tap_io(no_delay);
+            serve_until(listener, router, shutdown, &stop).await
+        }
     };
     app.shut_down().await;
     served
+}
+
+/// Sends small writes at once: an answer over SSE goes out as several small
+/// writes (a priming event, then the message), which Nagle's algorithm
+/// would hold back until the client's delayed ACK, about 40 ms each.
+pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("could not set TCP_NODELAY: {e}");
+    }
 }
 
 /// Runs the server on `listener` until `shutdown` fires, then gives open
