@@ -48,9 +48,9 @@ pub async fn serve(
     app.preload_in_background();
     let stop = CancellationToken::new();
     app.manager.spawn_reaper(stop.clone());
-    let router = routes(&app, &settings, protect, stop.child_token());
     let listener = tokio::net::TcpListener::bind(settings.addr).await?;
     let local = listener.local_addr()?;
+    let router = routes(&app, &settings, local, protect, stop.child_token());
     tracing::info!(
         "serving MCP at {}://{local}/mcp",
         if settings.tls.is_some() {
@@ -117,10 +117,12 @@ where
 }
 
 /// The routes: `/mcp` (behind authorization when configured, and logged)
-/// and the operations routes.
+/// and the operations routes; `local` is where the server listens (its own
+/// origin is always allowed).
 fn routes(
     app: &Arc<App>,
     settings: &HttpSettings,
+    local: std::net::SocketAddr,
     protect: Option<Protect>,
     stop: CancellationToken,
 ) -> Router {
@@ -132,7 +134,7 @@ fn routes(
         .with_cancellation_token(stop)
         .with_max_request_body_bytes(app.config.requests.max_request_bytes)
         .with_allowed_hosts(bind::allowed_hosts(settings))
-        .with_allowed_origins(settings.allowed_origins.clone())
+        .with_allowed_origins(bind::allowed_origins(settings, local))
         .enforce_origin_validation()
         .with_legacy_session_mode(!settings.stateless);
     let mcp = StreamableHttpService::new(
