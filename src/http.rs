@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -43,9 +44,9 @@ pub async fn serve(app: App, settings: HttpSettings) -> anyhow::Result<()> {
     app.preload_in_background();
     let stop = CancellationToken::new();
     app.manager.spawn_reaper(stop.clone());
-    let router = routes(&app, &settings, authorizer, stop.child_token());
     let listener = tokio::net::TcpListener::bind(settings.addr).await?;
     let local = listener.local_addr()?;
+    let router = routes(&app, &settings, authorizer, local, stop.child_token());
     tracing::info!(
         "serving MCP at {}://{local}/mcp",
         if settings.tls.is_some() {
@@ -67,10 +68,22 @@ pub async fn serve(app: App, settings: HttpSettings) -> anyhow::Result<()> {
             let listener = tls::TlsListener::new(listener, files)?;
             serve_until(listener, router, shutdown, &stop).await
         }
-        None => serve_until(listener, router, shutdown, &stop).await,
+        None => {
+            let listener = listener.tap_io(no_delay);
+            serve_until(listener, router, shutdown, &stop).await
+        }
     };
     app.shut_down().await;
     served
+}
+
+/// Sends small writes at once: an answer over SSE goes out as several small
+/// writes (a priming event, then the message), which Nagle's algorithm
+/// would hold back until the client's delayed ACK, about 40 ms each.
+pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("could not set TCP_NODELAY: {e}");
+    }
 }
 
 /// Runs the server on `listener` until `shutdown` fires, then gives open
@@ -100,11 +113,13 @@ where
 }
 
 /// The routes: `/mcp` (behind authorization when configured, and logged)
-/// and the operations routes.
+/// and the operations routes; `local` is where the server listens (its own
+/// origin is always allowed).
 fn routes(
     app: &Arc<App>,
     settings: &HttpSettings,
     authorizer: Arc<Authorizer>,
+    local: std::net::SocketAddr,
     stop: CancellationToken,
 ) -> Router {
     let mut server = app.server();
@@ -116,7 +131,7 @@ fn routes(
         .with_cancellation_token(stop)
         .with_max_request_body_bytes(app.config.requests.max_request_bytes)
         .with_allowed_hosts(bind::allowed_hosts(settings, auth))
-        .with_allowed_origins(bind::allowed_origins(settings, auth))
+        .with_allowed_origins(bind::allowed_origins(settings, auth, local))
         .enforce_origin_validation()
         .with_legacy_session_mode(!settings.stateless);
     let mcp = StreamableHttpService::new(

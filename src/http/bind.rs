@@ -49,13 +49,40 @@ pub fn allowed_hosts(settings: &HttpSettings, auth: &AuthSettings) -> Vec<String
     hosts
 }
 
-/// The Origins browsers may send requests from: the public URL's and those
-/// configured (every other Origin is refused).
-pub fn allowed_origins(settings: &HttpSettings, auth: &AuthSettings) -> Vec<String> {
-    let mut origins = settings.allowed_origins.clone();
+/// The Origin header values the server answers: the configured ones, the
+/// public URL's, and its own address (`local`, where it listens) under each
+/// name it answers to there, with its scheme and port; any other Origin is
+/// refused.
+pub fn allowed_origins(
+    settings: &HttpSettings,
+    auth: &AuthSettings,
+    local: SocketAddr,
+) -> Vec<String> {
+    let scheme = if settings.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let port = local.port();
+    let ip = local.ip();
+    let mut names: Vec<String> = Vec::new();
+    if ip.is_loopback() || ip.is_unspecified() {
+        names.extend(["localhost", "127.0.0.1", "[::1]"].map(str::to_owned));
+    }
+    if !ip.is_unspecified() && !ip.is_loopback() {
+        names.push(match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        });
+    }
+    let mut origins: Vec<String> = names
+        .into_iter()
+        .map(|name| format!("{scheme}://{name}:{port}"))
+        .collect();
     if let Some(public) = public_url(auth) {
         origins.push(public.origin().ascii_serialization());
     }
+    origins.extend(settings.allowed_origins.iter().cloned());
     origins
 }
 
@@ -66,6 +93,43 @@ fn public_url(auth: &AuthSettings) -> Option<&url::Url> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_servers_own_origins_are_its_names_at_its_port() {
+        let settings = HttpSettings {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            allowed_hosts: vec![],
+            allowed_origins: vec!["https://app.example:443".into()],
+            stateless: false,
+            tls: None,
+        };
+        let origins = allowed_origins(
+            &settings,
+            &AuthSettings::default(),
+            "127.0.0.1:8801".parse().unwrap(),
+        );
+        assert_eq!(
+            origins,
+            [
+                "http://localhost:8801",
+                "http://127.0.0.1:8801",
+                "http://[::1]:8801",
+                "https://app.example:443"
+            ]
+        );
+        let origins = allowed_origins(
+            &settings,
+            &AuthSettings::default(),
+            "10.1.2.3:443".parse().unwrap(),
+        );
+        assert_eq!(origins, ["http://10.1.2.3:443", "https://app.example:443"]);
+        let origins = allowed_origins(
+            &settings,
+            &AuthSettings::default(),
+            "[fd00::1]:80".parse().unwrap(),
+        );
+        assert_eq!(origins[0], "http://[fd00::1]:80");
+    }
 
     #[test]
     fn open_addresses_need_authorization() {

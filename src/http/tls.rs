@@ -83,7 +83,7 @@ async fn accept_loop(
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
 ) {
     loop {
-        let (tcp, peer) = match listener.accept().await {
+        let (mut tcp, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("accepting a connection failed: {e}");
@@ -94,6 +94,7 @@ async fn accept_loop(
         if ready.is_closed() {
             return;
         }
+        super::no_delay(&mut tcp);
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {

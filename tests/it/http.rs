@@ -142,6 +142,34 @@ async fn foreign_hosts_and_origins_are_refused() {
 }
 
 #[tokio::test]
+async fn a_page_served_from_the_servers_own_address_is_answered() {
+    // With no origins configured, a request whose Origin is this server's
+    // own address (under a loopback name, at its port) is served, as the
+    // conformance suite's DNS-rebinding check expects; another port or
+    // scheme is another origin and is refused.
+    let server = HttpServer::start(&[]).await;
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": modern_meta()}});
+    for (host, origin, expected) in [
+        ("127.0.0.1", format!("http://127.0.0.1:{port}"), 200),
+        ("localhost", format!("http://localhost:{port}"), 200),
+        ("127.0.0.1", "http://127.0.0.1:1".to_owned(), 403),
+        ("127.0.0.1", format!("https://127.0.0.1:{port}"), 403),
+    ] {
+        let host = format!("{host}:{port}");
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+            ("host", host.as_str()),
+            ("origin", origin.as_str()),
+        ];
+        let (status, answer) = post(&server.url(), &headers, list.clone()).await;
+        assert_eq!(status, expected, "{origin}: {answer}");
+    }
+}
+
+#[tokio::test]
 async fn a_mirrored_session_id_that_disagrees_with_the_body_is_refused() {
     let server = HttpServer::start(&[]).await;
     let client = server.client(Era::Stateless, None).await;

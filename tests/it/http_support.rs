@@ -152,25 +152,7 @@ impl HttpServer {
         era: Era,
         token: Option<&str>,
     ) -> Result<RunningService<RoleClient, H>, String> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url());
-        if let Some(token) = token {
-            config = config.auth_header(token.to_owned());
-        }
-        let transport = StreamableHttpClientTransport::with_client(http_client(), config);
-        let client = match era {
-            Era::Session => handler.serve(transport).await,
-            Era::Stateless => {
-                handler
-                    .serve_with_lifecycle(
-                        transport,
-                        ClientLifecycleMode::Discover {
-                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                        },
-                    )
-                    .await
-            }
-        };
-        client.map_err(|e| e.to_string())
+        connect_with(&self.url(), handler, era, token).await
     }
 
     /// Sends SIGTERM and waits for the process to exit; its exit status.
@@ -194,6 +176,44 @@ impl Drop for HttpServer {
             eprintln!("--- server log ---\n{}", self.logs());
         }
     }
+}
+
+/// An rmcp client of `era` for the MCP endpoint `url` (the server's, or a
+/// proxy's in front of it), or why it could not connect.
+pub async fn connect(
+    url: &str,
+    era: Era,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    connect_with(url, (), era, token).await
+}
+
+/// [`connect`] with `handler` handling what the server sends.
+pub async fn connect_with<H: ClientHandler>(
+    url: &str,
+    handler: H,
+    era: Era,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, H>, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+    let client = match era {
+        Era::Session => handler.serve(transport).await,
+        Era::Stateless => {
+            handler
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+        }
+    };
+    client.map_err(|e| e.to_string())
 }
 
 /// Calls a tool with an rmcp client.
