@@ -326,3 +326,109 @@ async fn sigterm_closes_the_sandboxes_and_exits() {
     let left = sandbox_dirs_under(&root);
     assert!(left.is_empty(), "sandbox directories left: {left:?}");
 }
+
+#[tokio::test]
+async fn https_is_served_from_certificate_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_certificate(dir.path());
+    let server = HttpServer::start_on(
+        dir.path().join("root"),
+        "127.0.0.1:0",
+        &[
+            ("SANDBOX_TLS_CERT", cert.to_str().unwrap()),
+            ("SANDBOX_TLS_KEY", key.to_str().unwrap()),
+        ],
+    )
+    .await
+    .expect("serves HTTPS");
+    assert!(server.base.starts_with("https://"), "{}", server.base);
+    let trusted = reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .add_root_certificate(trusted)
+        .build()
+        .unwrap();
+    let health = client
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // A client that does not trust the certificate gets nowhere, and the
+    // server goes on.
+    assert!(
+        http_client()
+            .get(format!("{}/healthz", server.base))
+            .send()
+            .await
+            .is_err()
+    );
+    let again = client
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+}
+
+/// A test CA and a certificate it signed for localhost and 127.0.0.1, with
+/// its key, made by openssl in `dir`: (CA, certificate, key).
+fn test_certificate(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let path = |name: &str| dir.join(name);
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    std::fs::write(
+        path("leaf.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let steps: Vec<Vec<String>> = vec![
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &["-days", "1", "-subj", "/CN=test-ca"],
+        ]
+        .concat(),
+        [&["req"][..], &ec, &["-subj", "/CN=localhost"]].concat(),
+        vec!["x509".into(), "-req".into(), "-days".into(), "1".into()],
+    ]
+    .into_iter()
+    .map(|step| step.into_iter().map(str::to_owned).collect())
+    .collect();
+    let files = [
+        vec!["-keyout", "ca.key", "-out", "ca.pem"],
+        vec!["-keyout", "key.pem", "-out", "leaf.csr"],
+        vec![
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            "cert.pem",
+        ],
+    ];
+    for (step, files) in steps.iter().zip(files) {
+        let mut command = std::process::Command::new("openssl");
+        command.args(step).current_dir(dir);
+        let made = command.args(files).output().expect("openssl runs");
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    }
+    (path("ca.pem"), path("cert.pem"), path("key.pem"))
+}
