@@ -377,58 +377,31 @@ async fn https_is_served_from_certificate_files() {
 fn test_certificate(
     dir: &std::path::Path,
 ) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let path = |name: &str| dir.join(name);
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    std::fs::write(
-        path("leaf.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    let steps: Vec<Vec<String>> = vec![
-        [
-            &["req", "-x509"][..],
-            &ec,
-            &["-days", "1", "-subj", "/CN=test-ca"],
-        ]
-        .concat(),
-        [&["req"][..], &ec, &["-subj", "/CN=localhost"]].concat(),
-        vec!["x509".into(), "-req".into(), "-days".into(), "1".into()],
-    ]
-    .into_iter()
-    .map(|step| step.into_iter().map(str::to_owned).collect())
-    .collect();
-    let files = [
-        vec!["-keyout", "ca.key", "-out", "ca.pem"],
-        vec!["-keyout", "key.pem", "-out", "leaf.csr"],
-        vec![
-            "-in",
-            "leaf.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-extfile",
-            "leaf.ext",
-            "-out",
-            "cert.pem",
-        ],
-    ];
-    for (step, files) in steps.iter().zip(files) {
-        let mut command = std::process::Command::new("openssl");
-        command.args(step).current_dir(dir);
-        let made = command.args(files).output().expect("openssl runs");
+    let openssl = |args: &[&str]| {
+        let made = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
         assert!(
             made.status.success(),
             "{}",
             String::from_utf8_lossy(&made.stderr)
         );
+    };
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1";
+    let ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n";
+    std::fs::write(dir.join("leaf.ext"), ext).unwrap();
+    let ca = format!("req -x509 {ec} -subj /CN=test-ca -keyout ca.key -out ca.pem");
+    let leaf = format!("req {ec} -subj /CN=localhost -keyout key.pem -out leaf.csr");
+    let sign = "x509 -req -days 1 -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+                -extfile leaf.ext -out cert.pem";
+    for step in [ca.as_str(), leaf.as_str(), sign] {
+        openssl(&step.split_whitespace().collect::<Vec<_>>());
     }
-    (path("ca.pem"), path("cert.pem"), path("key.pem"))
+    (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    )
 }
