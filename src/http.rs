@@ -13,6 +13,7 @@ mod bind;
 mod callers;
 mod ops;
 mod request_log;
+mod sessions;
 mod tls;
 
 use std::sync::Arc;
@@ -139,11 +140,17 @@ fn routes(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    // A request passes authorization, gets its caller, and is logged (with
-    // that caller) and served.
+    // A request passes authorization, gets its caller, is refused in a
+    // session another caller opened, and is logged (with its caller) and
+    // served.
+    let owners = Arc::new(sessions::SessionOwners::default());
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(request_log::log))
+        .layer(axum::middleware::from_fn_with_state(
+            owners,
+            sessions::guard,
+        ))
         .layer(axum::middleware::from_fn(callers::attach));
     authorizer.protect(mcp).merge(ops::routes(app.clone()))
 }

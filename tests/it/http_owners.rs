@@ -262,3 +262,78 @@ async fn oauth_access_tokens_name_the_owner_and_bad_ones_are_refused() {
     assert_eq!(metadata["resource"], resource);
     assert_eq!(metadata["authorization_servers"][0], issuer.url);
 }
+
+#[tokio::test]
+async fn a_session_belongs_to_the_principal_that_opened_it() {
+    let (server, [alice, bob, _], _dir) = server_with_tokens().await;
+    let http = http_client();
+    let send = |token: &str,
+                session: Option<&str>,
+                method: reqwest::Method,
+                body: Option<serde_json::Value>| {
+        let mut request = http
+            .request(method, server.url())
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let opened = send(&alice, None, reqwest::Method::POST, Some(initialize))
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(opened);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let unknown = send(
+        &bob,
+        Some("no-such-session"),
+        reqwest::Method::POST,
+        Some(list.clone()),
+    )
+    .await
+    .unwrap();
+    let unknown = (unknown.status(), unknown.text().await.unwrap());
+    // Bob with alice's session id: as if it did not exist, whatever he tries.
+    for method in [
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+    ] {
+        let body = (method == reqwest::Method::POST).then(|| list.clone());
+        let answer = send(&bob, Some(&session), method.clone(), body)
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{method}");
+        if method == reqwest::Method::POST {
+            assert_eq!((answer.status(), answer.text().await.unwrap()), unknown);
+        }
+    }
+    // Alice's session is untouched.
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    send(
+        &alice,
+        Some(&session),
+        reqwest::Method::POST,
+        Some(initialized),
+    )
+    .await
+    .unwrap();
+    let mine = send(&alice, Some(&session), reqwest::Method::POST, Some(list))
+        .await
+        .unwrap();
+    assert_eq!(mine.status(), 200);
+    assert!(mine.text().await.unwrap().contains("execute_code"));
+}
