@@ -433,7 +433,7 @@ pub struct Settings {
 }
 
 /// Serving MCP over Streamable HTTP (`serve --http ADDR`) instead of stdio.
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct HttpArgs {
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g.
     /// 127.0.0.1:8080) instead of stdio. An address other than loopback is
@@ -460,6 +460,25 @@ pub struct HttpArgs {
     #[arg(long, env = "SANDBOX_HTTP_STATELESS", global = true)]
     pub http_stateless: bool,
 
+    /// Most HTTP connections open at once; further ones wait to be accepted.
+    #[arg(
+        long,
+        env = "SANDBOX_HTTP_MAX_CONNECTIONS",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub http_max_connections: usize,
+
+    /// Seconds a client may take to send a request's headers before its
+    /// connection is closed.
+    #[arg(
+        long,
+        env = "SANDBOX_HTTP_HEADER_TIMEOUT_SECONDS",
+        default_value_t = 30.0,
+        global = true
+    )]
+    pub http_header_timeout_seconds: f64,
+
     /// Certificate chain (PEM) to serve HTTPS with; needs --tls-key.
     #[arg(long, env = "SANDBOX_TLS_CERT", global = true, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -467,6 +486,22 @@ pub struct HttpArgs {
     /// Private key (PEM) of --tls-cert.
     #[arg(long, env = "SANDBOX_TLS_KEY", global = true, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+}
+
+impl Default for HttpArgs {
+    /// The values the flags default to.
+    fn default() -> Self {
+        Self {
+            http: None,
+            http_allowed_hosts: None,
+            http_allowed_origins: None,
+            http_stateless: false,
+            http_max_connections: 1024,
+            http_header_timeout_seconds: 30.0,
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
 }
 
 /// Package sources for install_package (and `wheelhouse add`). With none of

@@ -3,7 +3,7 @@
 
 mod http;
 
-pub use self::http::{HttpSettings, TlsFiles};
+pub use self::http::{ConnectionLimits, HttpSettings, TlsFiles};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

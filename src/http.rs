@@ -11,13 +11,13 @@
 
 mod bind;
 mod callers;
+mod connections;
 mod ops;
 mod request_log;
 mod sessions;
 mod tls;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::serve::ListenerExt as _;
@@ -30,9 +30,6 @@ use crate::auth::Authorizer;
 use crate::config::HttpSettings;
 
 pub use self::bind::BindError;
-
-/// How long open streams get to finish once shutdown starts.
-const DRAIN: Duration = Duration::from_secs(5);
 
 /// Serves MCP over HTTP until SIGINT or SIGTERM, then saves or closes every
 /// sandbox as the stdio server does. With authorization configured, every
@@ -64,18 +61,20 @@ pub async fn serve(app: App, settings: HttpSettings) -> anyhow::Result<()> {
             stop.cancel();
         }
     };
-    let served = match &settings.tls {
+    tokio::spawn(shutdown);
+    let limits = settings.connections;
+    match &settings.tls {
         Some(files) => {
             let listener = tls::TlsListener::new(listener, files)?;
-            serve_until(listener, router, shutdown, &stop).await
+            connections::serve(listener, router, limits, stop.clone()).await;
         }
         None => {
             let listener = listener.tap_io(no_delay);
-            serve_until(listener, router, shutdown, &stop).await
+            connections::serve(listener, router, limits, stop.clone()).await;
         }
-    };
+    }
     app.shut_down().await;
-    served
+    Ok(())
 }
 
 /// Sends small writes at once: an answer over SSE goes out as several small
@@ -84,32 +83,6 @@ pub async fn serve(app: App, settings: HttpSettings) -> anyhow::Result<()> {
 pub(crate) fn no_delay(tcp: &mut tokio::net::TcpStream) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!("could not set TCP_NODELAY: {e}");
-    }
-}
-
-/// Runs the server on `listener` until `shutdown` fires, then gives open
-/// streams a moment to end.
-async fn serve_until<L>(
-    listener: L,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    stop: &CancellationToken,
-) -> anyhow::Result<()>
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    let server = axum::serve(listener, router).with_graceful_shutdown(shutdown);
-    let stopped = stop.clone();
-    tokio::select! {
-        result = server => result.map_err(anyhow::Error::from),
-        () = async move {
-            stopped.cancelled().await;
-            tokio::time::sleep(DRAIN).await;
-        } => {
-            tracing::warn!("some connections were still open {}s after shutdown began; closing them", DRAIN.as_secs());
-            Ok(())
-        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::{ConfigError, bad};
 use crate::cli::HttpArgs;
@@ -19,6 +20,17 @@ pub struct HttpSettings {
     pub stateless: bool,
     /// Certificate and key files for HTTPS.
     pub tls: Option<TlsFiles>,
+    /// Limits on the connections it holds.
+    pub connections: ConnectionLimits,
+}
+
+/// Limits on the connections the HTTP server holds.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// Most connections open at once; further ones wait to be accepted.
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's headers.
+    pub header_timeout: Duration,
 }
 
 /// A certificate chain and its key, in PEM files.
@@ -63,6 +75,18 @@ impl HttpSettings {
             allowed_origins: list(args.http_allowed_origins.as_deref()),
             stateless: args.http_stateless,
             tls,
+            connections: ConnectionLimits {
+                max_connections: args.http_max_connections.max(1),
+                header_timeout: Duration::try_from_secs_f64(args.http_header_timeout_seconds)
+                    .ok()
+                    .filter(|t| !t.is_zero())
+                    .ok_or_else(|| {
+                        bad(
+                            "SANDBOX_HTTP_HEADER_TIMEOUT_SECONDS",
+                            "must be a number of seconds above 0",
+                        )
+                    })?,
+            },
         }))
     }
 }

@@ -102,6 +102,10 @@ mod tests {
             allowed_origins: vec!["https://app.example:443".into()],
             stateless: false,
             tls: None,
+            connections: crate::config::ConnectionLimits {
+                max_connections: 1,
+                header_timeout: std::time::Duration::from_secs(1),
+            },
         };
         let origins = allowed_origins(
             &settings,

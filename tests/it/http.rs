@@ -405,3 +405,33 @@ fn test_certificate(
         dir.join("key.pem"),
     )
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = HttpServer::start(&[("SANDBOX_HTTP_HEADER_TIMEOUT_SECONDS", "1")]).await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // The server closes the connection (perhaps after a 408) instead of
+    // holding it for as long as the client likes.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        slow.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the half-sent request was still open after 30 s"
+    );
+    // Others are served all along.
+    let health = http_client()
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
