@@ -209,8 +209,9 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_MAX_FILE_BYTES", default_value_t = 10 << 20, global = true)]
     pub max_file_bytes: u64,
 
-    /// Longest request (one JSON-RPC line on stdio) accepted, in bytes; longer
-    /// ones get an error reply and are skipped without being held in memory.
+    /// Longest request (one JSON-RPC line on stdio, one request body over
+    /// HTTP) accepted, in bytes; longer ones get an error reply (HTTP 413) and
+    /// are skipped without being held in memory.
     #[arg(long, env = "SANDBOX_MAX_REQUEST_BYTES", default_value_t = 64 << 20, global = true)]
     pub max_request_bytes: usize,
 

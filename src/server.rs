@@ -395,7 +395,12 @@ with its variables and files.",
                 if s.state_kept { ", variables and files" } else { ", files only" }
             ));
         }
-        let budgets = self.manager.budgets();
+        // What all sandboxes use together would tell a principal when others
+        // are busy: only the server's one user sees it.
+        let budgets = self
+            .manager
+            .budgets()
+            .filter(|_| caller.owner.name().is_none());
         if let Some(b) = &budgets {
             text.push_str(&format!(
                 "\nall local sandboxes: memory {} of {}",

@@ -443,11 +443,12 @@ impl SandboxManager {
         owner: &Owner,
         id: &str,
     ) -> Result<Arc<Sandbox>, SandboxError> {
+        let key = owner.key(id);
+        self.wait_while_reserved(&key).await;
         let missing = match self.get(owner, id) {
             Err(SandboxError::UnknownSandbox(missing)) => missing,
             found => return found,
         };
-        let key = owner.key(id);
         let Some(backend) = self.backends.iter().find(|b| b.has_saved(&key)) else {
             return Err(SandboxError::UnknownSandbox(missing));
         };
@@ -479,6 +480,16 @@ impl SandboxManager {
             "restored a sandbox saved when the server last stopped"
         );
         Ok(sandbox)
+    }
+
+    /// Waits (boundedly) while `key` is being created, restored or saved by
+    /// another call, so that this call then finds it live or saved.
+    async fn wait_while_reserved(&self, key: &str) {
+        const PATIENCE: Duration = Duration::from_secs(120);
+        let started = std::time::Instant::now();
+        while lock(&self.slots).reserved.contains_key(key) && started.elapsed() < PATIENCE {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Holds `key` against the server's and the owner's caps while its
@@ -555,15 +566,24 @@ impl SandboxManager {
                 .filter(|s| !s.is_busy() && s.idle_deadline(idle) <= now)
                 .map(|s| s.key.clone())
                 .collect();
-            ids.iter()
+            let expired: Vec<Arc<Sandbox>> = ids
+                .iter()
                 .filter_map(|key| slots.live.remove(key))
-                .collect()
+                .collect();
+            // Held while they are saved, so a call naming one meanwhile
+            // waits for the save and restores it instead of finding nothing.
+            for sandbox in &expired {
+                let claim = Claim::of(&sandbox.owner, sandbox.backend, &sandbox.limits);
+                slots.reserved.insert(sandbox.key.clone(), claim);
+            }
+            expired
         };
         for sandbox in &expired {
             tracing::info!(id = %sandbox.id, owner = sandbox.owner.name(), "releasing a sandbox left unused for {}s", idle.as_secs());
             // Saved when saving is on: a later call naming it brings it back.
             sandbox.save().await;
             sandbox.shut().await;
+            lock(&self.slots).reserved.remove(&sandbox.key);
         }
         expired.into_iter().map(|s| s.key.clone()).collect()
     }

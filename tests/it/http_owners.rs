@@ -82,6 +82,12 @@ async fn a_principal_cannot_see_or_touch_another_principals_sandbox() {
         }
         let status = call(&b, "get_sandbox_status", json!({})).await;
         assert!(!text(&status).contains(&id), "{}", text(&status));
+        // Nor what all sandboxes use together, which would show when she is busy.
+        assert!(
+            structured(&status)["budgets"].is_null(),
+            "{}",
+            structured(&status)
+        );
         let one = call(&b, "get_sandbox_status", json!({"session_id": id})).await;
         assert_eq!(one.is_error, Some(true), "{}", text(&one));
         let resources = b.list_all_resources().await.unwrap();
