@@ -403,36 +403,44 @@ def _sandbox_driver(turns):
         get_policy = getattr(events, "_get_event_loop_policy", None) or events.get_event_loop_policy
         get_policy()._loop_factory = sandbox_event_loop_class()
 
-    class AsyncioHook:
-        """Makes the sandbox's loop asyncio's default as asyncio is imported."""
+    def patch_on_import(name, patch):
+        """Calls `patch(module)` on module `name` now if it is imported, else as
+        soon as it is (an import hook wrapping the real loader)."""
+        if name in sys.modules:
+            patch(sys.modules[name])
+            return
 
-        @classmethod
-        def find_spec(cls, name, path=None, target=None):
-            if name != "asyncio":
-                return None
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                spec = None if finder is cls or find is None else find(name, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-            real = spec.loader
+        class Hook:
+            @classmethod
+            def find_spec(cls, wanted, path=None, target=None):
+                if wanted != name:
+                    return None
+                for finder in sys.meta_path:
+                    find = getattr(finder, "find_spec", None)
+                    spec = None if finder is cls or find is None else find(wanted, path, target)
+                    if spec is not None:
+                        break
+                else:
+                    return None
+                real = spec.loader
 
-            class Loader:
-                @staticmethod
-                def create_module(spec):
-                    return real.create_module(spec)
+                class Loader:
+                    @staticmethod
+                    def create_module(spec):
+                        return real.create_module(spec)
 
-                @staticmethod
-                def exec_module(module):
-                    real.exec_module(module)
-                    use_sandbox_loop(module)
+                    @staticmethod
+                    def exec_module(module):
+                        real.exec_module(module)
+                        patch(module)
 
-            spec.loader = Loader
-            return spec
+                spec.loader = Loader
+                return spec
 
-    sys.meta_path.insert(0, AsyncioHook)
+        sys.meta_path.insert(0, Hook)
+
+    # Makes the sandbox's loop asyncio's default as asyncio is imported.
+    patch_on_import("asyncio", use_sandbox_loop)
 
     # ---- HTTP through the host's door --------------------------------------------------
     # No sockets here: urllib's http and https go to the host as `http_request` calls of
@@ -526,39 +534,8 @@ def _sandbox_driver(turns):
             request_module.HTTPSHandler = HTTPSHandler
             request_module.install_opener(request_module.build_opener(HTTPSHandler))
 
-    class NetworkHook:
-        """Routes urllib.request through the door as it is imported."""
-
-        @classmethod
-        def find_spec(cls, name, path=None, target=None):
-            if name != "urllib.request":
-                return None
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                spec = None if finder is cls or find is None else find(name, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-            real = spec.loader
-
-            class Loader:
-                @staticmethod
-                def create_module(spec):
-                    return real.create_module(spec)
-
-                @staticmethod
-                def exec_module(module):
-                    real.exec_module(module)
-                    door_urllib(module)
-
-            spec.loader = Loader
-            return spec
-
-    if "urllib.request" in sys.modules:
-        door_urllib(sys.modules["urllib.request"])
-    else:
-        sys.meta_path.insert(0, NetworkHook)
+    # Routes urllib.request through the door as it is imported.
+    patch_on_import("urllib.request", door_urllib)
 
     def run_awaitable(awaitable):
         """Runs a cell's top-level awaits on the interpreter's own loop."""
