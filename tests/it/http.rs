@@ -78,14 +78,7 @@ async fn operations_routes_answer() {
         json!({"session_id": "m", "code": "while True: pass", "timeout_seconds": 0.5}),
     )
     .await;
-    let metrics = http
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     for line in [
         "mcp_sandbox_executions_total{backend=\"wasm\",outcome=\"ok\"} 1",
         "mcp_sandbox_executions_total{backend=\"wasm\",outcome=\"limit\"} 1",

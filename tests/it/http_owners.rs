@@ -150,14 +150,7 @@ async fn requests_without_a_valid_token_never_reach_a_tool() {
     assert_eq!(raw.status(), 401);
     assert!(raw.headers().contains_key("www-authenticate"));
     // Nothing was created, and the operations routes stay open.
-    let metrics = http_client()
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains("mcp_sandbox_sandboxes{backend=\"wasm\"} 0"),
         "{metrics}"

@@ -109,6 +109,16 @@ impl HttpServer {
         format!("{}/mcp", self.base)
     }
 
+    /// Its `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        let page = http_client()
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("the server answers /metrics");
+        page.text().await.unwrap()
+    }
+
     /// What the server logged so far.
     pub fn logs(&self) -> String {
         self.log.lock().unwrap().clone()

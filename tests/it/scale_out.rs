@@ -11,7 +11,7 @@ use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-use crate::http_support::{Era, HttpServer, call, connect, http_client};
+use crate::http_support::{Era, HttpServer, call, connect};
 use crate::nginx_support::Nginx;
 use crate::support::{scientific_cache, structured, text};
 
@@ -221,14 +221,7 @@ fn ids_on(holders: &BTreeMap<String, usize>, index: usize) -> Vec<String> {
 
 /// A sample's value in a replica's `/metrics` (0 when absent).
 async fn metric(replica: &HttpServer, sample: &str) -> f64 {
-    let text = http_client()
-        .get(format!("{}/metrics", replica.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = replica.metrics().await;
     text.lines()
         .find_map(|line| line.strip_prefix(sample))
         .map(|value| value.trim().parse().unwrap())
