@@ -68,8 +68,10 @@ impl App {
     }
 
     /// Loads the default runtime in the background, logging what is wrong
-    /// with it (sandbox creation reports the same to the client).
+    /// with it (sandbox creation reports the same to the client), and starts
+    /// the upstream MCP servers.
     pub fn preload_in_background(&self) {
+        self.wasm.start_upstreams();
         let wasm = self.wasm.clone();
         let wasm_is_default = self.config.manager.default_backend == BackendKind::Wasm;
         tokio::spawn(async move {

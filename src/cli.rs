@@ -305,6 +305,13 @@ pub struct Settings {
     )]
     pub door_max_seconds: f64,
 
+    /// A TOML file naming upstream MCP servers (a stdio command or an HTTP
+    /// URL each) whose tools the scientific runtime's code may call as
+    /// `tools.<server>_<tool>(...)` (`from host import tools`); see the
+    /// README. Unset: none.
+    #[arg(long, env = "SANDBOX_UPSTREAMS", global = true)]
+    pub upstreams: Option<PathBuf>,
+
     /// How long a local sandbox saved when the server stopped is kept for a
     /// later start to restore (0: sandboxes are not saved, and close with
     /// the server).

@@ -18,6 +18,7 @@ use crate::door::allowlist::AllowList;
 use crate::door::http::HttpSettings as DoorHttpSettings;
 use crate::door::ranges::AddressPolicy;
 use crate::door::session::DoorCaps;
+use crate::door::upstream;
 use crate::e2b::E2bSettings;
 use crate::packages::settings::parse_pip_conf;
 use crate::packages::{IndexUrl, PackageSettings};
@@ -555,7 +556,13 @@ fn door_settings(s: &Settings) -> Result<DoorSettings, ConfigError> {
     if s.door_max_calls == 0 {
         return Err(bad("SANDBOX_DOOR_MAX_CALLS", "must be at least 1"));
     }
+    let upstreams = match &s.upstreams {
+        None => Vec::new(),
+        Some(path) => upstream::spec::load(path, &|name| std::env::var(name).ok())
+            .map_err(|e| bad("SANDBOX_UPSTREAMS", e.to_string()))?,
+    };
     Ok(DoorSettings {
+        upstreams,
         http: DoorHttpSettings {
             allow_hosts,
             addresses: Arc::new(AddressPolicy::new(networks)),

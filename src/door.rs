@@ -12,6 +12,9 @@
 //! - [`resolve`]: the resolver that checks every address before a connection.
 //! - [`http`]: the `http_request` tool: one request, redirects followed hop by
 //!   hop with a re-check each, the response capped.
+//! - [`upstream`]: the tools of upstream MCP servers (`SANDBOX_UPSTREAMS`),
+//!   offered as `<server>_<tool>` and called through rmcp's client.
+//! - [`toolbox`]: one sandbox's tools: the HTTP tool and the upstream ones.
 //!
 //! The wasm side (reading a frame out of guest memory, writing the answer
 //! back) is in `crate::wasm`; a handler never sees guest memory.
@@ -22,6 +25,8 @@ pub mod http;
 pub mod ranges;
 pub mod resolve;
 pub mod session;
+pub mod toolbox;
+pub mod upstream;
 
 use std::time::Duration;
 
@@ -30,11 +35,14 @@ use serde_json::{Map, Value};
 
 use crate::sandbox::RequestRecord;
 
-/// The door's settings: guests' HTTP and the per-execution caps.
+/// The door's settings: guests' HTTP, upstream MCP servers and the
+/// per-execution caps.
 #[derive(Clone, Debug, Default)]
 pub struct DoorSettings {
     /// Guests' HTTP: the allowed hosts and networks, and its caps.
     pub http: http::HttpSettings,
+    /// The upstream MCP servers whose tools guests may call.
+    pub upstreams: Vec<upstream::UpstreamSpec>,
     /// Per-execution caps on calls and their time.
     pub caps: session::DoorCaps,
 }
@@ -44,8 +52,12 @@ pub struct DoorSettings {
 #[async_trait]
 pub trait DoorHandler: Send + Sync {
     /// The tools offered, each in MCP's field names (`name`, `description`,
-    /// `inputSchema`), as the protocol's `list` answer carries them.
-    fn tools(&self) -> Vec<Value>;
+    /// `inputSchema`), as the protocol's `list` answer carries them. It may
+    /// wait (an upstream server starting), within `bound`.
+    async fn tools(&self, bound: Duration) -> Vec<Value>;
+
+    /// Whether it offers a tool named `tool`.
+    fn offers(&self, tool: &str) -> bool;
 
     /// Runs the tool `tool` with `args` (already an object; `$bytes` values
     /// are left for the tool to decode), within `bound`. Requests it makes are

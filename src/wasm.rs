@@ -55,6 +55,8 @@ use self::sandbox::{SandboxDoor, WasmSandbox};
 use self::saved::SavedStore;
 use crate::door::DoorSettings;
 use crate::door::http::HttpDoor;
+use crate::door::toolbox::Toolbox;
+use crate::door::upstream::Upstreams;
 use crate::packages::Installer;
 use crate::sandbox::budget::{Budget, BudgetsView};
 use crate::sandbox::root::SandboxRoot;
@@ -120,6 +122,8 @@ pub struct WasmBackend {
     saved: Option<Arc<SavedStore>>,
     /// HTTP for guests, shared by every sandbox.
     http: Arc<HttpDoor>,
+    /// The upstream MCP servers guests may call, shared by every sandbox.
+    upstreams: Arc<Upstreams>,
 }
 
 impl WasmBackend {
@@ -140,6 +144,7 @@ impl WasmBackend {
         );
         let engine = build_engine(settings.engine).map_err(|e| WasmError::Engine(e.to_string()))?;
         let http = Arc::new(HttpDoor::new(settings.door.http.clone()).map_err(WasmError::from)?);
+        let upstreams = Arc::new(Upstreams::new(&settings.door.upstreams));
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -169,7 +174,19 @@ impl WasmBackend {
             saved: SavedStore::open(&settings_root, settings_keep, settings_saved_max)
                 .map(Arc::new),
             http,
+            upstreams,
         })
+    }
+
+    /// Starts the upstream MCP servers now (on the guests' threads), so the
+    /// first guest to list its tools does not wait for them.
+    pub fn start_upstreams(&self) {
+        if let Some(executor) = &self.executor
+            && !self.upstreams.is_empty()
+        {
+            let _entered = executor.enter();
+            self.upstreams.start_all();
+        }
     }
 
     /// The door a sandbox of `image` gets: HTTP to the server's allowed
@@ -197,8 +214,14 @@ impl WasmBackend {
                 .narrow(asked)
                 .map_err(SandboxError::InvalidArgument)?,
         };
+        let http = self.http.handler(hosts);
+        let handler: Arc<dyn crate::door::DoorHandler> = if self.upstreams.is_empty() {
+            http
+        } else {
+            Arc::new(Toolbox::new(vec![http, self.upstreams.clone()]))
+        };
         Ok(Some(Arc::new(SandboxDoor {
-            handler: self.http.handler(hosts),
+            handler,
             caps: self.settings.door.caps,
             asked,
         })))
@@ -468,6 +491,18 @@ impl Backend for WasmBackend {
 impl Drop for WasmBackend {
     fn drop(&mut self) {
         if let Some(executor) = self.executor.take() {
+            if !self.upstreams.is_empty() {
+                // On a thread of its own: this one may be a runtime's worker.
+                let upstreams = &self.upstreams;
+                std::thread::scope(|scope| {
+                    scope.spawn(|| {
+                        executor.block_on(async {
+                            let stopping = upstreams.stop_all();
+                            tokio::time::timeout(std::time::Duration::from_secs(5), stopping).await
+                        })
+                    });
+                });
+            }
             executor.shutdown_background();
         }
     }

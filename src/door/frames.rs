@@ -38,6 +38,15 @@ pub enum Frame {
     },
 }
 
+impl Frame {
+    /// The frame's id, echoed in its answer.
+    pub fn id(&self) -> Option<u64> {
+        match self {
+            Self::List { id } | Self::Call { id, .. } => *id,
+        }
+    }
+}
+
 /// A frame that could not be read: the failure, and the id when one was read.
 #[derive(Debug, PartialEq)]
 pub struct Refused {

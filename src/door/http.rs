@@ -144,7 +144,11 @@ struct Asked {
 
 #[async_trait]
 impl DoorHandler for HttpTool {
-    fn tools(&self) -> Vec<Value> {
+    fn offers(&self, tool: &str) -> bool {
+        tool == TOOL
+    }
+
+    async fn tools(&self, _bound: Duration) -> Vec<Value> {
         vec![json!({
             "name": TOOL,
             "description": format!(

@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 
 use super::frames::{self, Frame, MAX_REQUEST_BYTES};
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure};
-use crate::sandbox::DoorUsage;
+use crate::sandbox::{DoorUsage, ToolCallRecord};
 
-/// Requests listed in an execution's usage; more are only counted.
+/// Requests (and tool calls) listed in an execution's usage; more are only
+/// counted.
 const LISTED_REQUESTS: usize = 100;
+/// The longest tool name a usage lists (the guest chose the name).
+const MAX_TOOL_NAME_CHARS: usize = 128;
 /// How long past the execution's own deadline a call may run: the
 /// execution's timeout stops the guest first, so a slow call ends as a
 /// timeout of the execution, not as an error the guest could swallow.
@@ -77,55 +80,50 @@ impl DoorSlot {
     /// admitted (a frame over the caps is never copied). `None`: no
     /// execution is armed, so no host is bound.
     pub async fn answer(&self, len: usize, read: impl FnOnce() -> Vec<u8>) -> Option<Vec<u8>> {
-        let (handler, id, tool, args, bound, log) = {
+        let (handler, bound, log, asked) = {
             let mut guard = self.lock();
             let armed = guard.as_mut()?;
             armed.usage.frames += 1;
             if let Some(failure) = armed.admit(len) {
                 return Some(frames::error_answer(None, &failure));
             }
-            match frames::parse(&read()) {
-                Err(refused) => return Some(frames::error_answer(refused.id, &refused.failure)),
-                Ok(Frame::List { id }) => {
-                    return Some(frames::list_answer(id, armed.handler.tools()));
+            let asked = match frames::parse(&read()) {
+                Ok(frame) => frame,
+                Err(refused) => {
+                    return Some(frames::error_answer(refused.id, &refused.failure));
                 }
-                Ok(Frame::Call { id, tool, args }) => match armed.bound() {
-                    Ok(bound) => (
-                        armed.handler.clone(),
-                        id,
-                        tool,
-                        args,
-                        bound,
-                        armed.log.clone(),
-                    ),
-                    Err(failure) => return Some(frames::error_answer(id, &failure)),
-                },
+            };
+            let bound = match armed.bound() {
+                Ok(bound) => bound,
+                Err(failure) => return Some(frames::error_answer(asked.id(), &failure)),
+            };
+            (armed.handler.clone(), bound, armed.log.clone(), asked)
+        };
+        let (id, tool, args) = match asked {
+            Frame::List { id } => {
+                let tools = tokio::time::timeout(bound, handler.tools(bound)).await;
+                return Some(frames::list_answer(id, tools.unwrap_or_default()));
             }
+            Frame::Call { id, tool, args } => (id, tool, args),
         };
         let started = Instant::now();
         let outcome = tokio::time::timeout(bound, handler.call(&tool, args, bound, &log)).await;
-        let answer = match outcome {
-            Ok(Ok(value)) => frames::value_answer(id, value.value, value.raw),
-            Ok(Err(failure)) => frames::error_answer(id, &failure),
-            Err(_) => frames::error_answer(
-                id,
-                &ToolFailure::new(
-                    FailureKind::Timeout,
-                    format!(
-                        "{tool} did not answer within {:.1} s (the execution's door time)",
-                        bound.as_secs_f64()
-                    ),
+        let outcome = outcome.unwrap_or_else(|_| {
+            Err(ToolFailure::new(
+                FailureKind::Timeout,
+                format!(
+                    "{tool} did not answer within {:.1} s (the execution's door time)",
+                    bound.as_secs_f64()
                 ),
-            ),
-        };
+            ))
+        });
         if let Some(armed) = self.lock().as_mut() {
-            let spent = started.elapsed();
-            armed.used += spent;
-            armed.usage.calls += 1;
-            armed.usage.host_ms += spent.as_secs_f64() * 1000.0;
-            armed.collect_log();
+            armed.note_call(&tool, started.elapsed(), outcome.as_ref().err());
         }
-        Some(answer)
+        Some(match outcome {
+            Ok(value) => frames::value_answer(id, value.value, value.raw),
+            Err(failure) => frames::error_answer(id, &failure),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Armed>> {
@@ -172,6 +170,25 @@ impl Armed {
         Ok(left.min(until_deadline))
     }
 
+    /// Counts a call that took `spent` (and failed with `failure`), lists it
+    /// while the list has room, and collects the requests it made.
+    fn note_call(&mut self, tool: &str, spent: Duration, failure: Option<&ToolFailure>) {
+        self.used += spent;
+        self.usage.calls += 1;
+        let ms = spent.as_secs_f64() * 1000.0;
+        self.usage.host_ms += ms;
+        if self.usage.tool_calls.len() < LISTED_REQUESTS {
+            self.usage.tool_calls.push(ToolCallRecord {
+                tool: tool.chars().take(MAX_TOOL_NAME_CHARS).collect(),
+                ms,
+                failed: failure.map(|f| f.kind.as_str().to_owned()),
+            });
+        } else {
+            self.usage.tool_calls_not_listed += 1;
+        }
+        self.collect_log();
+    }
+
     /// Moves the requests noted so far into the usage, the first ones listed.
     fn collect_log(&mut self) {
         for record in self.log.take() {
@@ -196,7 +213,11 @@ mod tests {
 
     #[async_trait]
     impl DoorHandler for Echo {
-        fn tools(&self) -> Vec<Value> {
+        fn offers(&self, tool: &str) -> bool {
+            tool == "echo"
+        }
+
+        async fn tools(&self, _bound: Duration) -> Vec<Value> {
             vec![json!({"name": "echo", "description": "echo", "inputSchema": {"type": "object"}})]
         }
 

@@ -281,6 +281,26 @@ pub struct DoorUsage {
     /// Requests made but not listed (past the first 100).
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub requests_not_listed: u32,
+    /// Each tool call the host ran, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Tool calls run but not listed (past the first 100).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub tool_calls_not_listed: u32,
+}
+
+/// One tool call the host ran for a guest.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+pub struct ToolCallRecord {
+    /// The tool's name, as the guest called it (e.g. `http_request`, or an
+    /// upstream's `<server>_<tool>`).
+    pub tool: String,
+    /// Time it took, in milliseconds.
+    pub ms: f64,
+    /// The failure's kind (`tool_error`, `timeout`, `denied`, ...) when it
+    /// failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

@@ -537,6 +537,23 @@ def _sandbox_driver(turns):
     # Routes urllib.request through the door as it is imported.
     patch_on_import("urllib.request", door_urllib)
 
+    class NoDoor:
+        """Last on sys.meta_path: asked for `host` only when no other finder has it (a
+        runtime with no door to the host), it says why instead of a bare 'No module'."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "host" or name.startswith("host."):
+                raise ModuleNotFoundError(
+                    f"No module named {name!r}: this sandbox's runtime has no door to the host, "
+                    "so its code cannot call tools; create the sandbox with runtime 'scientific' "
+                    "(the server offers upstream MCP tools with SANDBOX_UPSTREAMS)",
+                    name=name,
+                )
+            return None
+
+    sys.meta_path.append(NoDoor)
+
     def run_awaitable(awaitable):
         """Runs a cell's top-level awaits on the interpreter's own loop."""
         import asyncio

@@ -32,4 +32,5 @@ mod snapshots;
 mod soak;
 mod support;
 mod tools;
+mod upstreams;
 mod wheels;

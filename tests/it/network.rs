@@ -111,7 +111,7 @@ fn redirect(to: &str) -> Response {
     (StatusCode::FOUND, [(header::LOCATION, to.to_owned())], "").into_response()
 }
 
-async fn start(env: &[(&str, &str)]) -> Server {
+pub(crate) async fn start(env: &[(&str, &str)]) -> Server {
     scientific_cache();
     let mut env = env.to_vec();
     env.push(("SANDBOX_POOL_SIZE", "0"));
@@ -120,7 +120,7 @@ async fn start(env: &[(&str, &str)]) -> Server {
 }
 
 /// Runs code with a generous timeout; the structured result.
-async fn run(server: &Server, id: &str, code: &str) -> Value {
+pub(crate) async fn run(server: &Server, id: &str, code: &str) -> Value {
     let result = server
         .call(
             "execute_code",

@@ -1,0 +1,286 @@
+//! Upstream MCP servers' tools called from guest Python (`SANDBOX_UPSTREAMS`):
+//! a small stdio MCP server (tests/fixtures/upstream/server.py) and this
+//! binary itself over HTTP with a bearer token, reached with
+//! `from host import tools`; values, errors, caps, restarts and time limits.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::auth::mint_token;
+use crate::http_support::HttpServer;
+use crate::network::{run, start};
+use crate::support::{Server, binary, shared_cache, structured};
+
+/// The fixture's tools that are offered (not `secret`).
+const OFFERED: &str =
+    r#"["add", "env_names", "image", "fail", "sleep", "crash", "big", "pid", "list-things"]"#;
+
+/// An upstreams file in `dir` naming the fixture server, and `extra` entries.
+fn upstreams_file(dir: &Path, extra: &str) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py");
+    let text = format!(
+        "[[upstream]]\nname = \"fixture\"\ncommand = [\"python3\", {fixture:?}]\n\
+         env = {{ GIVEN = \"yes\" }}\ntools = {OFFERED}\nmax_result_bytes = 100000\n\n{extra}"
+    );
+    let path = dir.join("upstreams.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// What a cell prints for each of `calls` (Python expressions): the value's
+/// repr, or the exception's class and message.
+fn each(calls: &[&str]) -> String {
+    let mut code = String::from("from host import tools\n");
+    for call in calls {
+        code.push_str(&format!(
+            "try:\n    print(repr({call}))\nexcept Exception as e:\n    print(type(e).__name__, '|', e)\n"
+        ));
+    }
+    code
+}
+
+fn stdout(result: &Value) -> Vec<String> {
+    let text = result["stdout"]["text"].as_str().unwrap_or_default();
+    text.lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn upstream_tools_are_python_functions_with_their_signatures_values_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = upstreams_file(dir.path(), "");
+    let server = start(&[
+        ("SANDBOX_UPSTREAMS", file.to_str().unwrap()),
+        ("UPSTREAM_TEST_SECRET", "hunter2"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+
+    // help(tools) tells a model how to call them.
+    let help = run(
+        &server,
+        &id,
+        "from host import tools\nimport io, contextlib\nout = io.StringIO()\n\
+         with contextlib.redirect_stdout(out):\n    help(tools)\nprint(out.getvalue())\n\
+         print('secret offered:', hasattr(tools, 'fixture_secret'))",
+    )
+    .await;
+    let help = help["stdout"]["text"].as_str().unwrap();
+    assert!(help.contains("fixture_add(a: int, b: int)"), "{help}");
+    assert!(help.contains("Add two integers."), "{help}");
+    assert!(help.contains("a: the first"), "{help}");
+    assert!(help.contains("fixture_list_things("), "{help}");
+    assert!(help.contains("secret offered: False"), "{help}");
+
+    // Values: structured content, one text, images as bytes.
+    let values = run(
+        &server,
+        &id,
+        &each(&[
+            "tools.fixture_add(a=2, b=3)",
+            "tools.fixture_list_things()",
+            "tools.fixture_image()[1]['data']",
+            "[n for n in tools.fixture_env_names()['names'] if n in ('GIVEN', 'PATH', 'UPSTREAM_TEST_SECRET', 'SANDBOX_ROOT')]",
+        ]),
+    )
+    .await;
+    assert_eq!(
+        stdout(&values),
+        [
+            "{'sum': 5}",
+            "'things'",
+            "b'\\x89PNG\\r'",
+            "['GIVEN', 'PATH']"
+        ],
+        "{values}"
+    );
+
+    // Errors: an error result, a result over its cap, arguments that do not
+    // fit, and a hand-made frame naming a tool that is not offered.
+    let errors = run(
+        &server,
+        &id,
+        &each(&[
+            "tools.fixture_fail(message='no such city')",
+            "tools.fixture_big(n=200000)",
+            "tools.fixture_add(a=1)",
+            "__import__('json').loads(__import__('_host').call(b'{\"v\": 1, \"id\": 9, \"op\": \"call\", \"tool\": \"fixture_secret\", \"args\": {}}'))['error']['kind']",
+        ]),
+    )
+    .await;
+    let lines = stdout(&errors);
+    assert_eq!(lines[0], "ToolError | fixture: no such city", "{errors}");
+    assert!(
+        lines[1].starts_with("ToolTooLarge |") && lines[1].contains("max_result_bytes"),
+        "{errors}"
+    );
+    assert!(lines[2].starts_with("ToolArgumentError |"), "{errors}");
+    assert_eq!(lines[3], "'unknown_tool'", "{errors}");
+
+    // The calls that reached the host are in the execution's usage.
+    let calls: Vec<(String, Value)> = errors["usage"]["door"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["tool"].as_str().unwrap().to_owned(), c["failed"].clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("fixture_fail".into(), json!("tool_error")),
+            ("fixture_big".into(), json!("too_large")),
+            ("fixture_secret".into(), json!("unknown_tool")),
+        ],
+        "{errors}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = upstreams_file(dir.path(), "");
+    let server = start(&[("SANDBOX_UPSTREAMS", file.to_str().unwrap())]).await;
+    let id = server.create_with(json!({})).await;
+
+    let restarted = run(
+        &server,
+        &id,
+        &each(&[
+            "tools.fixture_pid()['pid']",
+            "tools.fixture_crash()",
+            "tools.fixture_pid()['pid']",
+        ]),
+    )
+    .await;
+    let lines = stdout(&restarted);
+    assert!(
+        lines[1].starts_with("ToolError |") && lines[1].contains("stopped during the call"),
+        "{restarted}"
+    );
+    assert_ne!(lines[0], lines[2], "a new process answers: {restarted}");
+    assert!(lines[2].parse::<u32>().is_ok(), "{restarted}");
+
+    // A guest blocked in a call that never answers is stopped by its own
+    // timeout; the sandbox and the upstream go on serving.
+    let hung = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "from host import tools\ntools.fixture_sleep(seconds=600)", "timeout_seconds": 3}),
+        )
+        .await;
+    let hung = structured(&hung);
+    assert_eq!(hung["limit"]["kind"], "timeout", "{hung}");
+    let after = run(
+        &server,
+        &id,
+        &each(&["tools.fixture_add(a=20, b=22)['sum']"]),
+    )
+    .await;
+    assert_eq!(stdout(&after), ["42"], "{after}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn door_caps_count_upstream_calls_and_a_broken_upstream_leaves_the_rest_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = "[[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\ntools = [\"*\"]\n";
+    let file = upstreams_file(dir.path(), broken);
+    let server = start(&[
+        ("SANDBOX_UPSTREAMS", file.to_str().unwrap()),
+        ("SANDBOX_DOOR_MAX_CALLS", "4"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    // The list is frame 1; three calls fit, the fourth is over the cap.
+    let capped = run(
+        &server,
+        &id,
+        &each(&[
+            "sorted(n for n in dir(tools) if not n.startswith('_'))[:2]",
+            "tools.fixture_add(a=1, b=1)['sum']",
+            "tools.fixture_add(a=1, b=2)['sum']",
+            "tools.fixture_add(a=1, b=3)['sum']",
+            "tools.fixture_add(a=1, b=4)['sum']",
+        ]),
+    )
+    .await;
+    let lines = stdout(&capped);
+    assert_eq!(
+        lines[0], "['fixture_add', 'fixture_big']",
+        "no broken_ tools: {capped}"
+    );
+    assert_eq!(lines[1..4], ["2", "3", "4"], "{capped}");
+    assert!(
+        lines[4].starts_with("ToolBudgetExceeded |") && lines[4].contains("SANDBOX_DOOR_MAX_CALLS"),
+        "{capped}"
+    );
+    assert!(server.logs().contains("cannot run"), "{}", server.logs());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn this_server_over_http_with_a_bearer_token_is_an_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (entry, token) = mint_token("analyst", &[]);
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(&tokens, entry).unwrap();
+    let inner = HttpServer::start(&[("SANDBOX_AUTH_TOKENS_FILE", tokens.to_str().unwrap())]).await;
+    let upstream = format!(
+        "[[upstream]]\nname = \"inner\"\nurl = \"{}\"\nbearer_token_env = \"INNER_TOKEN\"\ntools = [\"create_sandbox\", \"execute_code\"]\n",
+        inner.url()
+    );
+    let file = dir.path().join("upstreams.toml");
+    std::fs::write(&file, upstream).unwrap();
+    let server = start(&[
+        ("SANDBOX_UPSTREAMS", file.to_str().unwrap()),
+        ("INNER_TOKEN", &token),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    let ran = run(
+        &server,
+        &id,
+        "from host import tools\n\
+         tools.inner_create_sandbox(session_id='inside')\n\
+         r = tools.inner_execute_code(code='print(6 * 7)', session_id='inside')\n\
+         r['stdout']['text']",
+    )
+    .await;
+    assert_eq!(ran["value"], "'42\\n'", "{ran}");
+    assert!(!server.logs().contains(&token), "the token was logged");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_runtime_without_a_door_says_so_and_a_bad_upstreams_file_stops_the_server() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let refused = structured(&server.exec(&id, "from host import tools").await);
+    let message = refused["error"]["value"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no door to the host") && message.contains("scientific"),
+        "{refused}"
+    );
+    server.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("upstreams.toml");
+    std::fs::write(
+        &file,
+        "[[upstream]]\nname = \"x\"\ncommand = [\"x\"]\ntools = []\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["exec", "1"])
+        .env("SANDBOX_CACHE_DIR", shared_cache())
+        .env("SANDBOX_UPSTREAMS", &file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("SANDBOX_UPSTREAMS") && stderr.contains("tools is empty"),
+        "{stderr}"
+    );
+}
