@@ -1,5 +1,6 @@
 //! The guest's door to the host (scientific runtime): a round trip through
-//! `host.call` for a trivial frame (the tool list), and a 1 MiB GET from a
+//! `host.call` for a trivial frame (the tool list), a call of an upstream
+//! MCP server's trivial tool (the tests' stdio fixture), and a 1 MiB GET from a
 //! loopback server through the door, against the same GET from native
 //! Python's urllib. Each is timed inside its interpreter (`perf_counter_ns`
 //! around the loop), so start-up costs are left out of both sides. Skipped,
@@ -64,9 +65,22 @@ fn native_loop(setup: &str, body: &str, iters: u64) -> Option<Duration> {
         .map(Duration::from_nanos)
 }
 
+/// An upstreams file naming the tests' small stdio MCP server (its `add`).
+fn upstreams_file() -> std::path::PathBuf {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py");
+    let path = std::env::temp_dir().join("mcp-code-sandbox-bench-upstreams.toml");
+    let text = format!(
+        "[[upstream]]\nname = \"fixture\"\ncommand = [\"python3\", {fixture:?}]\ntools = [\"add\"]\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn door(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let origin = serve(&rt);
+    let upstreams = upstreams_file();
     let Some(app) = common::try_app(
         &rt,
         "door",
@@ -84,6 +98,8 @@ fn door(c: &mut Criterion) {
             "4000000000",
             "--door-max-seconds",
             "86400",
+            "--upstreams",
+            upstreams.to_str().unwrap(),
         ],
     ) else {
         return;
@@ -109,6 +125,12 @@ fn door(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10));
     group.bench_function("round_trip_list", |b| {
         b.iter_custom(|iters| guest_loop(&rt, &sandbox, list, "_host.call(_f)", iters))
+    });
+    group.bench_function("upstream_tool_call", |b| {
+        b.iter_custom(|iters| {
+            let setup = "from host import tools";
+            guest_loop(&rt, &sandbox, setup, "tools.fixture_add(a=1, b=2)", iters)
+        })
     });
     let setup = format!("import urllib.request\n_u = '{origin}/1mb'");
     let body = format!("assert len(urllib.request.urlopen(_u).read()) == {SIZE}");

@@ -285,8 +285,9 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_GUEST_HTTP_MAX_BYTES", default_value_t = 16 << 20, global = true)]
     pub guest_http_max_bytes: u64,
 
-    /// Most calls through the door to the host (HTTP requests) one execution
-    /// may make.
+    /// Most frames through the door to the host one execution may send:
+    /// tool calls (HTTP requests, upstream MCP tools) and tool lists
+    /// (`from host import tools` sends one).
     #[arg(
         long,
         env = "SANDBOX_DOOR_MAX_CALLS",

@@ -88,22 +88,45 @@ impl From<Value> for ToolValue {
     }
 }
 
-/// Where a tool notes the HTTP requests it makes.
+/// Where a tool notes the HTTP requests it makes: each when it is done, and
+/// the one being sent meanwhile, so a request cut short by the execution's
+/// end is still listed.
 #[derive(Clone, Default)]
-pub struct RequestLog(std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>);
+pub struct RequestLog(std::sync::Arc<std::sync::Mutex<LogEntries>>);
+
+#[derive(Default)]
+struct LogEntries {
+    done: Vec<RequestRecord>,
+    sending: Option<RequestRecord>,
+}
 
 impl RequestLog {
-    /// Notes one request.
-    pub fn note(&self, record: RequestRecord) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(record);
+    /// Notes a request about to be sent (listed as cut if nothing follows).
+    pub fn sending(&self, record: RequestRecord) {
+        self.lock().sending = Some(record);
     }
 
-    /// The requests noted so far, emptying the log.
+    /// Notes one request, done (or refused).
+    pub fn note(&self, record: RequestRecord) {
+        let mut entries = self.lock();
+        entries.sending = None;
+        entries.done.push(record);
+    }
+
+    /// The requests noted so far, emptying the log; one still being sent is
+    /// listed as cut.
     pub fn take(&self) -> Vec<RequestRecord> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut entries = self.lock();
+        let mut taken = std::mem::take(&mut entries.done);
+        if let Some(mut cut) = entries.sending.take() {
+            cut.cut = true;
+            taken.push(cut);
+        }
+        taken
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogEntries> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -218,6 +218,7 @@ impl HttpTool {
             if let Some(body) = &asked.body {
                 request = request.body(body.clone());
             }
+            log.sending(record(&method, &asked.url, None, 0, None));
             let response = match request.send().await {
                 Ok(response) => response,
                 Err(e) => return Err(send_failed(&method, &asked.url, &e, log)),
@@ -274,7 +275,10 @@ impl HttpTool {
             .iter()
             .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(v.as_bytes())]))
             .collect();
-        let mut body = Vec::new();
+        // Sized once from Content-Length (within the cap, and at most 8 MiB
+        // before the bytes arrive), not grown chunk by chunk.
+        let expected = response.content_length().unwrap_or(0).min(max).min(8 << 20);
+        let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
@@ -297,10 +301,20 @@ impl HttpTool {
                 Ok(None) => break,
                 Err(e) => {
                     log.note(record(method, url, Some(status), body.len() as u64, None));
-                    return Err(ToolFailure::new(
-                        FailureKind::ToolError,
-                        format!("reading the response of {} failed: {e}", origin(url)),
-                    ));
+                    return Err(if is_timeout(&e) {
+                        ToolFailure::new(
+                            FailureKind::Timeout,
+                            format!(
+                                "the response of {} did not end within the time left (the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
+                                origin(url)
+                            ),
+                        )
+                    } else {
+                        ToolFailure::new(
+                            FailureKind::ToolError,
+                            format!("reading the response of {} failed: {e}", origin(url)),
+                        )
+                    });
                 }
             }
         }
@@ -451,6 +465,24 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
     ToolFailure::new(kind, format!("could not reach {}: {text}", origin(url)))
 }
 
+/// Whether `e`, or an error under it, is a timeout.
+fn is_timeout(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(inner) = source {
+        let timed_out = inner
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_timeout)
+            || inner
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if timed_out {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
 fn find_refusal(e: &reqwest::Error) -> Option<&AddressRefused> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(inner) = source {
@@ -475,6 +507,7 @@ fn record(
         status: status.map(|s| s.as_u16()),
         bytes,
         refused,
+        cut: false,
     }
 }
 

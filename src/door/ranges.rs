@@ -31,6 +31,8 @@ const SPECIAL_V4: &[(&str, &str)] = &[
 const SPECIAL_V6: &[(&str, &str)] = &[
     ("::/128", "unspecified"),
     ("::1/128", "loopback"),
+    ("::ffff:0:0:0/96", "IPv4-translated (SIIT)"),
+    ("64:ff9b:1::/48", "local-use NAT64"),
     ("100::/64", "discard-only"),
     ("2001::/23", "IETF protocol assignments"),
     ("2001:db8::/32", "documentation"),
@@ -176,6 +178,8 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "::ffff:0:7f00:1",
+            "64:ff9b:1::7f00:1",
             "2002:7f00:1::1",
             "2002:c0a8:101::",
             "100::1",

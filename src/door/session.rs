@@ -13,6 +13,8 @@ use crate::sandbox::{DoorUsage, ToolCallRecord};
 /// Requests (and tool calls) listed in an execution's usage; more are only
 /// counted.
 const LISTED_REQUESTS: usize = 100;
+/// What the usage says of a call the execution's end cut short.
+const CUT: &str = "cut";
 /// The longest tool name a usage lists (the guest chose the name).
 const MAX_TOOL_NAME_CHARS: usize = 128;
 /// How long past the execution's own deadline a call may run: the
@@ -49,6 +51,8 @@ struct Armed {
     used: Duration,
     usage: DoorUsage,
     log: RequestLog,
+    /// The call being answered, and since when.
+    in_flight: Option<(String, Instant)>,
 }
 
 impl DoorSlot {
@@ -61,13 +65,18 @@ impl DoorSlot {
             used: Duration::ZERO,
             usage: DoorUsage::default(),
             log: RequestLog::default(),
+            in_flight: None,
         });
     }
 
     /// Disarms the door; what the execution used, when it used the door.
     pub fn disarm(&self) -> Option<DoorUsage> {
         let mut armed = self.lock().take()?;
-        armed.collect_log();
+        if let Some((tool, started)) = armed.in_flight.take() {
+            armed.note_call(&tool, started.elapsed(), Some(CUT));
+        } else {
+            armed.collect_log();
+        }
         (armed.usage.frames > 0).then_some(armed.usage)
     }
 
@@ -97,6 +106,9 @@ impl DoorSlot {
                 Ok(bound) => bound,
                 Err(failure) => return Some(frames::error_answer(asked.id(), &failure)),
             };
+            if let Frame::Call { tool, .. } = &asked {
+                armed.in_flight = Some((tool.clone(), Instant::now()));
+            }
             (armed.handler.clone(), bound, armed.log.clone(), asked)
         };
         let (id, tool, args) = match asked {
@@ -118,7 +130,8 @@ impl DoorSlot {
             ))
         });
         if let Some(armed) = self.lock().as_mut() {
-            armed.note_call(&tool, started.elapsed(), outcome.as_ref().err());
+            let failed = outcome.as_ref().err().map(|f| f.kind.as_str());
+            armed.note_call(&tool, started.elapsed(), failed);
         }
         Some(match outcome {
             Ok(value) => frames::value_answer(id, value.value, value.raw),
@@ -172,7 +185,8 @@ impl Armed {
 
     /// Counts a call that took `spent` (and failed with `failure`), lists it
     /// while the list has room, and collects the requests it made.
-    fn note_call(&mut self, tool: &str, spent: Duration, failure: Option<&ToolFailure>) {
+    fn note_call(&mut self, tool: &str, spent: Duration, failed: Option<&str>) {
+        self.in_flight = None;
         self.used += spent;
         self.usage.calls += 1;
         let ms = spent.as_secs_f64() * 1000.0;
@@ -181,7 +195,7 @@ impl Armed {
             self.usage.tool_calls.push(ToolCallRecord {
                 tool: tool.chars().take(MAX_TOOL_NAME_CHARS).collect(),
                 ms,
-                failed: failure.map(|f| f.kind.as_str().to_owned()),
+                failed: failed.map(str::to_owned),
             });
         } else {
             self.usage.tool_calls_not_listed += 1;

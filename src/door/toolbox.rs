@@ -22,11 +22,31 @@ impl Toolbox {
     }
 }
 
+/// The tools in order, each name kept the first time it comes (a later one
+/// is logged and left out).
+pub fn first_of_each_name(tools: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let mut seen = std::collections::HashSet::new();
+    tools
+        .into_iter()
+        .filter(|tool| {
+            let name = tool["name"].as_str().unwrap_or_default().to_owned();
+            let first = seen.insert(name.clone());
+            if !first {
+                tracing::warn!(tool = %name, "left out: another tool has this name");
+            }
+            first
+        })
+        .collect()
+}
+
 #[async_trait]
 impl DoorHandler for Toolbox {
+    /// Every part's tools; a name offered twice is listed once, the first
+    /// part's (the one a call goes to), so the guest never sees two tools
+    /// with one name.
     async fn tools(&self, bound: Duration) -> Vec<Value> {
         let lists = futures::future::join_all(self.parts.iter().map(|part| part.tools(bound)));
-        lists.await.into_iter().flatten().collect()
+        first_of_each_name(lists.await.into_iter().flatten())
     }
 
     fn offers(&self, tool: &str) -> bool {

@@ -4,10 +4,12 @@
 //!
 //! - [`spec`]: the upstreams file (`SANDBOX_UPSTREAMS`).
 //! - [`connection`]: one server: started once, shared, started again when it
-//!   has died.
+//!   has died (starts rationed).
+//! - [`process`]: a command's process group, watched and killed with it.
 //! - [`results`]: descriptors as guests see them, results as Python values.
 
 pub mod connection;
+pub mod process;
 pub mod results;
 pub mod spec;
 
@@ -20,6 +22,7 @@ use serde_json::{Map, Value};
 pub use connection::Upstream;
 pub use spec::{UpstreamSpec, UpstreamsFileError};
 
+use super::toolbox::first_of_each_name;
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
 
 /// Every upstream server, shared by all sandboxes.
@@ -81,12 +84,8 @@ impl DoorHandler for Upstreams {
             let _ = tokio::time::timeout(bound, server.peer()).await;
             server.offered()
         });
-        futures::future::join_all(started)
-            .await
-            .into_iter()
-            .flatten()
-            .map(|tool| tool.descriptor)
-            .collect()
+        let lists = futures::future::join_all(started).await;
+        first_of_each_name(lists.into_iter().flatten().map(|tool| tool.descriptor))
     }
 
     fn offers(&self, tool: &str) -> bool {

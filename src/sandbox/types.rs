@@ -298,7 +298,7 @@ pub struct ToolCallRecord {
     /// Time it took, in milliseconds.
     pub ms: f64,
     /// The failure's kind (`tool_error`, `timeout`, `denied`, ...) when it
-    /// failed.
+    /// failed, or `cut` when the execution ended (timeout, cancel) during it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
 }
@@ -322,6 +322,10 @@ pub struct RequestRecord {
     /// The rule that refused it, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Sent, but the execution ended (its timeout, a cancel) before the
+    /// response came.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 /// The result of one execution.

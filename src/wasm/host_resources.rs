@@ -37,6 +37,19 @@ pub fn default_disk_budget(path: &Path) -> Option<u64> {
     Some((free as f64 * DISK_SHARE) as u64)
 }
 
+/// Makes the server's memory and environment unreadable to other processes
+/// of its user (Linux: not dumpable, so `/proc/<pid>/environ`, `mem` and
+/// `fd` are closed to them, and no core file is written): upstream MCP
+/// commands run as the same user and must not read its secrets there.
+pub fn forbid_inspection() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!("could not make the server undumpable: {e}");
+    }
+}
+
 /// Raises the process's soft limit on open descriptors to its hard limit,
 /// and returns the limit now in force (`None` where it cannot be read).
 pub fn raise_descriptor_limit() -> Option<u64> {

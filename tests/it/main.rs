@@ -20,6 +20,7 @@ mod http_support;
 mod index_server;
 mod limits;
 mod network;
+mod network_rebinding;
 mod nginx_support;
 mod packages;
 mod packages_hostile;

@@ -390,6 +390,12 @@ async fn a_slow_response_is_stopped_by_the_execution_timeout() {
     let out = structured(&result);
     assert_eq!(out["limit"]["kind"], "timeout", "{}", text(&result));
     assert_eq!(site.seen(), vec!["/slow".to_owned()]);
+    // The request it was waiting on is in the usage all the same.
+    let door = &out["usage"]["door"];
+    assert_eq!(door["requests"][0]["cut"], true, "{out}");
+    assert_eq!(door["requests"][0]["method"], "GET", "{out}");
+    assert_eq!(door["tool_calls"][0]["tool"], "http_request", "{out}");
+    assert_eq!(door["tool_calls"][0]["failed"], "cut", "{out}");
     // A fresh interpreter answers afterwards.
     assert_eq!(run(&server, &id, "1 + 1").await["value"], "2");
 }

@@ -136,13 +136,46 @@ async fn upstream_tools_are_python_functions_with_their_signatures_values_and_er
     server.stop().await;
 }
 
+/// An upstream file whose server runs under `sh`, which first starts a
+/// child that outlives the server and keeps its stdout open, its pid written
+/// to `pid_file`.
+fn wrapped_upstreams_file(dir: &Path, pid_file: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py");
+    let script = format!(
+        "sleep 300 & echo $! >> {}; exec python3 {}",
+        pid_file.display(),
+        fixture.display()
+    );
+    let text = format!(
+        "[[upstream]]\nname = \"fixture\"\ncommand = [\"sh\", \"-c\", {script:?}]\ntools = {OFFERED}\n"
+    );
+    let path = dir.join("upstreams.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+fn is_gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
 #[tokio::test]
 async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let file = upstreams_file(dir.path(), "");
+    let pids = dir.path().join("sleepers");
+    let file = wrapped_upstreams_file(dir.path(), &pids);
     let server = start(&[("SANDBOX_UPSTREAMS", file.to_str().unwrap())]).await;
     let id = server.create_with(json!({})).await;
 
+    // It dies in a call, though a child of it holds its stdout: the call
+    // fails at once, the next one gets a new process, and the old one's
+    // whole process group is gone.
     let restarted = run(
         &server,
         &id,
@@ -160,6 +193,16 @@ async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by
     );
     assert_ne!(lines[0], lines[2], "a new process answers: {restarted}");
     assert!(lines[2].parse::<u32>().is_ok(), "{restarted}");
+    let call_ms = restarted["usage"]["door"]["tool_calls"][1]["ms"]
+        .as_f64()
+        .unwrap();
+    assert!(call_ms < 20_000.0, "the dying call waited {call_ms} ms");
+    let sleepers = std::fs::read_to_string(&pids).unwrap();
+    let first = sleepers.lines().next().unwrap().to_owned();
+    assert!(
+        is_gone(&first),
+        "the first server's child {first} was left running"
+    );
 
     // A guest blocked in a call that never answers is stopped by its own
     // timeout; the sandbox and the upstream go on serving.
@@ -171,6 +214,10 @@ async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by
         .await;
     let hung = structured(&hung);
     assert_eq!(hung["limit"]["kind"], "timeout", "{hung}");
+    assert_eq!(
+        hung["usage"]["door"]["tool_calls"][0]["failed"], "cut",
+        "{hung}"
+    );
     let after = run(
         &server,
         &id,
@@ -178,6 +225,38 @@ async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by
     )
     .await;
     assert_eq!(stdout(&after), ["42"], "{after}");
+    server.stop().await;
+    let last = std::fs::read_to_string(&pids).unwrap();
+    let last = last.lines().last().unwrap().to_owned();
+    let stopped = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        is_gone(&last)
+    });
+    assert!(
+        stopped,
+        "the last server's child {last} outlived the MCP server"
+    );
+}
+
+#[tokio::test]
+async fn a_guest_that_keeps_crashing_an_upstream_gets_a_few_starts_a_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = upstreams_file(dir.path(), "");
+    let server = start(&[("SANDBOX_UPSTREAMS", file.to_str().unwrap())]).await;
+    let id = server.create_with(json!({})).await;
+    let crashes = ["tools.fixture_crash()"; 8];
+    let storm = run(&server, &id, &each(&crashes)).await;
+    let lines = stdout(&storm);
+    assert!(
+        lines[..4]
+            .iter()
+            .all(|l| l.contains("stopped during the call")),
+        "{storm}"
+    );
+    assert!(
+        lines[7].contains("started 5 times in the last 60 s"),
+        "{storm}"
+    );
     server.stop().await;
 }
 

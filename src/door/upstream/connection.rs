@@ -1,28 +1,37 @@
 //! One upstream MCP server: started on first need (or at server start),
-//! shared by every sandbox, started again when it has died. A server whose
-//! start failed is not tried again for a few seconds, so a broken command is
-//! not spawned once per guest call.
+//! shared by every sandbox, started again when it has died. Starts are
+//! rationed: a server whose start failed is not tried again for a few
+//! seconds, and one that keeps dying is started at most a few times a
+//! minute, so no guest can make the host spawn processes without end.
 
-use std::process::Stdio;
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
+};
 use rmcp::service::{RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::process::CommandProcess;
 use super::results;
-use super::spec::{UpstreamSpec, UpstreamTransport};
+use super::spec::{ToolChoice, UpstreamSpec, UpstreamTransport};
 use crate::door::{FailureKind, ToolFailure};
 
 /// How long after a failed start the next is tried.
 const RETRY_AFTER: Duration = Duration::from_secs(3);
-/// Longest stderr line of an upstream command that is logged.
-const MAX_LOG_LINE: usize = 1000;
+/// Most starts in [`START_WINDOW`]; past them, no start until the oldest
+/// leaves the window.
+const MAX_STARTS: usize = 5;
+/// The window [`MAX_STARTS`] counts in.
+const START_WINDOW: Duration = Duration::from_secs(60);
+/// Room around a result in one line from a command: its JSON-RPC envelope,
+/// and the text content that often repeats the structured content.
+const LINE_ROOM: usize = 1 << 20;
 
 /// One upstream tool as guests see it.
 #[derive(Clone, Debug)]
@@ -47,9 +56,36 @@ pub struct Upstream {
 
 #[derive(Default)]
 struct State {
-    running: Option<RunningService<RoleClient, ClientConfig>>,
+    running: Option<Running>,
     failed: Option<(Instant, String)>,
+    /// When it was started, within the window.
+    recent_starts: VecDeque<Instant>,
+    /// Starts so far (which one made the running connection).
     starts: u32,
+}
+
+/// A connection, and the process behind it (for a command).
+struct Running {
+    service: RunningService<RoleClient, ClientConfig>,
+    process: Option<CommandProcess>,
+}
+
+impl Running {
+    fn is_alive(&self) -> bool {
+        !self.service.is_closed()
+            && !self.service.peer().is_transport_closed()
+            && self
+                .process
+                .as_ref()
+                .is_none_or(|p| !p.exited().is_cancelled())
+    }
+}
+
+/// A call that failed, and whether it never left the host (so it may be
+/// sent again on a new connection).
+struct CallError {
+    failure: ToolFailure,
+    unsent: bool,
 }
 
 impl Upstream {
@@ -85,24 +121,19 @@ impl Upstream {
     /// new one started now.
     pub async fn peer(&self) -> Result<(Peer<RoleClient>, u32), ToolFailure> {
         let mut state = self.state.lock().await;
-        if let Some(running) = &state.running
-            && !running.is_closed()
-            && !running.peer().is_transport_closed()
-        {
-            return Ok((running.peer().clone(), state.starts));
-        }
-        if state.running.take().is_some() {
+        if let Some(running) = &state.running {
+            if running.is_alive() {
+                return Ok((running.service.peer().clone(), state.starts));
+            }
             tracing::warn!(upstream = %self.spec.name, "the upstream MCP server stopped; starting it again");
+            state.running = None;
         }
-        if let Some((at, why)) = &state.failed
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(unavailable(&self.spec.name, why));
-        }
+        self.may_start(&mut state)?;
         state.starts += 1;
+        state.recent_starts.push_back(Instant::now());
         match tokio::time::timeout(self.spec.start_timeout, self.start()).await {
             Ok(Ok((running, tools))) => {
-                let peer = running.peer().clone();
+                let peer = running.service.peer().clone();
                 *self.offered.lock().unwrap_or_else(|p| p.into_inner()) = tools;
                 state.running = Some(running);
                 state.failed = None;
@@ -119,51 +150,114 @@ impl Upstream {
         }
     }
 
+    /// Refuses a start too soon after a failed one, or past the ration.
+    fn may_start(&self, state: &mut State) -> Result<(), ToolFailure> {
+        if let Some((at, why)) = &state.failed
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(self.unavailable(why));
+        }
+        while state
+            .recent_starts
+            .front()
+            .is_some_and(|at| at.elapsed() >= START_WINDOW)
+        {
+            state.recent_starts.pop_front();
+        }
+        if state.recent_starts.len() >= MAX_STARTS {
+            let oldest = state
+                .recent_starts
+                .front()
+                .copied()
+                .unwrap_or_else(Instant::now);
+            let wait = START_WINDOW.saturating_sub(oldest.elapsed());
+            return Err(self.unavailable(&format!(
+                "it was started {MAX_STARTS} times in the last {} s and stopped each time; the next start is in {} s",
+                START_WINDOW.as_secs(),
+                wait.as_secs() + 1
+            )));
+        }
+        Ok(())
+    }
+
     /// Calls its tool `name` with `args`, within `bound` (and its own call
-    /// timeout).
+    /// timeout). A call that could not be sent because the connection had
+    /// died is sent once more on a new one.
     pub async fn call(
         &self,
         name: &str,
         args: Map<String, Value>,
         bound: Duration,
     ) -> Result<Value, ToolFailure> {
-        let (peer, start) = self.peer().await?;
-        let limit = bound.min(self.spec.call_timeout);
+        let until = Instant::now() + bound.min(self.spec.call_timeout);
+        match self.call_once(name, args.clone(), until).await {
+            Err(error) if error.unsent => self.call_once(name, args, until).await,
+            other => other,
+        }
+        .map_err(|error| error.failure)
+    }
+
+    async fn call_once(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        until: Instant,
+    ) -> Result<Value, CallError> {
+        let sent = |failure| CallError {
+            failure,
+            unsent: false,
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        let (peer, start) = tokio::time::timeout(left, self.peer())
+            .await
+            .map_err(|_| sent(self.timed_out(name, left)))?
+            .map_err(sent)?;
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(args);
-        let server = &self.spec.name;
-        match tokio::time::timeout(limit, peer.call_tool(params)).await {
-            Ok(Ok(result)) => results::value_of(result, server, self.spec.max_result_bytes),
-            Ok(Err(ServiceError::TransportClosed)) => {
-                self.forget(start).await;
-                Err(call_failure(server, name, ServiceError::TransportClosed))
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, peer.call_tool(params)).await {
+            Ok(Ok(result)) => self.value_of(result).map_err(sent),
+            Ok(Err(e)) => {
+                let unsent = matches!(e, ServiceError::TransportSend(_));
+                if unsent || matches!(e, ServiceError::TransportClosed) {
+                    self.forget(start).await;
+                }
+                Err(CallError {
+                    failure: self.call_failure(name, e),
+                    unsent,
+                })
             }
-            Ok(Err(e)) => Err(call_failure(server, name, e)),
-            Err(_) => Err(ToolFailure::new(
-                FailureKind::Timeout,
-                format!(
-                    "{server}: {name} did not answer within {:.1} s",
-                    limit.as_secs_f64()
-                ),
-            )),
+            Err(_) => Err(sent(self.timed_out(name, left))),
         }
     }
 
     /// Starts the server, initializes the session and lists its tools.
-    async fn start(
-        &self,
-    ) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<OfferedTool>), String> {
+    async fn start(&self) -> Result<(Running, Vec<OfferedTool>), String> {
         let client = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")),
         );
         let running = match &self.spec.transport {
             UpstreamTransport::Command { argv, env, cwd } => {
-                let transport = self.spawn(argv, env, cwd.as_deref())?;
-                client.serve(transport).await.map_err(|e| e.to_string())?
+                let max_line = self.spec.max_result_bytes.saturating_mul(2) + LINE_ROOM;
+                let (process, transport) =
+                    CommandProcess::spawn(&self.spec.name, argv, env, cwd.as_deref(), max_line)?;
+                let service = client.serve(transport).await.map_err(|e| e.to_string())?;
+                // A process that exits ends the connection at once: calls in
+                // flight fail instead of waiting out their time.
+                let (exited, token) = (process.exited().clone(), service.cancellation_token());
+                tokio::spawn(async move {
+                    exited.cancelled().await;
+                    token.cancel();
+                });
+                Running {
+                    service,
+                    process: Some(process),
+                }
             }
             UpstreamTransport::Http { url, bearer_token } => {
                 let http = reqwest::Client::builder()
                     .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
                     .build()
                     .map_err(|e| e.to_string())?;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -171,10 +265,15 @@ impl Upstream {
                     config = config.auth_header(token.0.clone());
                 }
                 let transport = StreamableHttpClientTransport::with_client(http, config);
-                client.serve(transport).await.map_err(|e| e.to_string())?
+                let service = client.serve(transport).await.map_err(|e| e.to_string())?;
+                Running {
+                    service,
+                    process: None,
+                }
             }
         };
         let listed = running
+            .service
             .peer()
             .list_all_tools()
             .await
@@ -186,39 +285,6 @@ impl Upstream {
             "upstream MCP server started"
         );
         Ok((running, tools))
-    }
-
-    /// Spawns the command with its own environment only, its stderr logged.
-    fn spawn(
-        &self,
-        argv: &[String],
-        env: &std::collections::BTreeMap<String, String>,
-        cwd: Option<&std::path::Path>,
-    ) -> Result<TokioChildProcess, String> {
-        let mut command = tokio::process::Command::new(&argv[0]);
-        command
-            .args(&argv[1..])
-            .env_clear()
-            .envs(env)
-            .kill_on_drop(true);
-        if let Some(cwd) = cwd {
-            command.current_dir(cwd);
-        }
-        let (process, stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
-        if let Some(stderr) = stderr {
-            let name = self.spec.name.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let line: String = line.chars().take(MAX_LOG_LINE).collect();
-                    tracing::info!(upstream = %name, "{line}");
-                }
-            });
-        }
-        Ok(process)
     }
 
     /// The listed tools the file chose, renamed for guests; a second tool
@@ -238,7 +304,7 @@ impl Upstream {
                 name: tool.name.to_string(),
             });
         }
-        if let super::spec::ToolChoice::Named(names) = &self.spec.tools {
+        if let ToolChoice::Named(names) = &self.spec.tools {
             for missing in names
                 .iter()
                 .filter(|n| !listed.iter().any(|t| t.name == **n))
@@ -259,8 +325,9 @@ impl Upstream {
     }
 
     fn note_failure(&self, state: &mut State, why: String) -> ToolFailure {
+        let why = self.redacted(&why);
         tracing::warn!(upstream = %self.spec.name, "upstream MCP server did not start: {why}");
-        let failure = unavailable(&self.spec.name, &why);
+        let failure = self.unavailable(&why);
         state.failed = Some((Instant::now(), why));
         failure
     }
@@ -268,36 +335,70 @@ impl Upstream {
     /// Stops the server (at shutdown).
     pub async fn stop(&self) {
         if let Some(mut running) = self.state.lock().await.running.take() {
-            let _ = running.close_with_timeout(Duration::from_secs(3)).await;
+            let _ = running
+                .service
+                .close_with_timeout(Duration::from_secs(3))
+                .await;
         }
     }
 
-    /// How many times it was started (or tried).
-    pub async fn starts(&self) -> u32 {
-        self.state.lock().await.starts
+    fn value_of(&self, result: CallToolResult) -> Result<Value, ToolFailure> {
+        results::value_of(result, &self.spec.name, self.spec.max_result_bytes)
+            .map_err(|f| ToolFailure::new(f.kind, self.redacted(&f.message)))
     }
-}
 
-fn unavailable(server: &str, why: &str) -> ToolFailure {
-    ToolFailure::new(
-        FailureKind::ToolError,
-        format!("the MCP server '{server}' is not available: {why}"),
-    )
-}
+    fn unavailable(&self, why: &str) -> ToolFailure {
+        ToolFailure::new(
+            FailureKind::ToolError,
+            format!(
+                "the MCP server '{}' is not available: {why}",
+                self.spec.name
+            ),
+        )
+    }
 
-fn call_failure(server: &str, tool: &str, error: ServiceError) -> ToolFailure {
-    let message = match &error {
-        ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
-            return ToolFailure::new(
+    fn timed_out(&self, tool: &str, limit: Duration) -> ToolFailure {
+        ToolFailure::new(
+            FailureKind::Timeout,
+            format!(
+                "{}: {tool} did not answer within {:.1} s",
+                self.spec.name,
+                limit.as_secs_f64()
+            ),
+        )
+    }
+
+    fn call_failure(&self, tool: &str, error: ServiceError) -> ToolFailure {
+        let server = &self.spec.name;
+        let (kind, message) = match &error {
+            ServiceError::McpError(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => (
                 FailureKind::InvalidArguments,
                 format!("{server}: {tool}: {}", e.message),
-            );
+            ),
+            ServiceError::McpError(e) => (
+                FailureKind::ToolError,
+                format!("{server}: {tool}: {}", e.message),
+            ),
+            ServiceError::TransportClosed | ServiceError::Cancelled { .. } => (
+                FailureKind::ToolError,
+                format!(
+                    "{server}: the server stopped during the call to {tool}; it is started again on the next call"
+                ),
+            ),
+            other => (FailureKind::ToolError, format!("{server}: {tool}: {other}")),
+        };
+        ToolFailure::new(kind, self.redacted(&message))
+    }
+
+    /// `text` with the bearer token, if any, cut out (an error may quote a
+    /// response that echoes the request's headers).
+    fn redacted(&self, text: &str) -> String {
+        match &self.spec.transport {
+            UpstreamTransport::Http {
+                bearer_token: Some(token),
+                ..
+            } if !token.0.is_empty() => text.replace(&token.0, "[token]"),
+            _ => text.to_owned(),
         }
-        ServiceError::McpError(e) => format!("{server}: {tool}: {}", e.message),
-        ServiceError::TransportClosed => format!(
-            "{server}: the server stopped during the call to {tool}; it is started again on the next call"
-        ),
-        other => format!("{server}: {tool}: {other}"),
-    };
-    ToolFailure::new(FailureKind::ToolError, message)
+    }
 }

@@ -63,7 +63,7 @@ pub enum UpstreamTransport {
         argv: Vec<String>,
         /// Its whole environment: the inherited variables and `env`.
         env: BTreeMap<String, String>,
-        /// Its working directory (the server's when unset).
+        /// Its working directory (`/` when unset, not the server's).
         cwd: Option<PathBuf>,
     },
     /// A Streamable HTTP endpoint.
@@ -193,6 +193,12 @@ pub fn parse(
         if specs.iter().any(|s| s.name == entry.name) {
             return Err(wrong("two upstreams have this name".into()));
         }
+        if let Some(other) = specs.iter().find(|s| prefixes(&s.name, &entry.name)) {
+            return Err(wrong(format!(
+                "it and '{}' would share tool names (one name followed by _ starts the other); rename one",
+                other.name
+            )));
+        }
         specs.push(entry.into_spec(lookup).map_err(wrong)?);
     }
     Ok(specs)
@@ -245,6 +251,16 @@ impl Entry {
             max_result_bytes: self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
         })
     }
+}
+
+/// Whether tools of `a` and `b` could get the same `<server>_<tool>` name:
+/// one name, then `_`, starts the other.
+fn prefixes(a: &str, b: &str) -> bool {
+    let starts = |long: &str, short: &str| {
+        long.strip_prefix(short)
+            .is_some_and(|rest| rest.starts_with('_'))
+    };
+    starts(a, b) || starts(b, a)
 }
 
 /// A name is a lowercase Python identifier of at most 32 characters.
@@ -442,6 +458,10 @@ mod tests {
         let twice = "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntools = [\"*\"]\n";
         let error = parsed(&format!("{twice}{twice}")).unwrap_err();
         assert!(error.contains("two upstreams"), "{error}");
+        // x's tool b-add and x_b's add would both be x_b_add.
+        let other = "[[upstream]]\nname = \"a_b\"\ncommand = [\"x\"]\ntools = [\"*\"]\n";
+        let error = parsed(&format!("{twice}{other}")).unwrap_err();
+        assert!(error.contains("share tool names"), "{error}");
     }
 
     #[test]
