@@ -37,7 +37,10 @@ impl App {
     /// process's descriptor limit as far as it goes and fitting the
     /// per-sandbox open-file limit within it.
     pub fn build(mut config: Config) -> Result<Self, SandboxError> {
-        host_resources::forbid_inspection();
+        if !config.wasm.door.upstreams.is_empty() {
+            // Upstream commands run as this user: they must not read its secrets.
+            host_resources::forbid_inspection();
+        }
         if let Some(limit) = host_resources::raise_descriptor_limit()
             && let Some(fitted) = config.fit_open_files(limit, host_resources::SERVER_DESCRIPTORS)
         {

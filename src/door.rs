@@ -15,6 +15,7 @@
 //! - [`upstream`]: the tools of upstream MCP servers (`SANDBOX_UPSTREAMS`),
 //!   offered as `<server>_<tool>` and called through rmcp's client.
 //! - [`toolbox`]: one sandbox's tools: the HTTP tool and the upstream ones.
+//! - [`usage`]: what an execution asked of the door, for its usage.
 //!
 //! The wasm side (reading a frame out of guest memory, writing the answer
 //! back) is in `crate::wasm`; a handler never sees guest memory.
@@ -27,13 +28,14 @@ pub mod resolve;
 pub mod session;
 pub mod toolbox;
 pub mod upstream;
+pub mod usage;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use crate::sandbox::RequestRecord;
+use usage::RequestRecord;
 
 /// The door's settings: guests' HTTP, upstream MCP servers and the
 /// per-execution caps.

@@ -40,12 +40,15 @@ fn main() -> ExitCode {
 }
 
 /// The log filter: the setting, with rmcp's own messages (one per
-/// notification at INFO) kept to warnings unless the setting names rmcp.
+/// notification at INFO) kept to warnings unless the setting names rmcp, and
+/// its client worker's silenced: its errors can quote an upstream's response
+/// whole, an echoed bearer token included (the upstream code logs those
+/// failures itself, the token cut out).
 fn log_filter(setting: &str) -> String {
     if setting.contains("rmcp") {
         setting.to_owned()
     } else {
-        format!("{setting},rmcp=warn")
+        format!("{setting},rmcp=warn,rmcp::transport::worker=off")
     }
 }
 

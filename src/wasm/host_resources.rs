@@ -39,8 +39,8 @@ pub fn default_disk_budget(path: &Path) -> Option<u64> {
 
 /// Makes the server's memory and environment unreadable to other processes
 /// of its user (Linux: not dumpable, so `/proc/<pid>/environ`, `mem` and
-/// `fd` are closed to them, and no core file is written): upstream MCP
-/// commands run as the same user and must not read its secrets there.
+/// `fd` are closed to them, and no core file is written); done when
+/// upstream MCP commands, which run as the same user, are configured.
 pub fn forbid_inspection() {
     #[cfg(target_os = "linux")]
     if let Err(e) =

@@ -16,16 +16,26 @@ use crate::support::{Server, binary, shared_cache, structured};
 const OFFERED: &str =
     r#"["add", "env_names", "image", "fail", "sleep", "crash", "big", "pid", "list-things"]"#;
 
-/// An upstreams file in `dir` naming the fixture server, and `extra` entries.
-fn upstreams_file(dir: &Path, extra: &str) -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py");
+/// The fixture server's path.
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py")
+}
+
+/// An upstreams file in `dir` naming the fixture server, run by `command`
+/// (a TOML list), and `extra` entries.
+fn write_upstreams(dir: &Path, command: &str, extra: &str) -> PathBuf {
     let text = format!(
-        "[[upstream]]\nname = \"fixture\"\ncommand = [\"python3\", {fixture:?}]\n\
+        "[[upstream]]\nname = \"fixture\"\ncommand = {command}\n\
          env = {{ GIVEN = \"yes\" }}\ntools = {OFFERED}\nmax_result_bytes = 100000\n\n{extra}"
     );
     let path = dir.join("upstreams.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// An upstreams file in `dir` naming the fixture server, and `extra` entries.
+fn upstreams_file(dir: &Path, extra: &str) -> PathBuf {
+    write_upstreams(dir, &format!("[\"python3\", {:?}]", fixture()), extra)
 }
 
 /// What a cell prints for each of `calls` (Python expressions): the value's
@@ -140,18 +150,12 @@ async fn upstream_tools_are_python_functions_with_their_signatures_values_and_er
 /// child that outlives the server and keeps its stdout open, its pid written
 /// to `pid_file`.
 fn wrapped_upstreams_file(dir: &Path, pid_file: &Path) -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/server.py");
     let script = format!(
         "sleep 300 & echo $! >> {}; exec python3 {}",
         pid_file.display(),
-        fixture.display()
+        fixture().display()
     );
-    let text = format!(
-        "[[upstream]]\nname = \"fixture\"\ncommand = [\"sh\", \"-c\", {script:?}]\ntools = {OFFERED}\n"
-    );
-    let path = dir.join("upstreams.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    write_upstreams(dir, &format!("[\"sh\", \"-c\", {script:?}]"), "")
 }
 
 /// Whether process `pid` is gone (or a zombie nobody has reaped yet).

@@ -181,8 +181,8 @@ impl Upstream {
     }
 
     /// Calls its tool `name` with `args`, within `bound` (and its own call
-    /// timeout). A call that could not be sent because the connection had
-    /// died is sent once more on a new one.
+    /// timeout). A call a command's stdin refused (its process had died) is
+    /// sent once more on a new connection.
     pub async fn call(
         &self,
         name: &str,
@@ -217,7 +217,10 @@ impl Upstream {
         match tokio::time::timeout(left, peer.call_tool(params)).await {
             Ok(Ok(result)) => self.value_of(result).map_err(sent),
             Ok(Err(e)) => {
-                let unsent = matches!(e, ServiceError::TransportSend(_));
+                // Only a command's stdin refusing the write proves the call
+                // never left; an HTTP exchange that failed may have run it,
+                // and leaves the session standing.
+                let unsent = self.is_command() && matches!(e, ServiceError::TransportSend(_));
                 if unsent || matches!(e, ServiceError::TransportClosed) {
                     self.forget(start).await;
                 }
@@ -388,6 +391,10 @@ impl Upstream {
             other => (FailureKind::ToolError, format!("{server}: {tool}: {other}")),
         };
         ToolFailure::new(kind, self.redacted(&message))
+    }
+
+    fn is_command(&self) -> bool {
+        matches!(self.spec.transport, UpstreamTransport::Command { .. })
     }
 
     /// `text` with the bearer token, if any, cut out (an error may quote a

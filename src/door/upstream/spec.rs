@@ -36,6 +36,8 @@ const DEFAULT_CALL_SECONDS: u64 = 60;
 const DEFAULT_START_SECONDS: u64 = 30;
 /// Default cap on one call's result, as JSON.
 const DEFAULT_MAX_RESULT_BYTES: usize = 16 << 20;
+/// Highest cap a file may set (a command's line buffer grows to twice it).
+const MAX_RESULT_BYTES: usize = 64 << 20;
 
 /// One upstream MCP server, as the file describes it.
 #[derive(Clone, Debug)]
@@ -248,7 +250,14 @@ impl Entry {
                 DEFAULT_START_SECONDS,
                 "start_timeout_seconds",
             )?,
-            max_result_bytes: self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES),
+            max_result_bytes: match self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES) {
+                n if n > MAX_RESULT_BYTES => {
+                    return Err(format!(
+                        "max_result_bytes is at most {MAX_RESULT_BYTES} (64 MiB)"
+                    ));
+                }
+                n => n,
+            },
         })
     }
 }
@@ -449,6 +458,10 @@ mod tests {
             (
                 "name = \"a\"\ncommand = [\"x\"]\ntools = [\"*\"]\nshell = true",
                 "unknown field",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ntools = [\"*\"]\nmax_result_bytes = 100000000",
+                "at most 67108864",
             ),
         ];
         for (entry, expected) in cases {
