@@ -70,7 +70,7 @@ impl Upstreams {
     fn owner_of(&self, guest_name: &str) -> Option<(&Upstream, String)> {
         self.servers
             .iter()
-            .find_map(|s| s.find(guest_name).map(|tool| (s.as_ref(), tool.name)))
+            .find_map(|s| s.upstream_name(guest_name).map(|name| (s.as_ref(), name)))
     }
 }
 

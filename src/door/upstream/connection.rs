@@ -111,10 +111,14 @@ impl Upstream {
             .clone()
     }
 
-    /// Its tool named `guest_name` by guests, when it offers one.
-    pub fn find(&self, guest_name: &str) -> Option<OfferedTool> {
+    /// The name upstream of its tool guests call `guest_name`, when it
+    /// offers one.
+    pub fn upstream_name(&self, guest_name: &str) -> Option<String> {
         let offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
-        offered.iter().find(|t| t.guest_name == guest_name).cloned()
+        offered
+            .iter()
+            .find(|t| t.guest_name == guest_name)
+            .map(|t| t.name.clone())
     }
 
     /// A live connection (and which start made it): the running one, or a
