@@ -4,6 +4,10 @@
 //! `from host import tools`; values, errors, caps, restarts and time limits.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::response::IntoResponse;
 
 use serde_json::{Value, json};
 
@@ -366,4 +370,77 @@ async fn a_runtime_without_a_door_says_so_and_a_bad_upstreams_file_stops_the_ser
         stderr.contains("SANDBOX_UPSTREAMS") && stderr.contains("tools is empty"),
         "{stderr}"
     );
+}
+
+/// A Streamable HTTP MCP server on loopback whose one tool, `once`, counts
+/// its calls and answers each with a 500; its URL and the count.
+async fn failing_http_upstream() -> (String, Arc<AtomicUsize>) {
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        post(move |body: axum::Json<Value>| {
+            let counted = counted.clone();
+            async move {
+                let id = body["id"].clone();
+                let reply = |result: Value| {
+                    let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                    (StatusCode::OK, axum::Json(body)).into_response()
+                };
+                match body["method"].as_str().unwrap_or_default() {
+                    "initialize" => reply(json!({
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "failing", "version": "1"}
+                    })),
+                    "tools/list" => reply(json!({"tools": [
+                        {"name": "once", "inputSchema": {"type": "object", "properties": {}}}
+                    ]})),
+                    "tools/call" => {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response()
+                    }
+                    _ if id.is_null() => StatusCode::ACCEPTED.into_response(),
+                    _ => reply(json!({})),
+                }
+            }
+        })
+        .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/mcp"), calls)
+}
+
+#[tokio::test]
+async fn a_failed_call_over_http_is_never_sent_twice() {
+    let (url, calls) = failing_http_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("upstreams.toml");
+    let entry = format!("[[upstream]]\nname = \"remote\"\nurl = \"{url}\"\ntools = [\"once\"]\n");
+    std::fs::write(&file, entry).unwrap();
+    let server = start(&[("SANDBOX_UPSTREAMS", file.to_str().unwrap())]).await;
+    let id = server.create_with(json!({})).await;
+    let failed = run(
+        &server,
+        &id,
+        &each(&["tools.remote_once()", "tools.remote_once()"]),
+    )
+    .await;
+    let lines = stdout(&failed);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l == "ToolError | remote: once: the request to the server failed: HTTP 500"),
+        "{failed}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "each call reached it once: {failed}"
+    );
+    server.stop().await;
 }

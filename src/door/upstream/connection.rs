@@ -392,6 +392,15 @@ impl Upstream {
                     "{server}: the server stopped during the call to {tool}; it is started again on the next call"
                 ),
             ),
+            ServiceError::TransportSend(sent) => {
+                // Past the transport's own wrapper (which names its Rust type).
+                let cause = std::error::Error::source(sent)
+                    .map_or_else(|| sent.to_string(), |inner| inner.to_string());
+                (
+                    FailureKind::ToolError,
+                    format!("{server}: {tool}: the request to the server failed: {cause}"),
+                )
+            }
             other => (FailureKind::ToolError, format!("{server}: {tool}: {other}")),
         };
         ToolFailure::new(kind, self.redacted(&message))
