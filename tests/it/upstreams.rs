@@ -226,6 +226,18 @@ async fn an_upstream_that_dies_is_started_again_and_one_that_hangs_is_stopped_by
         hung["usage"]["door"]["tool_calls"][0]["failed"], "cut",
         "{hung}"
     );
+    // The upstream was told the call is abandoned (its stderr is in the log).
+    let mut told = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        told = server
+            .logs()
+            .contains("fixture saw notifications/cancelled");
+        if told {
+            break;
+        }
+    }
+    assert!(told, "{}", server.logs());
     let after = run(
         &server,
         &id,
