@@ -454,7 +454,6 @@ def _sandbox_driver(turns):
         import http.client
         import json
         import urllib.error
-        import urllib.response
 
         try:
             import _host
@@ -518,9 +517,40 @@ def _sandbox_driver(turns):
             message = http.client.HTTPMessage()
             for name, text in value["headers"]:
                 message[name] = text
-            response = urllib.response.addinfourl(io.BytesIO(body), message, value["url"], value["status"])
-            response.msg = response.reason = value["reason"]
-            return response
+            return DoorResponse(body, message, value["url"], value["status"], value["reason"])
+
+        class DoorResponse(io.BytesIO):
+            """A response the host fetched, its body in memory, with the interface urllib's
+            HTTP responses have (status, reason, headers, info(), geturl(), getheader()...).
+            A plain BytesIO underneath: read() hands back the body without a copy, and no
+            file wrapper warns when it is left unclosed."""
+
+            def __init__(self, body, headers, url, status, reason):
+                super().__init__(body)
+                self.headers, self.url, self.status, self.reason = headers, url, status, reason
+                self.msg = reason  # what urllib leaves in .msg of an HTTP response
+
+            @property
+            def code(self):
+                return self.status
+
+            def info(self):
+                return self.headers
+
+            def geturl(self):
+                return self.url
+
+            def getcode(self):
+                return self.status
+
+            def getheader(self, name, default=None):
+                return self.headers.get(name, default)
+
+            def getheaders(self):
+                return list(self.headers.items())
+
+            def __repr__(self):
+                return f"<http response {self.status} from {self.url}>"
 
         request_module.AbstractHTTPHandler.do_open = door_open
         if not hasattr(request_module, "HTTPSHandler"):
