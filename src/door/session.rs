@@ -113,7 +113,12 @@ impl DoorSlot {
         };
         let (id, tool, args) = match asked {
             Frame::List { id } => {
+                // Listing may start upstream servers: its time counts too.
+                let started = Instant::now();
                 let tools = tokio::time::timeout(bound, handler.tools(bound)).await;
+                if let Some(armed) = self.lock().as_mut() {
+                    armed.used += started.elapsed();
+                }
                 return Some(frames::list_answer(id, tools.unwrap_or_default()));
             }
             Frame::Call { id, tool, args } => (id, tool, args),
@@ -183,8 +188,8 @@ impl Armed {
         Ok(left.min(until_deadline))
     }
 
-    /// Counts a call that took `spent` (and failed with `failure`), lists it
-    /// while the list has room, and collects the requests it made.
+    /// Counts a call that took `spent` (and failed as `failed` says), lists
+    /// it while the list has room, and collects the requests it made.
     fn note_call(&mut self, tool: &str, spent: Duration, failed: Option<&str>) {
         self.in_flight = None;
         self.used += spent;
