@@ -2,7 +2,7 @@
 //! `host.call` for a trivial frame (the tool list), a call of an upstream
 //! MCP server's trivial tool (the tests' stdio fixture), and a 1 MiB GET from a
 //! loopback server through the door, against the same GET from native
-//! Python's urllib. Each is timed inside its interpreter (`perf_counter_ns`
+//! Python's urllib (and, for scale, with reqwest natively). Each is timed inside its interpreter (`perf_counter_ns`
 //! around the loop), so start-up costs are left out of both sides. Skipped,
 //! with a note, when the scientific runtime is not fetched.
 
@@ -27,6 +27,16 @@ fn serve(rt: &tokio::runtime::Runtime) -> String {
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         format!("http://{addr}")
     })
+}
+
+/// `url`'s body with reqwest, read chunk by chunk as the door reads it.
+async fn fetch(client: &reqwest::Client, url: &str) -> usize {
+    let mut response = client.get(url).send().await.unwrap();
+    let mut body = Vec::with_capacity(SIZE);
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    body.len()
 }
 
 /// Runs `body` `iters` times inside the sandbox, timed by the guest.
@@ -131,6 +141,12 @@ fn door(c: &mut Criterion) {
             let setup = "from host import tools";
             guest_loop(&rt, &sandbox, setup, "tools.fixture_add(a=1, b=2)", iters)
         })
+    });
+    // For scale: the same GET with reqwest natively, the client the door uses.
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("{origin}/1mb");
+    group.bench_function("get_1mb_reqwest_native", |b| {
+        b.iter(|| rt.block_on(fetch(&client, &url)))
     });
     let setup = format!("import urllib.request\n_u = '{origin}/1mb'");
     let body = format!("assert len(urllib.request.urlopen(_u).read()) == {SIZE}");
