@@ -245,9 +245,13 @@ impl Upstream {
         );
         let running = match &self.spec.transport {
             UpstreamTransport::Command { argv, env, cwd } => {
-                let max_line = self.spec.max_result_bytes.saturating_mul(2) + LINE_ROOM;
-                let (process, transport) =
-                    CommandProcess::spawn(&self.spec.name, argv, env, cwd.as_deref(), max_line)?;
+                let (process, transport) = CommandProcess::spawn(
+                    &self.spec.name,
+                    argv,
+                    env,
+                    cwd.as_deref(),
+                    self.max_message_bytes(),
+                )?;
                 let service = client.serve(transport).await.map_err(|e| e.to_string())?;
                 // A process that exits ends the connection at once: calls in
                 // flight fail instead of waiting out their time.
@@ -268,6 +272,8 @@ impl Upstream {
                     .build()
                     .map_err(|e| e.to_string())?;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                config.max_json_response_size = self.max_message_bytes();
+                config.max_sse_event_size = self.max_message_bytes();
                 if let Some(token) = bearer_token {
                     config = config.auth_header(token.0.clone());
                 }
@@ -404,6 +410,12 @@ impl Upstream {
             other => (FailureKind::ToolError, format!("{server}: {tool}: {other}")),
         };
         ToolFailure::new(kind, self.redacted(&message))
+    }
+
+    /// Most bytes of one message from the server: a result within
+    /// `max_result_bytes` fits, with its envelope and a text copy of it.
+    fn max_message_bytes(&self) -> usize {
+        self.spec.max_result_bytes.saturating_mul(2) + LINE_ROOM
     }
 
     fn is_command(&self) -> bool {
