@@ -24,7 +24,7 @@ impl Toolbox {
 
 /// The tools in order, each name kept the first time it comes (a later one
 /// is logged and left out).
-pub fn first_of_each_name(tools: impl IntoIterator<Item = Value>) -> Vec<Value> {
+fn first_of_each_name(tools: impl IntoIterator<Item = Value>) -> Vec<Value> {
     let mut seen = std::collections::HashSet::new();
     tools
         .into_iter()

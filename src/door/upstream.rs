@@ -22,7 +22,6 @@ use serde_json::{Map, Value};
 pub use connection::Upstream;
 pub use spec::{UpstreamSpec, UpstreamsFileError};
 
-use super::toolbox::first_of_each_name;
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
 
 /// Every upstream server, shared by all sandboxes.
@@ -62,11 +61,6 @@ impl Upstreams {
         futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;
     }
 
-    /// The servers.
-    pub fn servers(&self) -> &[Arc<Upstream>] {
-        &self.servers
-    }
-
     fn owner_of(&self, guest_name: &str) -> Option<(&Upstream, String)> {
         self.servers
             .iter()
@@ -85,7 +79,9 @@ impl DoorHandler for Upstreams {
             server.offered()
         });
         let lists = futures::future::join_all(started).await;
-        first_of_each_name(lists.into_iter().flatten().map(|tool| tool.descriptor))
+        // The toolbox around these lists each name once.
+        let tools = lists.into_iter().flatten();
+        tools.map(|tool| tool.descriptor).collect()
     }
 
     fn offers(&self, tool: &str) -> bool {

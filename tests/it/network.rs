@@ -119,6 +119,19 @@ pub(crate) async fn start(env: &[(&str, &str)]) -> Server {
     Server::start_with(&env).await
 }
 
+/// A loopback site, a scientific server that allows it (and loopback for
+/// it), and a sandbox there.
+async fn allowed_site() -> (Site, Server, String) {
+    let site = Site::start("/").await;
+    let server = start(&[
+        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
+        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    (site, server, id)
+}
+
 /// Runs code with a generous timeout; the structured result.
 pub(crate) async fn run(server: &Server, id: &str, code: &str) -> Value {
     let result = server
@@ -372,13 +385,7 @@ async fn a_sandbox_narrows_the_hosts_and_cannot_widen_them() {
 
 #[tokio::test]
 async fn a_slow_response_is_stopped_by_the_execution_timeout() {
-    let site = Site::start("/").await;
-    let server = start(&[
-        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
-        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
-    ])
-    .await;
-    let id = server.create_with(json!({})).await;
+    let (site, server, id) = allowed_site().await;
     // Warm the imports up first, so the timeout below only waits on the door.
     run(&server, &id, "import urllib.request").await;
     let result = server
@@ -440,13 +447,7 @@ async fn a_guest_waiting_on_a_slow_response_is_stopped_by_a_cancel() {
     use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
     use rmcp::service::PeerRequestOptions;
 
-    let site = Site::start("/").await;
-    let server = start(&[
-        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
-        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
-    ])
-    .await;
-    let id = server.create_with(json!({})).await;
+    let (site, server, id) = allowed_site().await;
     let code = format!(
         "import urllib.request\nurllib.request.urlopen('{}')",
         site.url("/slow")
@@ -479,13 +480,7 @@ async fn a_guest_waiting_on_a_slow_response_is_stopped_by_a_cancel() {
 
 #[tokio::test]
 async fn the_runtimes_own_tool_package_sees_the_door_tools() {
-    let site = Site::start("/").await;
-    let server = start(&[
-        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
-        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
-    ])
-    .await;
-    let id = server.create_with(json!({})).await;
+    let (site, server, id) = allowed_site().await;
     // `from host import tools` lists the tools through the door; a call
     // returns the tool's value with bytes decoded; a refusal is ToolDenied.
     let out = run(

@@ -98,11 +98,6 @@ impl Upstream {
         }
     }
 
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.spec.name
-    }
-
     /// The tools offered, as last listed.
     pub fn offered(&self) -> Vec<OfferedTool> {
         self.offered
@@ -194,9 +189,11 @@ impl Upstream {
         bound: Duration,
     ) -> Result<Value, ToolFailure> {
         let until = Instant::now() + bound.min(self.spec.call_timeout);
-        match self.call_once(name, args.clone(), until).await {
-            Err(error) if error.unsent => self.call_once(name, args, until).await,
-            other => other,
+        // Only a command's call may be sent again: only it keeps a copy.
+        let again = self.is_command().then(|| args.clone());
+        match (self.call_once(name, args, until).await, again) {
+            (Err(error), Some(args)) if error.unsent => self.call_once(name, args, until).await,
+            (outcome, _) => outcome,
         }
         .map_err(|error| error.failure)
     }
