@@ -79,7 +79,7 @@ fn systemd_analyze(args: &[&str]) -> std::process::Output {
         .unwrap_or_else(|e| {
             panic!(
                 "systemd-analyze could not run ({e}): install Debian's systemd package \
-                 (apt-get install -y systemd); .ci/run installs it for CI"
+                 (apt-get install -y systemd); tests/install-tools.sh installs it"
             )
         })
 }

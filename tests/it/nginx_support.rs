@@ -28,7 +28,7 @@ impl Nginx {
         let binary = find_nginx().unwrap_or_else(|| {
             panic!(
                 "nginx is not installed: install Debian's package (apt-get install -y nginx); \
-                 .ci/run installs it for CI"
+                 tests/install-tools.sh installs it"
             )
         });
         let dir = tempfile::tempdir().unwrap();
