@@ -138,11 +138,17 @@ impl Config {
         if s.max_sandboxes == 0 {
             return Err(bad("SANDBOX_MAX_SANDBOXES", "must be at least 1"));
         }
+        let cpu = if s.cpu_seconds == 0.0 {
+            None
+        } else {
+            Some(seconds("SANDBOX_CPU_SECONDS", s.cpu_seconds)?)
+        };
         let limits = SandboxLimits {
             timeout,
             max_timeout,
             memory_bytes: s.memory_mb << 20,
             fuel: (s.fuel > 0).then_some(s.fuel),
+            cpu,
             output_bytes: s.output_limit_bytes,
             output_file_bytes: s.output_file_limit_bytes,
             disk_bytes: s.disk_quota_mb << 20,
@@ -628,7 +634,12 @@ mod tests {
         assert_eq!(c.manager.limits.disk_bytes, 256 << 20);
         assert_eq!(c.manager.max_sandboxes, 64);
         assert_eq!(c.manager.idle_timeout, Some(Duration::from_secs(1800)));
-        assert!(c.wasm.engine.fuel);
+        assert!(!c.wasm.engine.fuel, "fuel metering is off by default");
+        assert_eq!(c.manager.limits.fuel, None);
+        assert_eq!(
+            c.manager.limits.cpu, None,
+            "the timeout alone bounds CPU time"
+        );
     }
 
     #[test]
@@ -797,6 +808,15 @@ mod tests {
                 .limits
                 .fuel
                 .is_none()
+        );
+        let metered = parse(&["--fuel", "1000000"]).unwrap();
+        assert_eq!(metered.manager.limits.fuel, Some(1_000_000));
+        assert!(metered.wasm.engine.fuel);
+        let err = parse(&["--cpu-seconds=-1"]).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_CPU_SECONDS"), "{err}");
+        assert_eq!(
+            parse(&["--cpu-seconds", "2.5"]).unwrap().manager.limits.cpu,
+            Some(Duration::from_millis(2500))
         );
     }
 

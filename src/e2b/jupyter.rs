@@ -474,6 +474,7 @@ mod tests {
         let mut limits = ExecLimits {
             timeout: Duration::from_secs(30),
             fuel: None,
+            cpu: None,
             output_bytes: 1 << 20,
             output_file_bytes: 16 << 20,
             image_bytes: 512 << 10,

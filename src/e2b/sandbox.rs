@@ -364,6 +364,7 @@ impl CodeInterpreter for E2bSandbox {
         execution.note_output_limit(limits.output_bytes);
         execution.usage = Usage {
             wall_ms: wall.as_secs_f64() * 1000.0,
+            cpu_ms: None,
             fuel: None,
             memory_bytes: None,
             output_truncated,

@@ -984,6 +984,7 @@ mod tests {
             max_timeout: Duration::from_secs(1),
             memory_bytes: 1 << 26,
             fuel: None,
+            cpu: None,
             output_bytes: 1024,
             output_file_bytes: 1024,
             disk_bytes: 1 << 20,

@@ -17,6 +17,9 @@ pub struct ExecLimits {
     /// Fuel (roughly, WebAssembly instructions) the execution may burn; `None`
     /// when fuel is not metered.
     pub fuel: Option<u64>,
+    /// CPU time the execution may burn, on the clock of the thread running
+    /// it; `None`: only the wall-clock timeout bounds it.
+    pub cpu: Option<Duration>,
     /// Bytes of each output stream returned inline.
     pub output_bytes: usize,
     /// Bytes of each output stream kept in a file in the sandbox when the
@@ -39,6 +42,8 @@ pub struct SandboxLimits {
     pub memory_bytes: u64,
     /// Fuel per execution, when metered.
     pub fuel: Option<u64>,
+    /// CPU time per execution (`None`: bounded by its timeout only).
+    pub cpu: Option<Duration>,
     /// Inline output per stream, in bytes.
     pub output_bytes: usize,
     /// Output per stream kept in a file, in bytes.
@@ -66,6 +71,7 @@ impl SandboxLimits {
         Ok(ExecLimits {
             timeout,
             fuel: self.fuel,
+            cpu: self.cpu,
             output_bytes: self.output_bytes,
             output_file_bytes: self.output_file_bytes,
             image_bytes: self.image_bytes,
@@ -211,6 +217,8 @@ pub enum LimitKind {
     Timeout,
     /// The fuel budget.
     Fuel,
+    /// The CPU-time budget.
+    Cpu,
     /// The memory cap.
     Memory,
     /// The WebAssembly stack.
@@ -252,6 +260,10 @@ pub struct ExecImage {
 pub struct Usage {
     /// Wall time, in milliseconds.
     pub wall_ms: f64,
+    /// CPU time the guest burned, in milliseconds (local sandboxes: on the
+    /// clock of the thread that ran it, so waiting is not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<f64>,
     /// Fuel burned, when metered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
@@ -523,6 +535,7 @@ mod tests {
             max_timeout: Duration::from_secs(60),
             memory_bytes: 1 << 29,
             fuel: None,
+            cpu: None,
             output_bytes: 1 << 20,
             output_file_bytes: 1 << 24,
             disk_bytes: 1 << 28,

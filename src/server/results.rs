@@ -271,6 +271,9 @@ pub fn render_execution(e: &Execution) -> String {
         out.push_str("(no output)\n");
     }
     let mut usage = format!("[{:.1} ms", e.usage.wall_ms);
+    if let Some(cpu) = e.usage.cpu_ms {
+        let _ = write!(usage, ", CPU {cpu:.1} ms");
+    }
     if let Some(fuel) = e.usage.fuel {
         let _ = write!(usage, ", fuel {fuel}");
     }

@@ -34,7 +34,7 @@ pub struct EngineSettings {
 impl Default for EngineSettings {
     fn default() -> Self {
         Self {
-            fuel: true,
+            fuel: false,
             max_wasm_stack: 8 << 20,
         }
     }

@@ -31,6 +31,7 @@ use wasmtime_wasi_io::poll::Pollable;
 use wasmtime_wasi_io::streams::{InputStream, OutputStream, StreamError, StreamResult};
 
 use super::capture::OutputCapture;
+use super::cpu_clock::CpuMeter;
 
 /// Length of the per-interpreter token that marks a reply on stdout.
 pub(crate) const TOKEN_LEN: usize = 32;
@@ -44,12 +45,15 @@ pub(crate) enum Stream {
     Stderr,
 }
 
-/// A reply from the driver and the fuel left when it was sent.
+/// A reply from the driver, the fuel left when it was sent and the CPU time
+/// its call burned.
 pub(crate) struct RawReply {
     /// The reply's body (kind-tagged fields: see [`super::protocol`]).
     pub body: Vec<u8>,
     /// Fuel left as the guest wrote the reply.
     pub fuel_left: u64,
+    /// CPU time the call burned, as its end was seen on the guest's thread.
+    pub cpu_used: std::time::Duration,
 }
 
 /// State shared between the host side of one interpreter and its WASI streams.
@@ -71,6 +75,8 @@ pub(crate) struct GuestLink {
     pending_fuel: AtomicU64,
     /// Fuel left when the guest last called the host.
     fuel_left: AtomicU64,
+    /// The CPU time the guest burns, and its call's budget.
+    cpu: Arc<CpuMeter>,
 }
 
 struct StdoutState {
@@ -100,7 +106,14 @@ impl GuestLink {
             answer: Mutex::new(None),
             pending_fuel: AtomicU64::new(0),
             fuel_left: AtomicU64::new(0),
+            cpu: CpuMeter::new(),
         })
+    }
+
+    /// The guest's CPU meter (its future is measured with it, and its epoch
+    /// ticks ask it whether the call's budget is spent).
+    pub(crate) fn cpu(&self) -> &Arc<CpuMeter> {
+        &self.cpu
     }
 
     /// The secret that starts every reply, as text for the hello request.
@@ -112,15 +125,18 @@ impl GuestLink {
     ///
     /// `preamble` is raw bytes put on stdin in front of the request, in the same
     /// write, so that the guest never finds stdin empty between the two (an
-    /// empty stdin after a read is end-of-file to it). `fuel` is the budget
-    /// installed when the guest picks the request up (0 when fuel is not
-    /// metered); the captures receive the program's output until the call
-    /// ends; a reply longer than `reply_limit` bytes is cut.
+    /// empty stdin after a read is end-of-file to it). `fuel` and `cpu` are
+    /// the budgets installed when the guest picks the request up (fuel 0 when
+    /// it is not metered, cpu `None` when unlimited); the captures receive the
+    /// program's output until the call ends; a reply longer than
+    /// `reply_limit` bytes is cut.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send(
         &self,
         preamble: &[u8],
         request: &[u8],
         fuel: u64,
+        cpu: Option<std::time::Duration>,
         reply_limit: usize,
         stdout: OutputCapture,
         stderr: OutputCapture,
@@ -136,6 +152,7 @@ impl GuestLink {
         *lock(&self.answer) = None;
         *lock(&self.reply) = Some(tx);
         self.pending_fuel.store(fuel, Ordering::SeqCst);
+        self.cpu.arm(cpu);
         {
             let mut inbox = lock(&self.inbox);
             inbox.extend_from_slice(preamble);
@@ -231,7 +248,12 @@ impl GuestLink {
         let answer = lock(&self.answer).take();
         let reply = lock(&self.reply).take();
         if let (Some(body), Some(tx)) = (answer, reply) {
-            let _ = tx.send(RawReply { body, fuel_left });
+            let cpu_used = self.cpu.call_used();
+            let _ = tx.send(RawReply {
+                body,
+                fuel_left,
+                cpu_used,
+            });
         }
     }
 
@@ -247,7 +269,12 @@ impl GuestLink {
         };
         let fuel_left = self.fuel_left.load(Ordering::Relaxed);
         if let Some(tx) = lock(&self.reply).take() {
-            let _ = tx.send(RawReply { body, fuel_left });
+            let cpu_used = self.cpu.call_used();
+            let _ = tx.send(RawReply {
+                body,
+                fuel_left,
+                cpu_used,
+            });
         }
     }
 
@@ -403,6 +430,7 @@ mod tests {
             &[],
             b"{}",
             0,
+            None,
             1 << 20,
             OutputCapture::memory(100),
             OutputCapture::memory(100),
@@ -430,6 +458,7 @@ mod tests {
             &[],
             b"abc",
             7,
+            None,
             1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
@@ -455,6 +484,7 @@ mod tests {
             &[],
             b"x",
             0,
+            None,
             1 << 20,
             OutputCapture::memory(100),
             OutputCapture::memory(100),
@@ -478,6 +508,7 @@ mod forged_reply_tests {
             &[],
             b"x",
             0,
+            None,
             1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
@@ -506,6 +537,7 @@ mod forged_reply_tests {
             &[],
             b"x",
             0,
+            None,
             1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),
@@ -522,6 +554,7 @@ mod forged_reply_tests {
             &[],
             b"x",
             0,
+            None,
             1 << 20,
             OutputCapture::discard(),
             OutputCapture::discard(),

@@ -30,6 +30,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::capture::OutputCapture;
+use super::cpu_clock::{CpuBudgetSpent, Metered};
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, GuestWriter, Stream, TOKEN_LEN};
 use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
@@ -374,6 +375,8 @@ impl Drop for MemoryLimiter {
 pub(crate) struct CallLimits {
     /// Fuel the call may burn (`None`: not metered).
     pub fuel: Option<u64>,
+    /// CPU time the call may burn (`None`: measured, not limited).
+    pub cpu: Option<Duration>,
     /// Wall-clock time the call may take.
     pub timeout: Duration,
     /// Most bytes of the reply (images, value, error) kept.
@@ -388,6 +391,8 @@ pub(crate) enum Outcome {
         body: Vec<u8>,
         /// Fuel the call burned, when metered.
         fuel_used: Option<u64>,
+        /// CPU time the call burned.
+        cpu_used: Duration,
     },
     /// The interpreter stopped on its own (trap, exit).
     Exited(GuestExit),
@@ -486,9 +491,10 @@ impl Interpreter {
         let task_image = image.clone();
         let task_link = link.clone();
         let (control, asked) = mpsc::channel(1);
+        let guest = run_guest(task_image, task_link, state, restore, asked);
         let task = image
             .executor
-            .spawn(async move { run_guest(task_image, task_link, state, restore, asked).await });
+            .spawn(Metered::new(guest, link.cpu().clone()));
         let mut interpreter = Self {
             link,
             task: Some(task),
@@ -506,6 +512,7 @@ impl Interpreter {
         };
         let limits = CallLimits {
             fuel: image.fuel_metered.then_some(IDLE_FUEL),
+            cpu: None,
             timeout: start_timeout,
             // The ready reply carries the driver's compiled code.
             reply_bytes: 4 << 20,
@@ -574,19 +581,21 @@ impl Interpreter {
         let body = request.encode();
         let CallLimits {
             fuel,
+            cpu,
             timeout,
             reply_bytes,
         } = limits;
         let budget = fuel.unwrap_or(0);
         let reply = self
             .link
-            .send(preamble, &body, budget, reply_bytes, stdout, stderr);
+            .send(preamble, &body, budget, cpu, reply_bytes, stdout, stderr);
         let outcome = tokio::select! {
             biased;
             reply = reply => match reply {
                 Ok(reply) => Outcome::Reply {
                     body: reply.body,
                     fuel_used: fuel.map(|f| f.saturating_sub(reply.fuel_left)),
+                    cpu_used: reply.cpu_used,
                 },
                 Err(_) => Outcome::Exited(GuestExit::Gone),
             },
@@ -630,6 +639,11 @@ impl Interpreter {
     /// Whether the interpreter still runs.
     pub(crate) fn is_alive(&self) -> bool {
         self.task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// CPU time the call in progress (or the last one) has burned.
+    pub(crate) fn cpu_used(&self) -> Duration {
+        self.link.cpu().call_used()
     }
 
     /// Its linear memory, in bytes.
@@ -699,12 +713,19 @@ async fn run_guest(
     if metered && let Err(e) = store.set_fuel(IDLE_FUEL) {
         return GuestExit::Failed(e.to_string());
     }
-    store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Yield(1)));
+    let cpu = link.cpu().clone();
+    store.epoch_deadline_callback(move |_| {
+        if cpu.over_budget() {
+            return Err(CpuBudgetSpent.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
     store.set_epoch_deadline(1);
     let hook_link = link.clone();
     store.call_hook(move |mut ctx, hook| {
         match hook {
             CallHook::ReturningFromHost => {
+                hook_link.cpu().begin_call();
                 if let Some(fuel) = hook_link.take_pending_fuel()
                     && metered
                 {

@@ -3,6 +3,7 @@
 //! read-only mounts, and link it. A first compile of a large runtime takes
 //! long, so [`ImageSlot`] tells whoever waits what the load is doing.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -220,7 +221,7 @@ fn compiled(
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
-    let phase = compiling_phase(manifest);
+    let phase = compiling_phase(manifest) + &other_settings_note(cache, engine, &key);
     tracing::info!(
         runtime = %manifest.name,
         "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
@@ -279,8 +280,9 @@ fn preinitialised(
         format!("importing {}", settings.preload.join(", "))
     };
     let phase = format!(
-        "preparing the runtime '{}' (first use only; later starts load it from the cache): starting Python once and {imports}",
-        manifest.name
+        "preparing the runtime '{}' (first use only; later starts load it from the cache): starting Python once and {imports}{}",
+        manifest.name,
+        other_settings_note(cache, engine, key)
     );
     tracing::info!(
         "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
@@ -388,6 +390,16 @@ fn wait_for_compiler(
 }
 
 /// What a first compile says it is doing, with the manifest's figures.
+/// Why a runtime the cache already holds is compiled again, if that is why:
+/// it was compiled for other engine settings (fuel metering, most often).
+fn other_settings_note(cache: &Path, engine: &Engine, key: &str) -> String {
+    if module_cache::built_for_other_settings(cache, engine, key) {
+        "; the cache holds it compiled for other engine settings (SANDBOX_FUEL turns metering on or off, and metering is compiled into the code), so it is prepared once more for these".to_owned()
+    } else {
+        String::new()
+    }
+}
+
 fn compiling_phase(manifest: &RuntimeManifest) -> String {
     let mut text = format!(
         "compiling the runtime '{}' to native code (first use only; later starts load it from the cache",
@@ -593,6 +605,7 @@ mod tests {
                 &[],
                 b"",
                 0,
+                None,
                 0,
                 OutputCapture::memory(64 << 10),
                 OutputCapture::memory(64 << 10),

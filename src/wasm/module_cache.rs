@@ -25,6 +25,22 @@ pub fn cache_path(cache_dir: &Path, engine: &Engine, key: &str) -> PathBuf {
     ))
 }
 
+/// Whether the cache holds the module `key` compiled for an engine with
+/// other settings (fuel metering on or off, another stack size): a start
+/// that compiles it again says why.
+pub fn built_for_other_settings(cache_dir: &Path, engine: &Engine, key: &str) -> bool {
+    let ours = cache_path(cache_dir, engine, key);
+    let prefix = format!("{key}-wasmtime{WASMTIME_VERSION}-");
+    let Ok(entries) = std::fs::read_dir(cache_dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        name.starts_with(&prefix) && name.ends_with(".cwasm") && entry.path() != ours
+    })
+}
+
 /// The cached compiled module for `key`, if there is a usable one.
 pub fn load(engine: &Engine, cache_dir: &Path, key: &str) -> Option<Module> {
     let path = cache_path(cache_dir, engine, key);

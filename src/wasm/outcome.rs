@@ -31,6 +31,8 @@ pub(crate) struct FinishedCall {
     pub stderr: OutputCapture,
     /// How long it took.
     pub wall: Duration,
+    /// CPU time the guest burned in it.
+    pub cpu: Duration,
     /// The interpreter's memory after it.
     pub memory_bytes: u64,
     /// Which limit refused a memory growth during it, if one did.
@@ -82,6 +84,7 @@ pub(crate) fn execution(call: FinishedCall, facts: &Facts<'_>) -> (Execution, Op
     }
     execution.usage = Usage {
         wall_ms: call.wall.as_secs_f64() * 1000.0,
+        cpu_ms: Some(call.cpu.as_secs_f64() * 1000.0),
         fuel: fuel_used,
         memory_bytes: Some(call.memory_bytes),
         output_truncated,
@@ -153,7 +156,9 @@ fn ending(
     execution: &mut Execution,
 ) -> Ending {
     match outcome {
-        Outcome::Reply { body, fuel_used } => {
+        Outcome::Reply {
+            body, fuel_used, ..
+        } => {
             match decode_reply(&body) {
                 Ok(reply) => take_reply(execution, reply, facts.limits),
                 Err(e) => {
@@ -213,6 +218,15 @@ fn exit_loss(exit: &GuestExit, facts: &Facts<'_>, memory_refused: Option<MemoryR
             (
                 Some((LimitKind::Fuel, format!("{fuel} units"))),
                 format!("fuel budget of {fuel} units exhausted (the code ran too long)"),
+            )
+        }
+        GuestExit::OutOfCpu => {
+            let cpu = facts.limits.cpu.map(human_duration).unwrap_or_default();
+            (
+                Some((LimitKind::Cpu, cpu.clone())),
+                format!(
+                    "CPU-time budget of {cpu} used up (the code computed too long; SANDBOX_CPU_SECONDS sets it)"
+                ),
             )
         }
         GuestExit::StackOverflow => (

@@ -204,6 +204,7 @@ mod tests {
             max_timeout: std::time::Duration::from_secs(300),
             memory_bytes: memory_mb << 20,
             fuel: None,
+            cpu: None,
             output_bytes: 16 << 10,
             output_file_bytes: 1 << 20,
             disk_bytes: 256 << 20,

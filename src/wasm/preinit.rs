@@ -222,6 +222,7 @@ async fn turn(
         &[],
         &request.encode(),
         0,
+        None,
         1 << 20,
         OutputCapture::discard(),
         OutputCapture::memory(16 << 10),

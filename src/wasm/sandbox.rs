@@ -240,6 +240,7 @@ impl WasmSandbox {
     async fn refresh_packages(&mut self) -> Result<Option<String>, SandboxError> {
         let limits = CallLimits {
             fuel: self.limits.fuel,
+            cpu: None,
             timeout: REFRESH_TIMEOUT,
             reply_bytes: 64 << 10,
         };
@@ -388,6 +389,7 @@ impl WasmSandbox {
         };
         let call_limits = CallLimits {
             fuel: limits.fuel,
+            cpu: limits.cpu,
             timeout: limits.timeout,
             reply_bytes: reply_bytes(limits),
         };
@@ -402,11 +404,16 @@ impl WasmSandbox {
         let (outcome, stdout, stderr) = interpreter
             .call(&message, call_limits, stop.token(), stdout, stderr)
             .await;
+        let cpu = match &outcome {
+            Outcome::Reply { cpu_used, .. } => *cpu_used,
+            _ => interpreter.cpu_used(),
+        };
         Ok(FinishedCall {
             outcome,
             stdout,
             stderr,
             wall: started.elapsed(),
+            cpu,
             memory_bytes: interpreter.memory_bytes(),
             memory_refused: interpreter.memory_refused(),
             door: interpreter.door().disarm(),

@@ -3,6 +3,8 @@
 use std::fmt;
 
 use wasmtime::Trap;
+
+use super::cpu_clock::CpuBudgetSpent;
 use wasmtime_wasi::I32Exit;
 
 /// Why a guest interpreter is no longer running.
@@ -12,6 +14,8 @@ pub enum GuestExit {
     Exited(i32),
     /// It burned its whole fuel budget.
     OutOfFuel,
+    /// Its call used its whole CPU-time budget.
+    OutOfCpu,
     /// It overflowed the WebAssembly stack.
     StackOverflow,
     /// It held more open files (WASI resources) than its table allows.
@@ -29,6 +33,7 @@ impl fmt::Display for GuestExit {
         match self {
             Self::Exited(code) => write!(f, "the program exited with status {code}"),
             Self::OutOfFuel => f.write_str("all fuel consumed"),
+            Self::OutOfCpu => f.write_str("the CPU-time budget was used up"),
             Self::StackOverflow => f.write_str("WebAssembly stack overflow"),
             Self::TooManyOpen => f.write_str("too many open files"),
             Self::Trap(message) => write!(f, "WebAssembly trap: {message}"),
@@ -46,6 +51,9 @@ pub(crate) fn classify(result: wasmtime::Result<()>) -> GuestExit {
     };
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
         return GuestExit::Exited(exit.0);
+    }
+    if error.downcast_ref::<CpuBudgetSpent>().is_some() {
+        return GuestExit::OutOfCpu;
     }
     if error
         .downcast_ref::<wasmtime::component::ResourceTableError>()

@@ -97,6 +97,7 @@ pub(crate) async fn serve(
                 None => return GuestExit::Gone,
             },
             () = link.wait_request() => {
+                link.cpu().begin_call();
                 if metered && let Some(fuel) = link.take_pending_fuel()
                     && let Err(e) = store.set_fuel(fuel)
                 {

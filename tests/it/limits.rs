@@ -114,6 +114,60 @@ async fn a_fuel_budget_stops_long_computations() {
 }
 
 #[tokio::test]
+async fn fuel_is_off_by_default_and_each_result_reports_cpu_time() {
+    let server = Server::start().await;
+    let id = server.create().await;
+    let busy = server
+        .run(&id, "n = 0\nfor i in range(3_000_000): n += i\nn")
+        .await;
+    assert!(busy["usage"]["fuel"].is_null(), "no fuel figure: {busy}");
+    let cpu = busy["usage"]["cpu_ms"].as_f64().unwrap();
+    let wall = busy["usage"]["wall_ms"].as_f64().unwrap();
+    assert!(cpu > 10.0, "a busy loop burns CPU: {busy}");
+    assert!(
+        cpu <= wall * 1.05 + 1.0,
+        "one thread: CPU within wall: {busy}"
+    );
+    let sleepy = server.run(&id, "import time\ntime.sleep(0.5)").await;
+    let cpu = sleepy["usage"]["cpu_ms"].as_f64().unwrap();
+    assert!(sleepy["usage"]["wall_ms"].as_f64().unwrap() >= 500.0);
+    assert!(cpu < 100.0, "sleeping burns no CPU: {sleepy}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_cpu_budget_stops_computation_but_not_waiting() {
+    let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "0.5")]).await;
+    let id = server.create().await;
+    server.run(&id, "kept = 'no'").await;
+    // Waiting longer than the budget is not computing.
+    let slept = server
+        .run(&id, "import time\ntime.sleep(1.2)\n'awake'")
+        .await;
+    assert_eq!(slept["value"], "'awake'", "{slept}");
+    let result = server.exec(&id, "n = 0\nwhile True: n += 1").await;
+    assert_eq!(result.is_error, Some(true));
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], "cpu", "{}", text(&result));
+    assert_eq!(s["limit"]["limit"], "500 ms", "{s}");
+    assert!(
+        s["limit"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SANDBOX_CPU_SECONDS"),
+        "{s}"
+    );
+    let cpu = s["usage"]["cpu_ms"].as_f64().unwrap();
+    assert!(
+        (500.0..1500.0).contains(&cpu),
+        "stopped near its budget: {s}"
+    );
+    assert!(s["state_lost"].is_string(), "{s}");
+    assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn deep_recursion_is_a_recursion_error_and_never_crashes_the_server() {
     let server = Server::start().await;
     let id = server.create().await;

@@ -353,6 +353,17 @@ async fn every_limit_holds_in_the_scientific_runtime() {
     let fuel = structured(&exec(&server, &id, "while True: pass").await);
     assert_eq!(fuel["limit"]["kind"], "fuel", "{fuel}");
     server.stop().await;
+
+    let server = start(&[("SANDBOX_CPU_SECONDS", "0.5")]).await;
+    let id = create(&server, json!({})).await;
+    let slept = run(&server, &id, "import time\ntime.sleep(1)\n'awake'").await;
+    assert_eq!(slept["value"], "'awake'", "{slept}");
+    let cpu = structured(&exec(&server, &id, "while True: pass").await);
+    assert_eq!(cpu["limit"]["kind"], "cpu", "{cpu}");
+    assert!(cpu["usage"]["fuel"].is_null(), "{cpu}");
+    let after = run(&server, &id, "import numpy\nnumpy.arange(3).sum()").await;
+    assert_eq!(after["value"], "np.int64(3)", "{after}");
+    server.stop().await;
 }
 
 #[tokio::test]

@@ -1,0 +1,227 @@
+//! [`CpuMeter`]: the CPU time a guest burns, measured with the clock of the
+//! thread that runs it, and the CPU-time budget of the call in progress.
+//!
+//! A guest runs as a future on the guest runtime's threads; [`Metered`] reads
+//! the running thread's CPU clock around every poll of that future, so the
+//! meter counts only the time the guest (and the host calls it makes on its
+//! thread) really ran: a guest waiting for a timer, the door or its next
+//! request burns nothing, and neither does one descheduled by a busy machine.
+//! The epoch callback, which runs inside a poll at every tick, asks
+//! [`CpuMeter::over_budget`] and stops the guest when the call's budget is
+//! spent.
+//!
+//! Where threads have no CPU clock (Windows), the wall time of each poll
+//! stands in for it: still only the time the guest was being run, but a
+//! descheduled guest is then charged.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// No budget: the call is measured, never stopped for its CPU time.
+const UNLIMITED: u64 = u64::MAX;
+/// No poll in progress.
+const IDLE: u64 = u64::MAX;
+
+/// Nanoseconds on the calling thread's CPU clock.
+#[cfg(unix)]
+fn thread_cpu_nanos() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
+}
+
+/// Nanoseconds of wall time since the first call (no thread CPU clock here).
+#[cfg(not(unix))]
+fn thread_cpu_nanos() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One guest's CPU time, and the budget of its call in progress.
+#[derive(Debug)]
+pub(crate) struct CpuMeter {
+    /// CPU time of the polls that have ended, in nanoseconds.
+    burned: AtomicU64,
+    /// The thread clock when the poll in progress started ([`IDLE`]: none).
+    poll_started: AtomicU64,
+    /// What had been burned when the call in progress began.
+    call_started: AtomicU64,
+    /// The call's budget in nanoseconds ([`UNLIMITED`]: none).
+    budget: AtomicU64,
+    /// The budget of a call sent but not yet picked up by the guest (0: none).
+    pending: AtomicU64,
+}
+
+impl Default for CpuMeter {
+    fn default() -> Self {
+        Self {
+            burned: AtomicU64::new(0),
+            poll_started: AtomicU64::new(IDLE),
+            call_started: AtomicU64::new(0),
+            budget: AtomicU64::new(UNLIMITED),
+            pending: AtomicU64::new(0),
+        }
+    }
+}
+
+impl CpuMeter {
+    /// A new meter, shared by the guest's future and its host side.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Gives the next call `budget` of CPU time (`None`: unlimited), from
+    /// the moment the guest picks it up ([`CpuMeter::begin_call`]).
+    pub(crate) fn arm(&self, budget: Option<Duration>) {
+        let nanos = budget.map_or(UNLIMITED, |b| {
+            u64::try_from(b.as_nanos()).unwrap_or(UNLIMITED).max(1)
+        });
+        self.pending.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Starts the call the host armed, if one is waiting: called on the
+    /// guest's thread as it picks a request up.
+    pub(crate) fn begin_call(&self) {
+        let budget = self.pending.swap(0, Ordering::SeqCst);
+        if budget == 0 {
+            return;
+        }
+        self.call_started.store(self.total(), Ordering::SeqCst);
+        self.budget.store(budget, Ordering::SeqCst);
+    }
+
+    /// CPU time the call in progress (or the last one) has burned so far.
+    pub(crate) fn call_used(&self) -> Duration {
+        let used = self
+            .total()
+            .saturating_sub(self.call_started.load(Ordering::SeqCst));
+        Duration::from_nanos(used)
+    }
+
+    /// Whether the call in progress has spent its budget (asked on the
+    /// guest's thread, at an epoch tick).
+    pub(crate) fn over_budget(&self) -> bool {
+        let budget = self.budget.load(Ordering::Relaxed);
+        budget != UNLIMITED && self.call_used().as_nanos() >= u128::from(budget)
+    }
+
+    /// Everything burned so far, counting the poll in progress when called
+    /// on the thread running it (from another thread, the polls that ended).
+    fn total(&self) -> u64 {
+        let burned = self.burned.load(Ordering::SeqCst);
+        match self.poll_started.load(Ordering::SeqCst) {
+            IDLE => burned,
+            started => burned.saturating_add(thread_cpu_nanos().saturating_sub(started)),
+        }
+    }
+}
+
+/// A guest's future, with every poll's CPU time added to its meter.
+pub(crate) struct Metered<F> {
+    inner: Pin<Box<F>>,
+    meter: Arc<CpuMeter>,
+}
+
+impl<F> Metered<F> {
+    /// `inner`, measured by `meter`.
+    pub(crate) fn new(inner: F, meter: Arc<CpuMeter>) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            meter,
+        }
+    }
+}
+
+impl<F: Future> Future for Metered<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let started = thread_cpu_nanos();
+        self.meter.poll_started.store(started, Ordering::SeqCst);
+        let polled = self.inner.as_mut().poll(cx);
+        let spent = thread_cpu_nanos().saturating_sub(started);
+        self.meter.poll_started.store(IDLE, Ordering::SeqCst);
+        self.meter.burned.fetch_add(spent, Ordering::SeqCst);
+        polled
+    }
+}
+
+/// The error an epoch callback stops a guest with when its call has spent
+/// its CPU-time budget.
+#[derive(Debug, thiserror::Error)]
+#[error("the execution used its CPU-time budget")]
+pub(crate) struct CpuBudgetSpent;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Burns `cpu` of this thread's CPU time (however busy the machine is).
+    fn spin(cpu: Duration) {
+        let start = thread_cpu_nanos();
+        let mut x = 0u64;
+        while thread_cpu_nanos() - start < cpu.as_nanos() as u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_poll_that_spins_is_charged_and_a_sleep_is_not() {
+        let meter = CpuMeter::new();
+        meter.arm(Some(Duration::from_millis(30)));
+        let inner_meter = meter.clone();
+        Metered::new(
+            async move {
+                inner_meter.begin_call();
+                spin(Duration::from_millis(40));
+                assert!(inner_meter.over_budget(), "40 ms of spinning spends 30 ms");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            },
+            meter.clone(),
+        )
+        .await;
+        let used = meter.call_used();
+        assert!(used >= Duration::from_millis(40), "{used:?}");
+        assert!(
+            used < Duration::from_millis(150),
+            "the 200 ms sleep burned no CPU: {used:?}"
+        );
+    }
+
+    #[test]
+    fn a_call_without_budget_is_measured_but_never_over() {
+        let meter = CpuMeter::new();
+        meter.arm(None);
+        meter.begin_call();
+        assert!(!meter.over_budget());
+        meter.burned.fetch_add(10_000_000_000, Ordering::SeqCst);
+        assert!(!meter.over_budget());
+        assert_eq!(meter.call_used(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn each_call_counts_from_its_own_start() {
+        let meter = CpuMeter::new();
+        meter.burned.store(5_000, Ordering::SeqCst);
+        meter.arm(Some(Duration::from_nanos(1_000)));
+        meter.begin_call();
+        assert_eq!(meter.call_used(), Duration::ZERO);
+        meter.burned.fetch_add(999, Ordering::SeqCst);
+        assert!(!meter.over_budget());
+        meter.burned.fetch_add(1, Ordering::SeqCst);
+        assert!(meter.over_budget());
+        // A call armed but not picked up leaves the running one as it is.
+        meter.arm(None);
+        assert!(meter.over_budget());
+        meter.begin_call();
+        assert!(!meter.over_budget());
+    }
+}
