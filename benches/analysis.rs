@@ -258,7 +258,9 @@ fn analysis(c: &mut Criterion) {
         );
 
         let mut group = c.benchmark_group(format!("analysis/{}", snippet.name));
-        group.sample_size(10).measurement_time(Duration::from_secs(6));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(6));
         let mut times = [Vec::new(), Vec::new(), Vec::new()];
         group.bench_function("sandbox", |b| {
             b.iter_custom(|iters| {
@@ -312,7 +314,9 @@ fn analysis(c: &mut Criterion) {
 fn print_summary(medians: &Medians) {
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
     let geomean = |xs: &[f64]| (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp();
-    println!("\nsnippet | sandbox ms | fuel on ms | native ms | sandbox / native | fuel on / native");
+    println!(
+        "\nsnippet | sandbox ms | fuel on ms | native ms | sandbox / native | fuel on / native"
+    );
     let (mut all, mut all_fuel, mut pure, mut pure_fuel) = (vec![], vec![], vec![], vec![]);
     for &(name, is_pure, plain, fuel, native) in &medians.rows {
         let (r, rf) = (ratio(plain, native), ratio(fuel, native));
