@@ -44,8 +44,11 @@ const SUITE: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// An app whose executions burn at most `fuel` (`None`: the default budget;
-/// `"0"`: metering off).
+/// The budget the metered app gives each execution (the server's default
+/// before fuel metering was turned off by default).
+const FUEL: &str = "5000000000000";
+
+/// An app with fuel metering on (`Some(budget)`) or off (`None`, the default).
 fn app(rt: &tokio::runtime::Runtime, fuel: Option<&str>) -> App {
     match fuel {
         Some(fuel) => common::app(rt, "cpu", &["--pool-size", "0", "--fuel", fuel]),
@@ -122,8 +125,8 @@ impl Drop for Native {
 
 fn cpu(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let metered = app(&rt, None);
-    let unmetered = app(&rt, Some("0"));
+    let metered = app(&rt, Some(FUEL));
+    let unmetered = app(&rt, None);
     // (bench name prefix, sandbox with fuel, sandbox without)
     let mut sandboxes = Vec::new();
     for (runtime, prefix) in RUNTIMES {

@@ -17,18 +17,18 @@ fn create(c: &mut Criterion) {
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(10));
-    // (name, runtime, pool size, fuel off, pause between samples for the pool
-    // to refill); `cold_fuel_off` shows what metering adds to Python's start.
-    for (name, runtime, pool, fuel_off, pause) in [
+    // (name, runtime, pool size, fuel on, pause between samples for the pool
+    // to refill); `cold_fuel_on` shows what metering adds to Python's start.
+    for (name, runtime, pool, fuel_on, pause) in [
         ("cold", "python-3.12", "0", false, 0),
-        ("cold_fuel_off", "python-3.12", "0", true, 0),
+        ("cold_fuel_on", "python-3.12", "0", true, 0),
         ("warm_pool", "python-3.12", "4", false, 150),
         ("cold_scientific", "scientific", "0", false, 0),
         ("warm_pool_scientific", "scientific", "4", false, 500),
     ] {
         let mut flags = vec!["--pool-size", pool, "--runtime", runtime];
-        if fuel_off {
-            flags.extend(["--fuel", "0"]);
+        if fuel_on {
+            flags.extend(["--fuel", "5000000000000"]);
         }
         let Some(app) = common::try_app(&rt, "sandbox", &flags) else {
             continue;

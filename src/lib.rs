@@ -3,7 +3,8 @@
 //!
 //! By default each sandbox is CPython compiled to WASI, running inside this
 //! process under wasmtime with one host directory of its own, no network, and
-//! fuel, memory, time and output limits on every execution.
+//! memory, time (wall clock and, when set, CPU) and output limits on every
+//! execution.
 //!
 //! # Layout
 //!

@@ -435,8 +435,8 @@ the value of a final expression is returned (e.g. `y + 2` shows 42; a pandas Dat
 table). Returns stdout, stderr, the value, and on failure the exception with its traceback \
 (isError). Top-level await and asyncio.run() work. matplotlib figures (plt.show(), or any left \
 open at the end) come back as PNG image content; no need to save them to files. Limits: a \
-wall-clock timeout (timeout_seconds, default 30, refused above the server's maximum), memory, fuel \
-and output: long output keeps its head and tail, and the whole stream is saved in a file (its path \
+wall-clock timeout (timeout_seconds, default 30, refused above the server's maximum), memory, CPU \
+time when the server sets a budget, and output: long output keeps its head and tail, and the whole stream is saved in a file (its path \
 is in the cut) that read_file pages through. If a limit stops the interpreter, variables are lost \
 but files are kept. No network access in local sandboxes.",
         output_schema = schema_for_output::<ExecutionResult>(),

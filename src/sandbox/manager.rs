@@ -170,6 +170,10 @@ pub struct LimitsView {
     /// Fuel per execution (absent when not metered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
+    /// CPU time per execution, in seconds (absent when only the wall clock
+    /// bounds an execution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// Disk quota, in bytes (absent where the backend sets its own).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<u64>,
@@ -179,8 +183,8 @@ pub struct LimitsView {
 }
 
 impl LimitsView {
-    /// The limits of a sandbox of `backend`: a remote VM's memory, fuel and
-    /// disk are its provider's, not this server's, so they are left out.
+    /// The limits of a sandbox of `backend`: a remote VM's memory, fuel, CPU
+    /// time and disk are its provider's, not this server's, so they are left out.
     pub fn new(limits: &SandboxLimits, backend: BackendKind) -> Self {
         let local = backend == BackendKind::Wasm;
         Self {
@@ -189,6 +193,7 @@ impl LimitsView {
             output_bytes: limits.output_bytes,
             memory_bytes: local.then_some(limits.memory_bytes),
             fuel: limits.fuel.filter(|_| local),
+            cpu_seconds: limits.cpu.filter(|_| local).map(|cpu| cpu.as_secs_f64()),
             disk_bytes: local.then_some(limits.disk_bytes),
             disk_files: local.then_some(limits.disk_files),
         }

@@ -26,6 +26,16 @@ const UNLIMITED: u64 = u64::MAX;
 /// No poll in progress.
 const IDLE: u64 = u64::MAX;
 
+/// A number for the calling thread, unique in the process (0 is no thread).
+fn thread_tag() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TAG: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.with(|tag| *tag)
+}
+
 /// Nanoseconds on the calling thread's CPU clock.
 #[cfg(unix)]
 fn thread_cpu_nanos() -> u64 {
@@ -52,6 +62,8 @@ pub(crate) struct CpuMeter {
     burned: AtomicU64,
     /// The thread clock when the poll in progress started ([`IDLE`]: none).
     poll_started: AtomicU64,
+    /// The [`thread_tag`] of the thread running that poll.
+    poll_thread: AtomicU64,
     /// What had been burned when the call in progress began.
     call_started: AtomicU64,
     /// The call's budget in nanoseconds ([`UNLIMITED`]: none).
@@ -65,6 +77,7 @@ impl Default for CpuMeter {
         Self {
             burned: AtomicU64::new(0),
             poll_started: AtomicU64::new(IDLE),
+            poll_thread: AtomicU64::new(0),
             call_started: AtomicU64::new(0),
             budget: AtomicU64::new(UNLIMITED),
             pending: AtomicU64::new(0),
@@ -117,10 +130,12 @@ impl CpuMeter {
     /// on the thread running it (from another thread, the polls that ended).
     fn total(&self) -> u64 {
         let burned = self.burned.load(Ordering::SeqCst);
-        match self.poll_started.load(Ordering::SeqCst) {
-            IDLE => burned,
-            started => burned.saturating_add(thread_cpu_nanos().saturating_sub(started)),
+        let started = self.poll_started.load(Ordering::SeqCst);
+        // Another thread's CPU clock says nothing about the guest's.
+        if started == IDLE || self.poll_thread.load(Ordering::SeqCst) != thread_tag() {
+            return burned;
         }
+        burned.saturating_add(thread_cpu_nanos().saturating_sub(started))
     }
 }
 
@@ -145,6 +160,7 @@ impl<F: Future> Future for Metered<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let started = thread_cpu_nanos();
+        self.meter.poll_thread.store(thread_tag(), Ordering::SeqCst);
         self.meter.poll_started.store(started, Ordering::SeqCst);
         let polled = self.inner.as_mut().poll(cx);
         let spent = thread_cpu_nanos().saturating_sub(started);
@@ -193,6 +209,47 @@ mod tests {
         assert!(
             used < Duration::from_millis(150),
             "the 200 ms sleep burned no CPU: {used:?}"
+        );
+    }
+
+    #[test]
+    fn another_thread_reading_mid_poll_sees_only_finished_polls() {
+        let meter = CpuMeter::new();
+        meter.arm(None);
+        meter.begin_call();
+        let (mid_poll, read) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let (guest_meter, guest_mid, guest_read) = (meter.clone(), mid_poll.clone(), read.clone());
+        let guest = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(Metered::new(
+                async move {
+                    spin(Duration::from_millis(20));
+                    guest_mid.wait();
+                    guest_read.wait();
+                },
+                guest_meter,
+            ));
+        });
+        // This thread has burned far more CPU than the guest's 20 ms poll.
+        spin(Duration::from_millis(200));
+        mid_poll.wait();
+        let seen = meter.call_used();
+        read.wait();
+        guest.join().unwrap();
+        assert_eq!(
+            seen,
+            Duration::ZERO,
+            "a poll in progress on another thread is not counted from here"
+        );
+        let used = meter.call_used();
+        assert!(
+            used >= Duration::from_millis(20) && used < Duration::from_millis(150),
+            "the finished poll counts its own thread's time: {used:?}"
         );
     }
 

@@ -57,6 +57,11 @@ pub(crate) const DRIVER: &str = include_str!("driver.py");
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up, until the hello request installs its own.
 const IDLE_FUEL: u64 = 50_000_000_000;
+/// The least CPU time a start (or a package refresh) gets when executions
+/// have a CPU-time budget: code the guest controls runs in both (`.pth`
+/// files in its site-packages), so both are bounded like an execution, with
+/// room for a slow machine's ordinary start.
+pub(crate) const MIN_START_CPU: Duration = Duration::from_secs(5);
 
 /// A compiled runtime, ready to be instantiated many times.
 pub(crate) struct GuestImage {
@@ -512,7 +517,7 @@ impl Interpreter {
         };
         let limits = CallLimits {
             fuel: image.fuel_metered.then_some(IDLE_FUEL),
-            cpu: None,
+            cpu: limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
             timeout: start_timeout,
             // The ready reply carries the driver's compiled code.
             reply_bytes: 4 << 20,

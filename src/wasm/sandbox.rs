@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
 use super::error::WasmError;
-use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
+use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome};
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
@@ -240,7 +240,7 @@ impl WasmSandbox {
     async fn refresh_packages(&mut self) -> Result<Option<String>, SandboxError> {
         let limits = CallLimits {
             fuel: self.limits.fuel,
-            cpu: None,
+            cpu: self.limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
             timeout: REFRESH_TIMEOUT,
             reply_bytes: 64 << 10,
         };

@@ -168,6 +168,40 @@ async fn a_cpu_budget_stops_computation_but_not_waiting() {
 }
 
 #[tokio::test]
+async fn a_start_that_runs_the_guests_own_code_is_held_to_the_cpu_budget_too() {
+    let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "0.5")]).await;
+    let id = server.create().await;
+    // A .pth file in the sandbox's own site-packages runs at every start.
+    let planted = server
+        .run(
+            &id,
+            "import os, sys\nd = '/.local/lib/python%d.%d/site-packages' % sys.version_info[:2]\n\
+             os.makedirs(d, exist_ok=True)\n\
+             open(d + '/spin.pth', 'w').write(\"import sys; exec('while True: pass')\\n\")\n'planted'",
+        )
+        .await;
+    assert_eq!(planted["value"], "'planted'", "{planted}");
+    let stopped = server.exec(&id, "while True: pass").await;
+    assert_eq!(
+        structured(&stopped)["limit"]["kind"],
+        "cpu",
+        "{}",
+        text(&stopped)
+    );
+    // The next call starts an interpreter, which runs the .pth file.
+    let started = std::time::Instant::now();
+    let next = server.exec(&id, "1 + 1").await;
+    let took = started.elapsed();
+    assert_eq!(next.is_error, Some(true), "{}", text(&next));
+    assert!(
+        took < std::time::Duration::from_secs(55),
+        "each start try is stopped at its CPU floor (5 s), well before the 60 s start timeout: {took:?}, {}",
+        text(&next)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn deep_recursion_is_a_recursion_error_and_never_crashes_the_server() {
     let server = Server::start().await;
     let id = server.create().await;
