@@ -173,6 +173,18 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_FUEL", default_value_t = 0, global = true)]
     pub fuel: u64,
 
+    /// Tell a profiler where compiled guest code lies, so a profile of the
+    /// server names the guest's functions: `perfmap` (for `perf record`),
+    /// `jitdump` (for `perf inject --jit`), `vtune`, or `none`.
+    #[arg(
+        long,
+        env = "SANDBOX_GUEST_PROFILER",
+        default_value = "none",
+        value_parser = clap::builder::PossibleValuesParser::new(crate::wasm::engine::GuestProfiler::NAMES),
+        global = true
+    )]
+    pub guest_profiler: String,
+
     /// Bytes of each output stream (stdout, stderr), of a value and of a
     /// traceback returned to the model; longer ones keep their head and tail
     /// (and the whole stream is saved in the sandbox).

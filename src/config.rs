@@ -25,7 +25,7 @@ use crate::packages::{IndexUrl, PackageSettings};
 use crate::sandbox::manager::ManagerSettings;
 use crate::sandbox::{BackendKind, SandboxLimits};
 use crate::wasm::WasmSettings;
-use crate::wasm::engine::EngineSettings;
+use crate::wasm::engine::{EngineSettings, GuestProfiler};
 
 /// A setting that is out of range or malformed.
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +140,14 @@ impl Config {
         }
         let cpu = if s.cpu_seconds == 0.0 {
             None
+        } else if s.cpu_seconds > 0.0 && s.cpu_seconds < MIN_CPU_SECONDS {
+            return Err(bad(
+                "SANDBOX_CPU_SECONDS",
+                format!(
+                    "{} is below {MIN_CPU_SECONDS} s: the budget is checked every 10 ms, so a shorter one cannot hold; use 0 for no CPU budget",
+                    s.cpu_seconds
+                ),
+            ));
         } else {
             Some(seconds("SANDBOX_CPU_SECONDS", s.cpu_seconds)?)
         };
@@ -171,6 +179,16 @@ impl Config {
                 fuel: s.fuel > 0,
                 ..EngineSettings::default()
             },
+            profiler: GuestProfiler::from_name(&s.guest_profiler).ok_or_else(|| {
+                bad(
+                    "SANDBOX_GUEST_PROFILER",
+                    format!(
+                        "{:?} is not one of {}",
+                        s.guest_profiler,
+                        GuestProfiler::NAMES.join(", ")
+                    ),
+                )
+            })?,
             threads: s.threads,
             pool_size: s.pool_size,
             pool_limits: limits.clone(),
@@ -387,6 +405,9 @@ fn http_url(name: &'static str, url: &str) -> Result<String, ConfigError> {
     }
     Ok(url.trim_end_matches('/').to_owned())
 }
+
+/// The smallest CPU-time budget accepted: ten epoch ticks.
+const MIN_CPU_SECONDS: f64 = 0.1;
 
 fn seconds(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
     if !(value > 0.0 && value <= 86_400.0) {
@@ -817,6 +838,19 @@ mod tests {
         assert_eq!(
             parse(&["--cpu-seconds", "2.5"]).unwrap().manager.limits.cpu,
             Some(Duration::from_millis(2500))
+        );
+        let err = parse(&["--cpu-seconds", "0.001"]).unwrap_err();
+        assert!(err.to_string().contains("checked every 10 ms"), "{err}");
+        let err =
+            crate::cli::Cli::try_parse_from(["mcp-code-sandbox", "--guest-profiler", "gprof"])
+                .unwrap_err();
+        assert!(err.to_string().contains("perfmap"), "{err}");
+        assert_eq!(
+            parse(&["--guest-profiler", "perfmap"])
+                .unwrap()
+                .wasm
+                .profiler,
+            GuestProfiler::PerfMap
         );
     }
 

@@ -46,7 +46,7 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 use wasmtime::Engine;
 
-use self::engine::{EngineSettings, build_engine};
+use self::engine::{EngineSettings, GuestProfiler, build_engine};
 use self::error::WasmError;
 use self::interpreter::GuestImage;
 use self::loading::ImageSlot;
@@ -79,6 +79,8 @@ pub struct WasmSettings {
     pub sandbox_root: PathBuf,
     /// Engine settings.
     pub engine: EngineSettings,
+    /// The profiler told about compiled guest code (none by default).
+    pub profiler: GuestProfiler,
     /// Threads that run guests (0: one per CPU).
     pub threads: usize,
     /// Interpreters of the default runtime kept started ahead of time (0: none).
@@ -143,7 +145,8 @@ impl WasmBackend {
                 .or_else(host_resources::default_memory_budget)
                 .unwrap_or(u64::MAX),
         );
-        let engine = build_engine(settings.engine).map_err(|e| WasmError::Engine(e.to_string()))?;
+        let engine = build_engine(settings.engine, settings.profiler)
+            .map_err(|e| WasmError::Engine(e.to_string()))?;
         let http = Arc::new(HttpDoor::new(settings.door.http.clone()).map_err(WasmError::from)?);
         let upstreams = Arc::new(Upstreams::new(&settings.door.upstreams));
         let threads = if settings.threads == 0 {

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Config, Engine, OptLevel, ProfilingStrategy};
 
 use super::runtime::WasmFeature;
 
@@ -40,10 +40,53 @@ impl Default for EngineSettings {
     }
 }
 
-/// Builds the engine.
-pub fn build_engine(settings: EngineSettings) -> wasmtime::Result<Engine> {
+/// A profiler the engine tells where each compiled guest function lies, so
+/// a profile of the server (`perf record`, VTune) names the guest's
+/// WebAssembly functions instead of showing anonymous code. It changes no
+/// compiled code, so it does not key the module cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GuestProfiler {
+    /// No profiler (the default).
+    #[default]
+    None,
+    /// `/tmp/perf-<pid>.map`, which `perf report` reads (Linux).
+    PerfMap,
+    /// A jitdump file for `perf inject --jit` (Linux).
+    JitDump,
+    /// Intel VTune's JIT API.
+    VTune,
+}
+
+impl GuestProfiler {
+    /// The names accepted by `SANDBOX_GUEST_PROFILER`.
+    pub const NAMES: &[&str] = &["none", "perfmap", "jitdump", "vtune"];
+
+    /// The profiler called `name` (one of [`GuestProfiler::NAMES`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(Self::None),
+            "perfmap" => Some(Self::PerfMap),
+            "jitdump" => Some(Self::JitDump),
+            "vtune" => Some(Self::VTune),
+            _ => None,
+        }
+    }
+
+    fn strategy(self) -> ProfilingStrategy {
+        match self {
+            Self::None => ProfilingStrategy::None,
+            Self::PerfMap => ProfilingStrategy::PerfMap,
+            Self::JitDump => ProfilingStrategy::JitDump,
+            Self::VTune => ProfilingStrategy::VTune,
+        }
+    }
+}
+
+/// Builds the engine, reporting compiled guest code to `profiler`.
+pub fn build_engine(settings: EngineSettings, profiler: GuestProfiler) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config
+        .profiler(profiler.strategy())
         .consume_fuel(settings.fuel)
         // On by default in wasmtime 48 (so this does not change the module
         // cache's key); said here because a runtime relies on it.

@@ -577,7 +577,7 @@ mod tests {
             fuel: false,
             ..Default::default()
         };
-        let engine = super::super::engine::build_engine(settings).unwrap();
+        let engine = super::super::engine::build_engine(settings, Default::default()).unwrap();
         let module = Module::new(&engine, quota_gate::weave(&guest).unwrap().module).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let manifest = super::super::runtime::RuntimeCatalog::scan(tmp.path())
@@ -636,7 +636,8 @@ mod tests {
 
     #[test]
     fn an_undeclared_import_is_refused_by_name() {
-        let engine = super::super::engine::build_engine(Default::default()).unwrap();
+        let engine =
+            super::super::engine::build_engine(Default::default(), Default::default()).unwrap();
         let wasm =
             wat::parse_str(r#"(module (import "host" "call" (func (param i32) (result i32))))"#)
                 .unwrap();
