@@ -1,7 +1,8 @@
 //! The guest's door to the host (scientific runtime): a round trip through
 //! `host.call` for a trivial frame (the tool list), a call of an upstream
 //! MCP server's trivial tool (the tests' stdio fixture), and a 1 MiB GET from a
-//! loopback server through the door, against the same GET from native
+//! loopback server through the door with urllib and with requests (installed
+//! with %pip from the pinned wheels), against the same GET from native
 //! Python's urllib (and, for scale, with reqwest natively). Each is timed inside its interpreter (`perf_counter_ns`
 //! around the loop), so start-up costs are left out of both sides. Skipped,
 //! with a note, when the scientific runtime is not fetched.
@@ -87,14 +88,34 @@ fn upstreams_file() -> std::path::PathBuf {
     path
 }
 
+/// The pinned wheels of the notebook tests (requests and its dependencies),
+/// fetched by tests/fetch-notebook-wheels.sh when they are not there yet.
+fn notebook_wheels() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("notebook-wheels");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fetch-notebook-wheels.sh");
+    let status = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&dir)
+        .status()
+        .expect("run tests/fetch-notebook-wheels.sh");
+    assert!(status.success(), "could not fetch the pinned wheels");
+    dir
+}
+
 fn door(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let origin = serve(&rt);
     let upstreams = upstreams_file();
+    let wheels = notebook_wheels();
     let Some(app) = common::try_app(
         &rt,
         "door",
         &[
+            "--wheelhouse",
+            wheels.to_str().unwrap(),
+            "--index-url",
+            "none",
             "--pool-size",
             "0",
             "--runtime",
@@ -160,6 +181,17 @@ fn door(c: &mut Criterion) {
     } else {
         eprintln!("note: no python3 here; the native baseline is skipped");
     }
+    // The same GET with requests (installed from the pinned wheels through
+    // %pip, as a notebook would), through the same door.
+    rt.block_on(common::run_ok(
+        &sandbox,
+        "%pip install -q requests\nimport requests",
+    ));
+    let setup = format!("import requests\n_u = '{origin}/1mb'");
+    let body = format!("assert len(requests.get(_u).content) == {SIZE}");
+    group.bench_function("get_1mb_requests_guest", |b| {
+        b.iter_custom(|iters| guest_loop(&rt, &sandbox, &setup, &body, iters))
+    });
     group.finish();
     rt.block_on(app.manager.close_all());
 }

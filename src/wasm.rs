@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 mod file_check;
 mod guest_io;
+mod guest_program;
 pub mod host_memory;
 pub mod host_resources;
 mod interpreter;

@@ -7,6 +7,8 @@
 #   openssl          a test certificate authority for HTTPS (http)
 #   unshare          an offline run of a bundle, with no network (bundle)
 #   python3          a fake upstream MCP server and a fake E2B sandbox (upstreams, e2b_fake)
+#   python3 -m pip   downloads the pinned real wheels the notebook tests serve
+#                    (tests/fetch-notebook-wheels.sh; real_wheels, notebook, notebook_http)
 #   pgrep, kill      checks that child processes are gone (packages, sandboxes, cli)
 #
 # What is already there is left alone. What is missing is installed with apt-get (Debian
@@ -22,11 +24,17 @@ wanted=(
   "openssl openssl"
   "unshare util-linux"
   "python3 python3"
+  "pip python3-pip"
   "pgrep procps"
   "kill procps"
 )
 
 have() {
+  if [ "$1" = pip ]; then
+    # pip as the fetch script runs it: a module of the machine's python3
+    python3 -m pip --version >/dev/null 2>&1
+    return
+  fi
   command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]
 }
 

@@ -140,6 +140,12 @@ struct Asked {
     body: Option<Vec<u8>>,
     /// The body goes back raw after the answer's JSON, not as `$bytes`.
     raw_body: bool,
+    /// Whether the host follows redirects (else a 3xx is the answer, for a
+    /// guest library that follows them itself).
+    follow_redirects: bool,
+    /// The guest's own timeout for the request, when it set one (the
+    /// execution's time left bounds it anyway).
+    timeout: Option<Duration>,
 }
 
 #[async_trait]
@@ -162,7 +168,9 @@ impl DoorHandler for HttpTool {
                     "method": {"type": "string", "description": "GET by default"},
                     "headers": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}, "description": "[name, value] pairs"},
                     "body": {"type": "string", "contentEncoding": "base64", "description": "the request body"},
-                    "raw_body": {"type": "boolean", "description": "send the response body raw after the answer's JSON and a newline (for the sandbox's urllib handler)"}
+                    "raw_body": {"type": "boolean", "description": "send the response body raw after the answer's JSON and a newline (for the sandbox's HTTP clients)"},
+                    "follow_redirects": {"type": "boolean", "description": "follow redirects on the host (default true); false answers a redirect with its own 3xx response, for a client that follows redirects itself"},
+                    "timeout_seconds": {"type": "number", "description": "give up after this many seconds (the execution's time left bounds it anyway)"}
                 },
                 "required": ["url"]
             },
@@ -184,6 +192,7 @@ impl DoorHandler for HttpTool {
             ));
         }
         let asked = read_args(&args)?;
+        let bound = asked.timeout.map_or(bound, |asked| asked.min(bound));
         self.fetch(asked, Instant::now() + bound, log).await
     }
 }
@@ -224,7 +233,9 @@ impl HttpTool {
                 Err(e) => return Err(send_failed(&method, &asked.url, &e, log)),
             };
             let status = response.status();
-            if let Some(next) = redirect_target(&asked.url, &response) {
+            if let Some(next) =
+                redirect_target(&asked.url, &response).filter(|_| asked.follow_redirects)
+            {
                 log.note(record(&method, &asked.url, Some(status), 0, None));
                 if hop == settings.max_redirects {
                     break;
@@ -305,7 +316,7 @@ impl HttpTool {
                         ToolFailure::new(
                             FailureKind::Timeout,
                             format!(
-                                "the response of {} did not end within the time left (the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
+                                "the response of {} did not end within the time left (the request's own timeout, the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
                                 origin(url)
                             ),
                         )
@@ -403,12 +414,29 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
         ),
     };
     let raw_body = args.get("raw_body").and_then(Value::as_bool) == Some(true);
+    let follow_redirects = args.get("follow_redirects").and_then(Value::as_bool) != Some(false);
+    let timeout = match args.get("timeout_seconds") {
+        None | Some(Value::Null) => None,
+        Some(seconds) => Some(
+            seconds
+                .as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "{TOOL}: timeout_seconds must be a positive number of seconds"
+                    ))
+                })?,
+        ),
+    };
     Ok(Asked {
         method,
         url,
         headers,
         body,
         raw_body,
+        follow_redirects,
+        timeout,
     })
 }
 
@@ -548,6 +576,8 @@ mod tests {
             headers: HeaderMap::new(),
             body: Some(b"x=1".to_vec()),
             raw_body: false,
+            follow_redirects: true,
+            timeout: None,
         };
         asked
             .headers

@@ -14,7 +14,8 @@
 # - a reply is one stdout write: the token, a 4-byte length, then fields, each a kind byte
 #   and a length-prefixed value (v: the value, as a notebook shows it; n, m, t: an
 #   exception's name, message and traceback; i: an image, the guest path of its full-size
-#   file (empty when none was saved), a newline, then PNG bytes; r: ready; c: this
+#   file (empty when none was saved), a newline, then its bytes (PNG for figures; PNG,
+#   JPEG or SVG displayed with IPython.display); r: ready; c: this
 #   program's code, marshalled).
 # Everything else written to stdout or stderr is the program's own output.
 #
@@ -32,7 +33,7 @@
 # has imported it.
 
 
-def _sandbox_driver(turns):
+def _sandbox_driver(turns, guest_sources, guest_compiled):
     import _ast
     import builtins
     import posix
@@ -70,12 +71,15 @@ def _sandbox_driver(turns):
     site_packages = request[1][1].decode() if len(request[1]) > 1 else ""
     # The host keeps this program compiled, so that later interpreters of the
     # runtime skip compiling it (a tenth of a cold start): the module-level code
-    # that called this function is the whole program.
+    # that called this function is the whole program; the guest modules go with
+    # it, each compiled and marshalled on its own (loaded only when imported).
     program = None
     if len(request[1]) > 2 and request[1][2] == b"1":
         import marshal
 
-        program = marshal.dumps(sys._getframe(1).f_code)
+        compiled = {name: marshal.dumps(compile(source, f"<sandbox {name}>", "exec"))
+                    for name, source in guest_sources.items()}
+        program = marshal.dumps((sys._getframe(1).f_code, compiled))
 
     def flush():
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -156,6 +160,60 @@ def _sandbox_driver(turns):
     refresh_packages()
 
     sources = {}
+
+    # ---- guest modules -------------------------------------------------------------------
+    # The sandbox's own Python (src/wasm/guest/*.py, handed in by the host as sources):
+    # IPython's syntax, shell, magics and display; pip through the host's installer; the
+    # HTTP clients, ssl and http.client through the door; threads on one core; POSIX user
+    # facts; the asyncio loop. Each is compiled when first needed (a runtime with a
+    # snapshot compiles them all into it), and reaches the driver through the
+    # `_sandbox_api` module made below.
+    class GuestModules:
+        """Finds the guest modules, and the modules they stand in for: `IPython` and
+        `pip` first (before anything installed); `_ssl`, `pwd`, `grp` last (only when
+        the runtime has none of its own)."""
+
+        stand_ins = {}
+
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if name in guest_sources:
+                return type(sys.__spec__)(name, cls)
+            maker = cls.stand_ins.get(name.partition(".")[0])
+            if maker is None:
+                return None
+            spec = type(sys.__spec__)(name, cls, is_package=True)
+            spec.submodule_search_locations = []
+            return spec
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @classmethod
+        def exec_module(cls, module):
+            name = module.__name__
+            if name in guest_compiled:
+                import marshal
+
+                exec(marshal.loads(guest_compiled[name]), module.__dict__)
+                return
+            if name in guest_sources:
+                exec(compile(guest_sources[name], f"<sandbox {name}>", "exec"), module.__dict__)
+                return
+            guest(cls.stand_ins[name.partition(".")[0]]).fill(module)
+
+    class LastResort(GuestModules):
+        stand_ins = {"_ssl": "_sandbox_ssl", "pwd": "_sandbox_posix", "grp": "_sandbox_posix"}
+
+    GuestModules.stand_ins = {"IPython": "_sandbox_ipython", "pip": "_sandbox_pip"}
+    sys.meta_path.insert(0, GuestModules)
+    sys.meta_path.append(LastResort)
+
+    def guest(name):
+        module = sys.modules.get(name)
+        return module if module is not None else __import__(name)
+
 
     # ---- plots -------------------------------------------------------------------------
     # One execution's settings (from the exec request) and the images it produced.
@@ -297,14 +355,18 @@ def _sandbox_driver(turns):
         figure = sys.modules.get("matplotlib.figure")
         return figure is not None and isinstance(value, figure.Figure)
 
-    def format_value(value):
-        """The value as a notebook shows it: pandas objects as whole text tables (wide
-        enough not to wrap, long ones summarised by pandas), anything else by repr()."""
+    def is_table(value):
         pandas = sys.modules.get("pandas")
         tables = tuple(
             t for t in (getattr(pandas, "DataFrame", None), getattr(pandas, "Series", None)) if t
         )
-        if tables and isinstance(value, tables):
+        return bool(tables) and isinstance(value, tables)
+
+    def format_value(value):
+        """The value as a notebook shows it: pandas objects as whole text tables (wide
+        enough not to wrap, long ones summarised by pandas), anything else by repr()."""
+        if is_table(value):
+            pandas = sys.modules["pandas"]
             with pandas.option_context(
                 "display.width", 200,
                 "display.max_columns", 40,
@@ -315,25 +377,47 @@ def _sandbox_driver(turns):
                 return repr(value)
         return repr(value)
 
-    def display(*values):
-        """Shows values as a notebook's display() does: figures as images, the rest as text."""
+    # What IPython's display machinery would show for an object with rich reprs
+    # (markdown, HTML, images...): guest/display.py decides, only for such objects.
+    rich_reprs = ("_repr_mimebundle_", "_repr_png_", "_repr_jpeg_", "_repr_svg_",
+                  "_repr_markdown_", "_repr_html_", "_repr_latex_", "_repr_json_")
+
+    def is_rich(value):
+        kind = type(value)
+        return not isinstance(value, type) and any(hasattr(kind, name) for name in rich_reprs)
+
+    def present(value):
+        """The text a value is shown as; a figure, or an image a rich value carries,
+        is handed back as an image too."""
+        if is_figure(value):
+            take_and_close(value)
+            return format_value(value)
+        if is_rich(value) and not is_table(value):
+            return guest("_sandbox_display").present(value)
+        return format_value(value)
+
+    def display(*values, **options):
+        """Shows values as a notebook's display() does: figures and images as images,
+        the rest as text where the call is (IPython.display's options are taken)."""
+        if options or any(is_rich(v) and not is_table(v) for v in values):
+            return guest("_sandbox_display").display(*values, **options)
         for value in values:
             if is_figure(value):
                 take_and_close(value)
             else:
                 print(format_value(value))
 
-    if not hasattr(builtins, "display"):
-        builtins.display = display
+    builtins.display = display
 
     driver_globals = globals()
 
     def without_driver_frames(tb):
-        """The traceback without the frames of this driver's own code (its
-        functions that user code calls into: display, show, the event loop)."""
+        """The traceback without the frames of this driver's own code and of its guest
+        modules (what user code calls into: display, show, the event loop, magics)."""
         kept = []
         while tb is not None:
-            if tb.tb_frame.f_globals is not driver_globals:
+            frame_globals = tb.tb_frame.f_globals
+            if frame_globals is not driver_globals and not frame_globals.get("__sandbox_internal__"):
                 kept.append(tb)
             tb = tb.tb_next
         for earlier, later in zip(kept, kept[1:] + [None]):
@@ -352,56 +436,22 @@ def _sandbox_driver(turns):
             seen.add(id(chained))
             chained.__traceback__ = without_driver_frames(chained.__traceback__)
             chained = chained.__cause__ or chained.__context__
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        if getattr(exc, "_sandbox_short_traceback", False):
+            # A magic's usage error reads as IPython shows it: one line, no frames.
+            lines = [f"{type(exc).__name__}: {exc}\n"]
+        else:
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
         return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
 
     # ---- asyncio -------------------------------------------------------------------------
     # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket
-    # pair to wake itself). Coroutines, tasks and sleeps need none of that: the loop below
-    # runs them, waiting with time.sleep. It is asyncio's default once asyncio is imported,
-    # so asyncio.run() works, and cells may use await at the top level, as in a notebook.
+    # pair to wake itself): guest/asyncio_loop.py's loop runs coroutines, tasks and timers
+    # without I/O. It is asyncio's default once asyncio is imported, so asyncio.run()
+    # works, and cells may use await at the top level, as in a notebook.
     async_state = {"loop": None}
 
-    def sandbox_event_loop_class():
-        import asyncio.base_events
-        import time
-
-        class NoSelector:
-            """The loop's idea of I/O: there is none; waiting is sleeping."""
-
-            def select(self, timeout=None):
-                if timeout is None:
-                    raise RuntimeError(
-                        "the event loop has nothing left to run and would wait forever: "
-                        "something awaits a future that nothing will complete (this sandbox "
-                        "has no network, subprocesses or threads to complete it)"
-                    )
-                if timeout > 0:
-                    time.sleep(timeout)
-                return []
-
-            def close(self):
-                pass
-
-        class SandboxEventLoop(asyncio.base_events.BaseEventLoop):
-            """An asyncio loop for coroutines, tasks and timers, without I/O."""
-
-            def __init__(self):
-                super().__init__()
-                self._selector = NoSelector()
-
-            def _process_events(self, event_list):
-                pass
-
-            def _write_to_self(self):
-                pass
-
-        return SandboxEventLoop
-
     def use_sandbox_loop(asyncio):
-        events = asyncio.events
-        get_policy = getattr(events, "_get_event_loop_policy", None) or events.get_event_loop_policy
-        get_policy()._loop_factory = sandbox_event_loop_class()
+        guest("_sandbox_asyncio").use_sandbox_loop(asyncio)
 
     def patch_on_import(name, patch):
         """Calls `patch(module)` on module `name` now if it is imported, else as
@@ -447,125 +497,9 @@ def _sandbox_driver(turns):
     # the tool protocol (src/door/), which checks them against the server's allowed hosts
     # and networks. pandas.read_csv(url) and friends use urllib, so they follow.
 
-    def door_urllib(request_module):
-        """Routes urllib.request's http and https through the door; on a runtime with no
-        door, says so instead of failing on a missing socket."""
-        import binascii
-        import http.client
-        import json
-        import urllib.error
-
-        try:
-            import _host
-        except ImportError:
-            _host = None
-
-        class NetworkRefused(urllib.error.URLError):
-            """The sandbox's network rules refused the request; the message names the rule."""
-
-        NetworkRefused.__module__ = "urllib.error"
-        urllib.error.NetworkRefused = NetworkRefused
-        set_by_host = {"host", "connection", "content-length", "transfer-encoding"}
-        frame_ids = [0]
-
-        def body_bytes(data):
-            if data is None or isinstance(data, (bytes, bytearray, memoryview)):
-                return data
-            if hasattr(data, "read"):
-                return data.read()
-            return b"".join(data)
-
-        def door_open(self, http_class, req, **kwargs):
-            if _host is None:
-                raise urllib.error.URLError(
-                    f"this sandbox's runtime has no network: {req.full_url} cannot be fetched; "
-                    "create the sandbox with runtime 'scientific' (the server allows hosts with "
-                    "SANDBOX_ALLOW_HOSTS)"
-                )
-            headers = dict(req.unredirected_hdrs)
-            headers.update({k: v for k, v in req.headers.items() if k not in headers})
-            args = {
-                "url": req.full_url,
-                "method": req.get_method(),
-                "headers": [[k, v] for k, v in headers.items() if k.lower() not in set_by_host],
-                "raw_body": True,
-            }
-            data = body_bytes(req.data)
-            if data is not None:
-                args["body"] = {"$bytes": binascii.b2a_base64(bytes(data), newline=False).decode()}
-            frame_ids[0] += 1
-            frame = {"v": 1, "id": frame_ids[0], "op": "call", "tool": "http_request", "args": args}
-            try:
-                raw = _host.call(json.dumps(frame).encode())
-            except ConnectionRefusedError:
-                raise urllib.error.URLError("the door to the host is closed") from None
-            # The body comes raw after the answer's JSON and a newline (no JSON string
-            # holds a raw newline): a megabyte is not decoded as JSON and base64 here.
-            head, _, body = raw.partition(b"\n")
-            answer = json.loads(head)
-            if not answer.get("ok"):
-                error = answer.get("error") or {}
-                kind, message = error.get("kind"), error.get("message", "")
-                if kind == "denied":
-                    raise NetworkRefused(message)
-                if kind == "timeout":
-                    raise TimeoutError(message)
-                raise urllib.error.URLError(f"{message} ({kind})")
-            value = answer["value"]
-            if len(body) != value.get("body_bytes"):
-                raise urllib.error.URLError("the door's answer was cut short")
-            message = http.client.HTTPMessage()
-            for name, text in value["headers"]:
-                message[name] = text
-            return DoorResponse(body, message, value["url"], value["status"], value["reason"])
-
-        class DoorResponse(io.BytesIO):
-            """A response the host fetched, its body in memory, with the interface urllib's
-            HTTP responses have (status, reason, headers, info(), geturl(), getheader()...).
-            A plain BytesIO underneath: read() hands back the body without a copy, and no
-            file wrapper warns when it is left unclosed."""
-
-            def __init__(self, body, headers, url, status, reason):
-                super().__init__(body)
-                self.headers, self.url, self.status, self.reason = headers, url, status, reason
-                self.msg = reason  # what urllib leaves in .msg of an HTTP response
-
-            @property
-            def code(self):
-                return self.status
-
-            def info(self):
-                return self.headers
-
-            def geturl(self):
-                return self.url
-
-            def getcode(self):
-                return self.status
-
-            def getheader(self, name, default=None):
-                return self.headers.get(name, default)
-
-            def getheaders(self):
-                return list(self.headers.items())
-
-            def __repr__(self):
-                return f"<http response {self.status} from {self.url}>"
-
-        request_module.AbstractHTTPHandler.do_open = door_open
-        if not hasattr(request_module, "HTTPSHandler"):
-
-            class HTTPSHandler(request_module.AbstractHTTPHandler):
-                def https_open(self, req):
-                    return self.do_open(None, req)
-
-                https_request = request_module.AbstractHTTPHandler.do_request_
-
-            request_module.HTTPSHandler = HTTPSHandler
-            request_module.install_opener(request_module.build_opener(HTTPSHandler))
-
-    # Routes urllib.request through the door as it is imported.
-    patch_on_import("urllib.request", door_urllib)
+    # Routes urllib.request through the door as it is imported (guest/http_door.py,
+    # which routes requests, httpx, urllib3 and aiohttp the same way).
+    patch_on_import("urllib.request", lambda module: guest("_sandbox_http").patch_urllib(module))
 
     class NoDoor:
         """Last on sys.meta_path: asked for `host` only when no other finder has it (a
@@ -606,26 +540,108 @@ def _sandbox_driver(turns):
 
     def run_cell(code, filename):
         sources[filename] = code
+        current["cell"] = filename
         try:
-            tree = compile(code, filename, "exec", only_ast | top_level_await)
+            python = guest("_sandbox_notebook").transform(code) if notebook_syntax(code) else code
+            tree = compile(python, filename, "exec", only_ast | top_level_await)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             exc.__traceback__ = None
             return describe(exc)
         last = None
         if tree.body and isinstance(tree.body[-1], _ast.Expr):
-            last = _ast.Expression(tree.body.pop().value)
+            last = tree.body.pop().value
         try:
             run_code(tree, filename, "exec")
             if last is not None:
-                result = run_code(last, filename, "eval")
-                if result is not None:
+                result = run_code(_ast.Expression(last), filename, "eval")
+                if result is not None and not silenced(python, last):
                     namespace["_"] = result
-                    if is_figure(result):
-                        take_and_close(result)
-                    return {"v": clip(format_value(result))}
+                    return {"v": clip(present(result))}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
             return describe(exc)
+        finally:
+            run_pending_threads()
+
+    def silenced(python, last):
+        """Whether the cell's last expression ends with `;`, which in a notebook
+        keeps its value from being shown (`plt.plot(x);`)."""
+        lines = python.splitlines()
+        if last.end_lineno is None or last.end_lineno > len(lines):
+            return False
+        rest = lines[last.end_lineno - 1].encode("utf-8", "surrogatepass")[last.end_col_offset:]
+        return rest.lstrip().startswith(b";")
+
+    def notebook_syntax(code):
+        """Whether the cell may hold IPython's syntax (magics, shell lines, help,
+        prompts, a command like `pip install x` alone): only then is it read by
+        guest/syntax.py. A cheap look, wrong only towards looking closer."""
+        lines = code.splitlines()
+        if code[:1] in (" ", "\t"):
+            return True
+        for line in lines:
+            text = line.lstrip()
+            if text[:1] in escapes or text.rstrip().endswith("?") or text.startswith((">>>", "In [")):
+                return True
+            if ("=" in text) and ("!" in text or "%" in text):
+                return True
+        code_lines = [line for line in lines if line.strip()]
+        if len(code_lines) == 1:
+            word = code_lines[0].split(None, 1)[0].split(".")[0]
+            return word in automagic and word not in namespace
+        return False
+
+    escapes = frozenset("%!?/,;")
+    # Names a cell of one line may use as a command without `%` (IPython's automagic
+    # and aliases); guest/shell.py adds the magics code registers.
+    automagic = set(
+        "pip conda mamba micromamba uv time timeit who whos who_ls env set_env pwd cd ls ll "
+        "cat mkdir rmdir mv rm cp lsmagic magic matplotlib load_ext reload_ext unload_ext "
+        "config precision history reset xdel run autoreload aimport alias automagic pdb "
+        "debug prun store sx system pinfo pinfo2 psearch dirs pushd popd bookmark "
+        "autoawait xmode colors page pprint doctest_mode".split()
+    )
+
+    # ---- the driver's side of the guest modules -------------------------------------------
+    current = {"cell": "<cell>"}
+
+    def run_pending_threads():
+        threads = sys.modules.get("_sandbox_threads")
+        if threads is not None:
+            threads.run_pending()
+
+    def take_image(data, mime):
+        """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the
+        image budget; one over it is saved in the sandbox instead."""
+        plots["count"] += 1
+        number = plots["count"]
+        extension = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}.get(mime, "bin")
+        path = f"{plots['prefix']}-image-{number}.{extension}"
+        if len(plots["images"]) >= plots["max"] or len(data) > plots["budget"]:
+            why = (f"at most {plots['max']} images per execution" if len(plots["images"]) >= plots["max"]
+                   else f"{len(data)} bytes, over the image budget of {plots['budget']} bytes")
+            if save_file(path, data):
+                note(f"image {number} not returned ({why}); saved as {path}")
+            return
+        plots["images"].append(("", data))
+
+    api = type(sys)("_sandbox_api")
+    api.__doc__ = "What the sandbox's driver offers its guest modules."
+    api.namespace, api.sources, api.current, api.turns = namespace, sources, current, turns
+    api.automagic, api.site_packages = automagic, site_packages
+    api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
+    api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
+    api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
+    api.driver_display = display
+    sys.modules["_sandbox_api"] = api
+
+    def get_ipython():
+        """The sandbox's IPython-like shell: run_line_magic, run_cell_magic, system,
+        getoutput, user_ns, register_magic_function... (see `%lsmagic`)."""
+        return guest("_sandbox_shell").shell()
+
+    builtins.get_ipython = get_ipython
+    guest("_sandbox_notebook").install(api)
 
     # One-time costs (the AST types, the compiler's first use) are paid now,
     # while the interpreter starts, not by the first cell.
@@ -714,5 +730,9 @@ def _sandbox_driver(turns):
         pass
 
 
-_sandbox_driver(globals().pop("_sandbox_turns", False))
+_sandbox_driver(
+    globals().pop("_sandbox_turns", False),
+    globals().pop("_sandbox_sources", {}),
+    globals().pop("_sandbox_compiled", {}),
+)
 del _sandbox_driver

@@ -32,6 +32,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::capture::OutputCapture;
 use super::cpu_clock::{CpuBudgetSpent, Metered};
 use super::guest_io::{GuestLink, GuestOutput, GuestStdin, GuestWriter, Stream, TOKEN_LEN};
+use super::guest_program;
 use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
@@ -48,11 +49,6 @@ use crate::sandbox::budget::Budget;
 use crate::sandbox::open_files::note_closed;
 use crate::sandbox::quota::QuotaLedger;
 
-/// The driver program, passed with `python -S -c` (`-S`: `site` is imported
-/// only once packages are installed, which saves start-up time) to the first
-/// interpreter of a runtime, which hands back its compiled code; later ones
-/// get that code on stdin behind [`bootstrap`] and skip the compile.
-pub(crate) const DRIVER: &str = include_str!("driver.py");
 /// The matplotlib backend the driver provides (see `driver.py`).
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up, until the hello request installs its own.
@@ -107,8 +103,8 @@ pub(crate) enum DirState {
     Used,
 }
 
-/// The `-c` program that reads `len` bytes of marshalled driver code from
-/// stdin and runs it.
+/// The `-c` program that reads `len` bytes of marshalled driver code (with
+/// its guest modules, compiled) from stdin and runs it.
 fn bootstrap(len: usize) -> String {
     format!(
         "import marshal, posix\n\
@@ -118,7 +114,9 @@ fn bootstrap(len: usize) -> String {
              if not c:\n        \
                  raise SystemExit('the driver code was cut short')\n    \
              b += c\n\
-         exec(marshal.loads(b))\n"
+         code, _sandbox_compiled = marshal.loads(b)\n\
+         del b\n\
+         exec(code)\n"
     )
 }
 
@@ -482,7 +480,12 @@ impl Interpreter {
             &image.manifest,
             &image.mounts,
             dir,
-            boot.as_deref().unwrap_or(DRIVER),
+            // The driver program (see guest_program.rs), passed with `python -S -c`
+            // (`-S`: `site` is imported only once packages are installed, which saves
+            // start-up time) to the first interpreter of a runtime, which hands back
+            // its compiled code; later ones get that code on stdin behind
+            // [`bootstrap`] and skip the compile.
+            boot.as_deref().unwrap_or(guest_program::program()),
             link.clone(),
             max_open,
             MemoryLimiter {

@@ -11,8 +11,9 @@ use tokio::sync::OnceCell;
 use wasmtime::{Engine, Linker, Module, Val};
 
 use super::error::WasmError;
+use super::guest_program::program;
 use super::host_memory::check_compile_memory;
-use super::interpreter::{DRIVER, GuestImage, GuestState};
+use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::{WasmSettings, door, engine, module_cache, mounts, preinit, tool_door};
@@ -346,7 +347,7 @@ fn preinit_key(
         hash.update(part.as_bytes());
     };
     add(&manifest.sha256);
-    add(DRIVER);
+    add(program());
     add(&manifest.site_packages);
     for flag in &manifest.python_flags {
         add(flag);

@@ -300,8 +300,21 @@ fn note_memory_error(
     });
 }
 
-/// The first bytes of every PNG file.
-const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+/// The MIME type of an image the driver handed back, from its first bytes:
+/// PNG (figures, `_repr_png_`), JPEG, or SVG (`IPython.display.SVG`); `None`
+/// for anything else, which is not returned.
+fn image_type(data: &[u8]) -> Option<&'static str> {
+    if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Some("image/png");
+    }
+    if data.starts_with(b"\xff\xd8\xff") {
+        return Some("image/jpeg");
+    }
+    let head = &data[..data.len().min(4096)];
+    let text = String::from_utf8_lossy(head);
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    (text.starts_with('<') && text.contains("<svg")).then_some("image/svg+xml")
+}
 
 /// Most bytes of an execution's reply: its images, and a value, message and
 /// traceback of at most the output limit each, with room for framing.
@@ -319,14 +332,14 @@ fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
     execution.value = reply.value.map(|v| cap_value_text(v, limits.output_bytes));
     execution.error = reply.error.map(|e| cap_exec_error(e, limits.output_bytes));
     let (fitting, refused): (Vec<_>, Vec<_>) = reply.images.into_iter().partition(|image| {
-        image.png.len() <= limits.image_bytes && image.png.starts_with(PNG_SIGNATURE)
+        image.png.len() <= limits.image_bytes && image_type(&image.png).is_some()
     });
     let dropped = refused.len() + fitting.len().saturating_sub(limits.max_images);
     execution.images = fitting
         .into_iter()
         .take(limits.max_images)
         .map(|image| ExecImage {
-            mime_type: "image/png".into(),
+            mime_type: image_type(&image.png).unwrap_or("image/png").into(),
             data_base64: base64::engine::general_purpose::STANDARD.encode(image.png),
             // Only a path that could name a file in the sandbox.
             path: image.full_size_path.filter(|p| GuestPath::parse(p).is_ok()),
@@ -338,5 +351,22 @@ fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
             limits.max_images,
             human_bytes(limits.image_bytes as u64)
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::image_type;
+
+    #[test]
+    fn images_are_typed_by_their_first_bytes() {
+        assert_eq!(image_type(b"\x89PNG\r\n\x1a\n\0\0"), Some("image/png"));
+        assert_eq!(image_type(b"\xff\xd8\xff\xe0JFIF"), Some("image/jpeg"));
+        assert_eq!(
+            image_type(b"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"/>"),
+            Some("image/svg+xml")
+        );
+        assert_eq!(image_type(b"GIF89a"), None);
+        assert_eq!(image_type(b"<html><body>no</body></html>"), None);
     }
 }

@@ -27,7 +27,8 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, Wizer};
 
 use super::capture::OutputCapture;
 use super::guest_io::{GuestLink, TOKEN_LEN};
-use super::interpreter::{DRIVER, GuestState};
+use super::guest_program::program;
+use super::interpreter::GuestState;
 use super::loading::link;
 use super::mounts::ReadOnlyMount;
 use super::preinit_error::PreinitError;
@@ -177,7 +178,7 @@ async fn initialised(
         site_packages: &plan.manifest.site_packages,
         want_program: false,
     };
-    let setup = format!("_sandbox_turns = True\n{DRIVER}");
+    let setup = format!("_sandbox_turns = True\n{}", program());
     turn(
         &mut store,
         &exports,

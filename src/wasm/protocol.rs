@@ -108,7 +108,8 @@ pub(crate) struct Reply {
 /// One image of a reply.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct ReplyImage {
-    /// PNG bytes.
+    /// The image's bytes: PNG (figures), or PNG, JPEG or SVG displayed with
+    /// IPython.display (the host types it by its first bytes).
     pub png: Vec<u8>,
     /// Guest path of the full-size file, when the image was downscaled.
     pub full_size_path: Option<String>,

@@ -19,7 +19,9 @@ use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
 use super::start_error::StartError;
 use super::state_image::StateImage;
 use crate::door::DoorHandler;
+use crate::door::install::InstallTool;
 use crate::door::session::DoorCaps;
+use crate::door::toolbox::Toolbox;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
@@ -228,6 +230,29 @@ impl WasmSandbox {
         }
     }
 
+    /// Where packages installed into this sandbox go.
+    fn install_target(&self) -> Result<InstallTarget, SandboxError> {
+        Ok(InstallTarget {
+            sandbox: self.ledger.dir().clone(),
+            site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
+            python_version: self.image.manifest.python_version.clone(),
+            ledger: self.ledger.clone(),
+            built_in: self.image.built_in.clone(),
+        })
+    }
+
+    /// What answers the guest's door during an execution: the sandbox's
+    /// tools, with the installer first (`%pip install` from the code).
+    fn door_handler(&self, door: &SandboxDoor) -> Arc<dyn DoorHandler> {
+        match self.install_target() {
+            Ok(target) => Arc::new(Toolbox::new(vec![
+                Arc::new(InstallTool::new(self.installer.clone(), target)),
+                door.handler.clone(),
+            ])),
+            Err(_) => door.handler.clone(),
+        }
+    }
+
     /// Gives the sandbox a package installer.
     pub(crate) fn with_installer(mut self, installer: Option<Arc<Installer>>) -> Self {
         self.installer = installer;
@@ -393,12 +418,13 @@ impl WasmSandbox {
             timeout: limits.timeout,
             reply_bytes: reply_bytes(limits),
         };
-        let door = self.door.clone();
+        let door = self
+            .door
+            .clone()
+            .map(|door| (self.door_handler(&door), door.caps));
         let interpreter = self.interpreter().await?;
-        if let Some(door) = door {
-            interpreter
-                .door()
-                .arm(door.handler.clone(), door.caps, limits.timeout);
+        if let Some((handler, caps)) = door {
+            interpreter.door().arm(handler, caps, limits.timeout);
         }
         let started = Instant::now();
         let (outcome, stdout, stderr) = interpreter
@@ -482,13 +508,7 @@ impl CodeInterpreter for WasmSandbox {
         let Some(installer) = self.installer.clone() else {
             return Err(PackageError::NotConfigured.into());
         };
-        let target = InstallTarget {
-            sandbox: self.ledger.dir().clone(),
-            site_packages: GuestPath::parse(&self.image.manifest.site_packages)?,
-            python_version: self.image.manifest.python_version.clone(),
-            ledger: self.ledger.clone(),
-            built_in: self.image.built_in.clone(),
-        };
+        let target = self.install_target()?;
         let installed = installer
             .install(requirements, &target, progress, stop.token())
             .await;

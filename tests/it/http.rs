@@ -367,7 +367,7 @@ async fn https_is_served_from_certificate_files() {
 
 /// A test CA and a certificate it signed for localhost and 127.0.0.1, with
 /// its key, made by openssl in `dir`: (CA, certificate, key).
-fn test_certificate(
+pub(crate) fn test_certificate(
     dir: &std::path::Path,
 ) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let openssl = |args: &[&str]| {

@@ -186,6 +186,19 @@ impl IndexServer {
         filename
     }
 
+    /// Publishes a wheel file as it is (a real one, read from disk), with its
+    /// hash and its METADATA as a PEP 658 file.
+    pub fn add_wheel_file(&self, project: &str, filename: &str, bytes: Vec<u8>) {
+        let listed = Listed {
+            filename: filename.to_owned(),
+            sha256: sha256_hex(&bytes),
+            requires_python: None,
+            yanked: None,
+            metadata: metadata_of(&bytes),
+        };
+        self.add_file(project, listed, bytes);
+    }
+
     /// Publishes any file of `project` as listed.
     pub fn add_file(&self, project: &str, listed: Listed, bytes: Vec<u8>) {
         let mut state = self.state.lock().unwrap();

@@ -1,0 +1,349 @@
+# What IPython's display machinery shows, turned into what an MCP result can carry: an
+# object's representations (its _repr_*_ methods, a _repr_mimebundle_, printers code
+# registered with get_ipython().display_formatter) are gathered into a MIME bundle, and
+# the richest one a client can show is kept:
+#
+# - an image (PNG, JPEG, SVG) goes back as an image, with the figures, within the image
+#   budget (a larger one is saved in the sandbox);
+# - anything else is text, printed where the display happens (so it keeps its place among
+#   what the code prints): the plain text, unless it only names the object
+#   (`<IPython.core.display.Markdown object>`), then the markdown, HTML, LaTeX or JSON.
+#
+# clear_output() drops the images displayed so far in the execution (text already printed
+# stays). %%capture keeps displays aside instead (capture_output).
+
+__sandbox_internal__ = True
+
+import sys
+
+import _sandbox_api as api
+
+IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
+TEXTS = ("text/markdown", "text/html", "text/latex", "application/json", "application/javascript")
+REPRS = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"), ("image/svg+xml", "_repr_svg_"),
+         ("text/markdown", "_repr_markdown_"), ("text/html", "_repr_html_"),
+         ("text/latex", "_repr_latex_"), ("application/json", "_repr_json_"),
+         ("application/javascript", "_repr_javascript_"))
+_captures = []  # the capture_output() contexts open now, innermost last
+
+
+def own_method(obj, name):
+    """`obj`'s method `name` when its class defines it (never a __getattr__ answer)."""
+    if isinstance(obj, type):
+        return None
+    for cls in type(obj).__mro__:
+        if name in cls.__dict__:
+            return getattr(obj, name, None)
+    return None
+
+
+def formatters():
+    shell = sys.modules.get("_sandbox_shell")
+    if shell is None or not shell._shell:
+        return {}
+    return shell._shell[0].display_formatter.formatters
+
+
+class Text:
+    """The `p` a text/plain printer writes to (IPython's pretty printer, in short)."""
+
+    def __init__(self):
+        self.parts = []
+
+    def text(self, text):
+        self.parts.append(str(text))
+
+    def pretty(self, obj):
+        self.parts.append(api.format_value(obj))
+
+    def breakable(self, sep=" "):
+        self.parts.append(sep)
+
+    def begin_group(self, indent=0, open=""):
+        self.parts.append(open)
+
+    def end_group(self, dedent=0, close=""):
+        self.parts.append(close)
+
+    def group(self, indent=0, open="", close=""):
+        import contextlib
+
+        @contextlib.contextmanager
+        def grouped():
+            self.parts.append(open)
+            yield
+            self.parts.append(close)
+
+        return grouped()
+
+    def getvalue(self):
+        return "".join(self.parts)
+
+
+def plain_text(obj):
+    printer = formatters().get("text/plain")
+    printer = printer.lookup(obj) if printer is not None else None
+    if printer is not None:
+        p = Text()
+        printer(obj, p, False)
+        return p.getvalue()
+    pretty = own_method(obj, "_repr_pretty_")
+    if pretty is not None and type(obj).__repr__ is object.__repr__:
+        p = Text()
+        pretty(p, False)
+        return p.getvalue()
+    styler = sys.modules.get("pandas.io.formats.style")
+    if styler is not None and isinstance(obj, styler.Styler):
+        return api.format_value(obj.data)
+    return api.format_value(obj)
+
+
+def mime_bundle(obj):
+    """Every representation of `obj`, by MIME type (text/plain always)."""
+    data = {}
+    bundle = own_method(obj, "_repr_mimebundle_")
+    if bundle is not None:
+        try:
+            got = bundle(include=None, exclude=None)
+        except Exception:  # noqa: BLE001 - a broken repr is skipped, as IPython does
+            got = None
+        if isinstance(got, tuple):
+            got = got[0]
+        if isinstance(got, dict):
+            data.update(got)
+    registered = formatters()
+    for mime, name in REPRS:
+        if mime in data:
+            continue
+        printer = registered.get(mime)
+        method = printer.lookup(obj) if printer is not None else None
+        method = (lambda m=method: m(obj)) if method is not None else own_method(obj, name)
+        if method is None:
+            continue
+        try:
+            value = method()
+        except Exception:  # noqa: BLE001 - skipped, as IPython skips a failing repr
+            continue
+        if isinstance(value, tuple):
+            value = value[0]
+        if value is not None:
+            data[mime] = value
+    if "text/plain" not in data:
+        data["text/plain"] = plain_text(obj)
+    return data
+
+
+def is_placeholder(text):
+    """Whether a plain text only names its object (`<...Markdown object>`)."""
+    text = text.strip()
+    return text.startswith("<") and text.endswith(">") and "\n" not in text and (
+        text.endswith(" object>") or " object at 0x" in text)
+
+
+def as_bytes(value, mime):
+    if isinstance(value, bytes):
+        return value
+    if mime == "image/svg+xml":
+        return str(value).encode("utf-8")
+    import base64
+
+    return base64.b64decode(value)
+
+
+def text_of(data):
+    """The text a bundle is shown as, when it has no image."""
+    plain = data.get("text/plain")
+    if plain is not None and not is_placeholder(str(plain)):
+        return str(plain)
+    for mime in TEXTS:
+        if mime in data:
+            value = data[mime]
+            if mime == "application/json" and not isinstance(value, str):
+                import json
+
+                return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+            if mime == "application/javascript":
+                return "[JavaScript is not run here: the sandbox has no browser]"
+            return str(value)
+    return str(plain)
+
+
+def publish(data, value_text=False):
+    """Shows a bundle: its image goes back as an image; else its text is printed (or,
+    for a cell's value, returned). Inside %%capture it is kept aside instead."""
+    if _captures and _captures[-1].displays:
+        _captures[-1].outputs.append(RichOutput(data))
+        return None
+    for mime in IMAGES:
+        if mime in data:
+            api.take_image(as_bytes(data[mime], mime), mime)
+            return str(data.get("text/plain", "")) if value_text else None
+    text = text_of(data)
+    if value_text:
+        return text
+    print(text)
+    return None
+
+
+def present(obj):
+    """What a cell's last value shows: its text (an image it carries goes back too)."""
+    if api.is_figure(obj):
+        api.take_and_close(obj)
+        return api.format_value(obj)
+    return publish(mime_bundle(obj), value_text=True)
+
+
+class DisplayHandle:
+    """What display(..., display_id=True) hands back: display() and update() show again."""
+
+    def __init__(self, display_id=None):
+        import uuid
+
+        self.display_id = display_id or uuid.uuid4().hex
+
+    def display(self, obj, **kwargs):
+        display(obj, **kwargs)
+
+    def update(self, obj, **kwargs):
+        display(obj, **kwargs)
+
+    def __repr__(self):
+        return f"<DisplayHandle display_id={self.display_id}>"
+
+
+def display(*objs, include=None, exclude=None, metadata=None, transient=None, display_id=None,
+            raw=False, clear=False, **kwargs):
+    """Shows objects as a notebook's display() does: figures and images as images, the
+    rest as text where the call is (raw=True: each object is a MIME bundle already)."""
+    if clear:
+        clear_output(wait=True)
+    for obj in objs:
+        if raw and isinstance(obj, dict):
+            publish(obj)
+        elif api.is_figure(obj):
+            if _captures and _captures[-1].displays:
+                _captures[-1].outputs.append(RichOutput({"text/plain": api.format_value(obj)}, figure=obj))
+            else:
+                api.take_and_close(obj)
+        else:
+            publish(mime_bundle(obj))
+    if display_id:
+        return DisplayHandle(None if display_id is True else display_id)
+    return None
+
+
+def update_display(obj, *, display_id, **kwargs):
+    display(obj, **kwargs)
+
+
+def clear_output(wait=False):
+    """Drops the images displayed so far in this execution (printed text stays)."""
+    if _captures and _captures[-1].displays:
+        _captures[-1].outputs.clear()
+        return
+    api.plots["images"] = []
+
+
+class RichOutput:
+    """One display kept by %%capture (IPython's RichOutput)."""
+
+    def __init__(self, data, figure=None):
+        self.data, self.metadata, self._figure = data, {}, figure
+
+    def display(self):
+        if self._figure is not None:
+            api.take_and_close(self._figure)
+        else:
+            publish(self.data)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self.data
+
+    def __repr__(self):
+        return f"<RichOutput {sorted(self.data)}>"
+
+
+class CapturedIO:
+    """What %%capture keeps (IPython's CapturedIO): stdout, stderr, outputs; show()."""
+
+    def __init__(self, stdout, stderr, outputs=None):
+        self._stdout, self._stderr, self.outputs = stdout, stderr, outputs if outputs is not None else []
+
+    @property
+    def stdout(self):
+        return self._stdout.getvalue() if self._stdout is not None else ""
+
+    @property
+    def stderr(self):
+        return self._stderr.getvalue() if self._stderr is not None else ""
+
+    def show(self):
+        if self.stdout:
+            sys.stdout.write(self.stdout)
+        if self.stderr:
+            sys.stderr.write(self.stderr)
+        for output in self.outputs:
+            output.display()
+
+    __call__ = show
+
+    def __str__(self):
+        return self.stdout
+
+    def __repr__(self):
+        return f"<IPython.utils.capture.CapturedIO object at {id(self):#x}>"
+
+
+CapturedIO.__module__ = "IPython.utils.capture"
+
+
+class capture_output:
+    """Keeps what runs inside it prints and displays (IPython.utils.capture)."""
+
+    def __init__(self, stdout=True, stderr=True, display=True):
+        self.stdout, self.stderr, self.displays = stdout, stderr, display
+
+    def __enter__(self):
+        import io
+
+        self.saved = sys.stdout, sys.stderr
+        out = io.StringIO() if self.stdout else None
+        err = io.StringIO() if self.stderr else None
+        self.outputs = []
+        if out is not None:
+            sys.stdout = out
+        if err is not None:
+            sys.stderr = err
+        _captures.append(self)
+        return CapturedIO(out, err, self.outputs)
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.saved
+        _captures.remove(self)
+
+
+capture_output.__module__ = "IPython.utils.capture"
+
+
+def register_magics(shell):
+    """%%html, %%markdown, %%latex, %%svg, %%javascript: the body displayed as that."""
+    import _sandbox_ipython as ipython
+
+    def cell_display(kind):
+        def show(line, cell):
+            display(kind(cell))
+
+        return show
+
+    for name, kind in (("html", ipython.HTML), ("HTML", ipython.HTML), ("markdown", ipython.Markdown),
+                       ("latex", ipython.Latex), ("svg", ipython.SVG), ("SVG", ipython.SVG),
+                       ("javascript", ipython.Javascript), ("js", ipython.Javascript)):
+        shell.magics_manager.register_function(cell_display(kind), "cell", name)
+
+
+def patch_tqdm_notebook(module):
+    """tqdm.notebook's bars need ipywidgets; here they are tqdm's text bars."""
+    import tqdm.std
+
+    module.tqdm, module.trange = tqdm.std.tqdm, tqdm.std.trange
+    module.tqdm_notebook, module.tnrange = tqdm.std.tqdm, tqdm.std.trange

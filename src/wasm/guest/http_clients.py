@@ -1,0 +1,387 @@
+# The HTTP clients people use, through the host's door (guest/http_door.py's `fetch`),
+# patched as each is imported, on the model of pyodide-http and of urllib3's own
+# emscripten support (which replaces its connection classes): the library keeps its own
+# logic (redirects, retries, cookies, decoding, timeouts as it reads them) and only the
+# wire is the host's. The host follows no redirect for them (each hop comes back to the
+# library, which follows it through the door again, every hop checked by the host).
+#
+# - urllib3 (and so requests): connection classes whose getresponse() asks the door;
+# - requests: a refusal raises requests.exceptions.NetworkRefused (a ConnectionError);
+# - httpx: HTTPTransport and AsyncHTTPTransport answer through the door;
+# - aiohttp: the TCP connector's connection is a transport that reads the HTTP/1.1
+#   request aiohttp writes, asks the door, and hands back the response as bytes for
+#   aiohttp's own parser.
+#
+# A refusal by the sandbox's rules raises the library's connection error class (named
+# NetworkRefused) with the host's message, which names the rule; it is never retried.
+
+__sandbox_internal__ = True
+
+import io
+
+from _sandbox_http import DoorFailure, fetch
+
+REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
+
+
+def seconds(value):
+    """A timeout setting as seconds, or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
+
+# ---- urllib3 ------------------------------------------------------------------------------
+
+def patch_urllib3(urllib3):
+    """Makes urllib3's pools use connections that go through the door."""
+    import http.client
+
+    from urllib3 import connection, connectionpool, exceptions
+    from urllib3._collections import HTTPHeaderDict
+    from urllib3.response import HTTPResponse
+    from urllib3.util.timeout import Timeout
+
+    class NetworkRefused(exceptions.HTTPError):
+        """The sandbox's network rules refused the request (the message names the rule);
+        urllib3 does not retry it."""
+
+    NetworkRefused.__module__ = "urllib3.exceptions"
+    exceptions.NetworkRefused = NetworkRefused
+
+    class Original:
+        """What urllib3 and requests read of http.client's response: its headers (for
+        cookies) and whether it is closed."""
+
+        def __init__(self, pairs):
+            self.msg = http.client.HTTPMessage()
+            for name, value in pairs:
+                self.msg[name] = value
+            self.closed = False
+
+        def isclosed(self):
+            return self.closed
+
+        def close(self):
+            self.closed = True
+
+    class DoorHTTPConnection:
+        """An HTTP connection of urllib3 whose request goes through the door: request()
+        keeps what to send, getresponse() sends it and reads the answer."""
+
+        default_port = 80
+        default_socket_options = []
+        scheme = "http"
+        is_verified = False
+        proxy_is_verified = None
+        sock = None
+
+        def __init__(self, host, port=None, *, timeout=None, source_address=None,
+                     blocksize=16384, socket_options=None, proxy=None, proxy_config=None, **_):
+            self.host, self.port = host, port or self.default_port
+            self.timeout = timeout
+            self.blocksize, self.source_address, self.socket_options = blocksize, None, None
+            self.proxy, self.proxy_config = None, None
+            self._asked = None
+            self._closed = True
+
+        def set_tunnel(self, host, port=None, headers=None, scheme="http"):
+            pass
+
+        def connect(self):
+            pass
+
+        def request(self, method, url, body=None, headers=None, *, chunked=False,
+                    preload_content=True, decode_content=True, enforce_content_length=True):
+            if not url.startswith(("http://", "https://")):
+                host = f"[{self.host}]" if ":" in self.host else self.host
+                url = f"{self.scheme}://{host}:{self.port}{url}"
+            self._asked = (method, url, list((headers or {}).items()), body,
+                           preload_content, decode_content, enforce_content_length)
+            self._closed = False
+
+        def getresponse(self):
+            if self._asked is None:
+                raise http.client.ResponseNotReady()
+            method, url, headers, body, preload, decode, enforce = self._asked
+            self._asked = None
+            timeout = self.timeout
+            if timeout is Timeout.DEFAULT_TIMEOUT or isinstance(timeout, Timeout):
+                timeout = None
+            try:
+                got = fetch(method, url, headers, body, seconds(timeout), follow_redirects=False)
+            except DoorFailure as failure:
+                if failure.kind == "timeout":
+                    raise TimeoutError(str(failure)) from None
+                if failure.kind in REFUSALS:
+                    raise NetworkRefused(str(failure)) from None
+                raise exceptions.NewConnectionError(self, str(failure)) from None
+            return HTTPResponse(
+                body=io.BytesIO(got.body),
+                headers=HTTPHeaderDict(got.headers),
+                status=got.status,
+                version=11,
+                version_string="HTTP/1.1",
+                reason=got.reason,
+                preload_content=preload,
+                decode_content=decode,
+                original_response=Original(got.headers),
+                enforce_content_length=enforce,
+                request_method=method,
+                request_url=url,
+            )
+
+        def close(self):
+            self._closed = True
+            self._asked = None
+
+        @property
+        def is_closed(self):
+            return self._closed
+
+        @property
+        def is_connected(self):
+            return True
+
+        @property
+        def has_connected_to_proxy(self):
+            return False
+
+    class DoorHTTPSConnection(DoorHTTPConnection):
+        """HTTPS through the door: the host does TLS and checks certificates itself."""
+
+        default_port = 443
+        scheme = "https"
+        is_verified = True
+        cert_reqs = ca_certs = ca_cert_dir = ca_cert_data = None
+        ssl_version = ssl_minimum_version = ssl_maximum_version = None
+        assert_hostname = assert_fingerprint = None
+
+        def __init__(self, host, port=None, **kwargs):
+            super().__init__(host, port, **kwargs)
+            self.server_hostname = kwargs.get("server_hostname")
+            self.ssl_context = kwargs.get("ssl_context")
+            self.cert_file = kwargs.get("cert_file")
+            self.key_file = kwargs.get("key_file")
+
+        def set_cert(self, *args, **kwargs):
+            pass
+
+    connectionpool.HTTPConnectionPool.ConnectionCls = DoorHTTPConnection
+    connectionpool.HTTPSConnectionPool.ConnectionCls = DoorHTTPSConnection
+    connection.HTTPConnection = DoorHTTPConnection
+    connection.HTTPSConnection = DoorHTTPSConnection
+    connection.VerifiedHTTPSConnection = DoorHTTPSConnection
+
+
+# ---- requests -----------------------------------------------------------------------------
+
+def patch_requests(requests):
+    """A refusal by the sandbox's rules raises requests' own ConnectionError class."""
+    import urllib3.exceptions
+    from requests import adapters, exceptions
+
+    class NetworkRefused(exceptions.ConnectionError):
+        """The sandbox's network rules refused the request; the message names the rule."""
+
+    NetworkRefused.__module__ = "requests.exceptions"
+    exceptions.NetworkRefused = requests.NetworkRefused = NetworkRefused
+    send = adapters.HTTPAdapter.send
+
+    def door_send(self, request, *args, **kwargs):
+        try:
+            return send(self, request, *args, **kwargs)
+        except urllib3.exceptions.NetworkRefused as refused:
+            raise NetworkRefused(str(refused), request=request) from None
+
+    door_send.__doc__ = send.__doc__
+    adapters.HTTPAdapter.send = door_send
+
+
+# ---- httpx --------------------------------------------------------------------------------
+
+def patch_httpx(httpx):
+    """httpx's transports answer through the door, sync and async."""
+
+    class NetworkRefused(httpx.ConnectError):
+        """The sandbox's network rules refused the request; the message names the rule."""
+
+    NetworkRefused.__module__ = "httpx"
+    httpx.NetworkRefused = NetworkRefused
+
+    def ask(request, body):
+        timeouts = request.extensions.get("timeout") or {}
+        timeout = seconds(timeouts.get("read")) or seconds(timeouts.get("connect"))
+        try:
+            got = fetch(request.method, str(request.url), request.headers.multi_items(), body,
+                        timeout, follow_redirects=False)
+        except DoorFailure as failure:
+            if failure.kind == "timeout":
+                raise httpx.ReadTimeout(str(failure), request=request) from None
+            if failure.kind in REFUSALS:
+                raise NetworkRefused(str(failure), request=request) from None
+            raise httpx.ConnectError(str(failure), request=request) from None
+        return httpx.Response(
+            got.status,
+            headers=got.headers,
+            stream=httpx.ByteStream(got.body),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": got.reason.encode("latin-1", "replace")},
+        )
+
+    def handle_request(self, request):
+        return ask(request, request.read())
+
+    async def handle_async_request(self, request):
+        return ask(request, await request.aread())
+
+    httpx.HTTPTransport.handle_request = handle_request
+    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request
+
+
+# ---- aiohttp ------------------------------------------------------------------------------
+
+class DoorTransport:
+    """An asyncio transport to one origin whose bytes never leave the sandbox: it reads
+    each HTTP/1.1 request the protocol writes, asks the door for it, and feeds the
+    response back as HTTP/1.1 bytes, for the protocol's own parser."""
+
+    def __init__(self, loop, protocol, origin, timeout, failed):
+        self._loop, self._protocol, self._origin = loop, protocol, origin
+        self._timeout, self._failed = timeout, failed
+        self._buffer = b""
+        self._closing = False
+
+    def write(self, data):
+        if self._closing:
+            return
+        self._buffer += bytes(data)
+        while True:
+            request = take_request(self._buffer)
+            if request is None:
+                return
+            self._buffer = request[-1]
+            self._answer(*request[:-1])
+
+    def writelines(self, chunks):
+        self.write(b"".join(bytes(c) for c in chunks))
+
+    def _answer(self, method, target, headers, body):
+        url = target if target.startswith(("http://", "https://")) else self._origin + target
+        try:
+            got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)
+        except DoorFailure as failure:
+            self._loop.call_soon(self._protocol.set_exception, self._failed(failure))
+            return
+        self._loop.call_soon(self._protocol.data_received, response_bytes(method, got))
+
+    def is_closing(self):
+        return self._closing
+
+    def close(self):
+        if not self._closing:
+            self._closing = True
+            self._loop.call_soon(self._protocol.connection_lost, None)
+
+    abort = close
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def get_write_buffer_size(self):
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        pass
+
+    def get_write_buffer_limits(self):
+        return (0, 0)
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+    def is_reading(self):
+        return True
+
+    def can_write_eof(self):
+        return False
+
+    def write_eof(self):
+        pass
+
+
+def take_request(buffer):
+    """(method, target, headers, body, rest) of the first whole HTTP/1.1 request in
+    `buffer`, or None while it is still coming."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    head = buffer[:end].decode("latin-1").split("\r\n")
+    method, target = head[0].split(" ")[:2]
+    headers = [tuple(part.strip() for part in line.split(":", 1)) for line in head[1:] if ":" in line]
+    names = {name.lower(): value for name, value in headers}
+    rest = buffer[end + 4:]
+    if names.get("transfer-encoding", "").lower() == "chunked":
+        body = bytearray()
+        while True:
+            line_end = rest.find(b"\r\n")
+            if line_end < 0:
+                return None
+            size = int(rest[:line_end].split(b";")[0], 16)
+            if len(rest) < line_end + 2 + size + 2:
+                return None
+            body += rest[line_end + 2:line_end + 2 + size]
+            rest = rest[line_end + 2 + size + 2:]
+            if size == 0:
+                return method, target, headers, bytes(body), rest
+    length = int(names.get("content-length", "0") or 0)
+    if len(rest) < length:
+        return None
+    return method, target, headers, (rest[:length] if length else None), rest[length:]
+
+
+def response_bytes(method, got):
+    """A fetched response as HTTP/1.1 bytes, its body sized by Content-Length."""
+    keep_length = method == "HEAD" or got.status in (204, 304)
+    lines = [f"HTTP/1.1 {got.status} {got.reason}"]
+    lines += [f"{name}: {value}" for name, value in got.headers
+              if keep_length or name.lower() != "content-length"]
+    if not keep_length:
+        lines.append(f"Content-Length: {len(got.body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "replace")
+    return head if keep_length else head + got.body
+
+
+def patch_aiohttp(aiohttp):
+    """aiohttp's TCP connections are DoorTransports (no name is resolved here: the host
+    resolves and checks every address)."""
+    import asyncio
+
+    from aiohttp import connector
+
+    class NetworkRefused(aiohttp.ClientConnectionError):
+        """The sandbox's network rules refused the request; the message names the rule."""
+
+    NetworkRefused.__module__ = "aiohttp"
+    aiohttp.NetworkRefused = NetworkRefused
+
+    def failed(failure):
+        if failure.kind == "timeout":
+            return aiohttp.ServerTimeoutError(str(failure))
+        if failure.kind in REFUSALS:
+            return NetworkRefused(str(failure))
+        return aiohttp.ClientConnectionError(str(failure))
+
+    async def _create_direct_connection(self, req, traces, timeout, *, client_error=None):
+        host = req.url.raw_host
+        host = f"[{host}]" if ":" in host else host
+        origin = f"{'https' if req.is_ssl() else 'http'}://{host}:{req.port}"
+        loop = asyncio.get_running_loop()
+        protocol = self._factory()
+        transport = DoorTransport(loop, protocol, origin, seconds(timeout.total) or seconds(timeout.sock_read), failed)
+        protocol.connection_made(transport)
+        return transport, protocol
+
+    connector.TCPConnector._create_direct_connection = _create_direct_connection

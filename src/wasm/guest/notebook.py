@@ -1,0 +1,70 @@
+# What makes a sandbox answer code written for a notebook: installed by the driver at
+# start. It registers, cheaply, what the other guest modules do when the code needs them
+# (each module is compiled only then, or ahead of time in a runtime's snapshot):
+#
+# - cells holding IPython's syntax are read by syntax.py (`transform`);
+# - get_ipython() is shell.py's shell, with the magics of magics.py;
+# - `IPython` and `pip` are stand-ins (ipython.py, pip_door.py), and pip run from code
+#   (subprocess, os.system) goes to the host's installer too;
+# - threading, concurrent.futures and multiprocessing's pools work on one core (threads.py);
+# - urllib3, requests, httpx and aiohttp go through the door (http_clients.py);
+# - os has the user facts packages look up at import (posix_user.py).
+
+__sandbox_internal__ = True
+
+import sys
+
+# (module imported, guest module, its function that patches it)
+IMPORT_PATCHES = (
+    ("threading", "_sandbox_threads", "patch_threading"),
+    ("concurrent.futures", "_sandbox_threads", "patch_futures"),
+    ("concurrent.futures.thread", "_sandbox_threads", "patch_futures_thread"),
+    ("concurrent.futures.process", "_sandbox_threads", "patch_futures_process"),
+    ("multiprocessing.pool", "_sandbox_threads", "patch_pool"),
+    ("subprocess", "_sandbox_pip", "patch_subprocess"),
+    ("urllib3", "_sandbox_http_clients", "patch_urllib3"),
+    ("requests", "_sandbox_http_clients", "patch_requests"),
+    ("httpx", "_sandbox_http_clients", "patch_httpx"),
+    ("aiohttp", "_sandbox_http_clients", "patch_aiohttp"),
+    ("tqdm.notebook", "_sandbox_display", "patch_tqdm_notebook"),
+)
+# Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
+AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_magics", "_sandbox_display",
+         "_sandbox_ipython", "_sandbox_pip", "_sandbox_threads", "_sandbox_http",
+         "_sandbox_http_clients", "_sandbox_ssl", "_sandbox_asyncio")
+
+_api = []
+
+
+def install(api):
+    """Registers the patches; in a runtime with a snapshot, compiles every guest module
+    now (and makes the standard modules they patch importable at once)."""
+    _api.append(api)
+    import _sandbox_posix
+
+    _sandbox_posix.patch_os()
+    for name, module, function in IMPORT_PATCHES:
+        api.patch_on_import(name, patcher(module, function))
+    if api.turns:
+        for module in AHEAD:
+            __import__(module)
+
+
+def patcher(module, function):
+    def patch(target):
+        getattr(__import__(module), function)(target)
+
+    return patch
+
+
+def transform(code):
+    """A cell with IPython's syntax as plain Python (as many lines as it had)."""
+    import _sandbox_syntax
+
+    api = _api[0]
+    namespace = api.namespace
+    return _sandbox_syntax.transform_cell(
+        code,
+        automagic=api.automagic,
+        shadowed=lambda name: name in namespace or hasattr(sys.modules["builtins"], name),
+    )

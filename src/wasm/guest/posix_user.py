@@ -1,0 +1,165 @@
+# POSIX facts a WASI CPython lacks, answered as a lone unprivileged user would answer
+# them, so that pure-Python packages that merely look (platformdirs, black, getpass,
+# click...) import and run: os.getuid() and friends, os.getlogin(), os.getgroups(), and
+# stand-ins for the `pwd` and `grp` modules knowing that one user. Nothing here grants
+# anything: setuid and kill stay absent, and the sandbox has no other users or processes.
+
+__sandbox_internal__ = True
+
+import os
+
+USER = "user"
+UID = GID = 1000
+HOME = "/"
+SHELL = "/bin/false"  # there is no shell in the sandbox
+PID = 2
+
+
+def getuid():
+    """The sandbox's one user: 1000, not root."""
+    return UID
+
+
+def getgid():
+    """The group of the sandbox's one user: 1000."""
+    return GID
+
+
+def getgroups():
+    """The groups of the sandbox's one user."""
+    return [GID]
+
+
+def getlogin():
+    """The name of the sandbox's one user."""
+    return USER
+
+
+def getpid():
+    """The interpreter's process id (it has no other processes)."""
+    return PID
+
+
+def getppid():
+    return 1
+
+
+def getpgrp():
+    return PID
+
+
+def getsid(pid=0):
+    return PID
+
+
+def getresuid():
+    return (UID, UID, UID)
+
+
+def getresgid():
+    return (GID, GID, GID)
+
+
+def umask(mask):
+    """Files are created with the sandbox's own permissions; the old mask, 022, is returned."""
+    return 0o022
+
+
+FUNCTIONS = {
+    "getuid": getuid, "geteuid": getuid, "getgid": getgid, "getegid": getgid,
+    "getgroups": getgroups, "getlogin": getlogin, "getpid": getpid, "getppid": getppid,
+    "getpgrp": getpgrp, "getsid": getsid, "getresuid": getresuid, "getresgid": getresgid,
+    "umask": umask,
+}
+
+
+def system(command):
+    """Runs pip through the sandbox's installer; nothing else can run (there are no
+    processes): exit status 127, and a line on stderr saying what to use instead."""
+    import _sandbox_pip
+
+    return _sandbox_pip.system(command)
+
+
+def patch_os():
+    """Adds what `os` (and `posix`) lack of FUNCTIONS; what the runtime has is kept.
+    os.system runs pip only."""
+    import posix
+
+    for name, function in FUNCTIONS.items():
+        for module in (os, posix):
+            if not hasattr(module, name):
+                setattr(module, name, function)
+    os.system = system
+
+
+def fill(module):
+    """Fills the stand-in `pwd` or `grp` module."""
+    if module.__name__ == "pwd":
+        fill_pwd(module)
+    else:
+        fill_grp(module)
+
+
+def struct_type(name, fields, doc):
+    """A tuple type with named fields, as the C modules' struct types are."""
+    def make(cls, values):
+        self = tuple.__new__(cls, values)
+        return self
+
+    namespace = {"__new__": make, "__doc__": doc, "n_fields": len(fields), "n_sequence_fields": len(fields),
+                 "__repr__": lambda self: f"{name}(" + ", ".join(f"{f}={v!r}" for f, v in zip(fields, self)) + ")"}
+    for index, field in enumerate(fields):
+        namespace[field] = property(lambda self, i=index: self[i])
+    return type(name, (tuple,), namespace)
+
+
+def fill_pwd(module):
+    struct_passwd = struct_type(
+        "struct_passwd", ("pw_name", "pw_passwd", "pw_uid", "pw_gid", "pw_gecos", "pw_dir", "pw_shell"),
+        "pwd.struct_passwd: the sandbox's one user.")
+    struct_passwd.__module__ = "pwd"
+    entry = struct_passwd((USER, "x", UID, GID, "sandbox user", HOME, SHELL))
+
+    def getpwuid(uid):
+        """The password database entry of user id `uid` (only the sandbox's one user)."""
+        if int(uid) != UID:
+            raise KeyError(f"getpwuid(): uid not found: {uid}")
+        return entry
+
+    def getpwnam(name):
+        """The password database entry of user `name` (only the sandbox's one user)."""
+        if name != USER:
+            raise KeyError(f"getpwnam(): name not found: {name!r}")
+        return entry
+
+    def getpwall():
+        return [entry]
+
+    module.struct_passwd = struct_passwd
+    module.getpwuid, module.getpwnam, module.getpwall = getpwuid, getpwnam, getpwall
+    module.__doc__ = "The password database of the sandbox: one unprivileged user."
+
+
+def fill_grp(module):
+    struct_group = struct_type("struct_group", ("gr_name", "gr_passwd", "gr_gid", "gr_mem"),
+                               "grp.struct_group: the sandbox's one group.")
+    struct_group.__module__ = "grp"
+    entry = struct_group((USER, "x", GID, [USER]))
+
+    def getgrgid(gid):
+        if int(gid) != GID:
+            raise KeyError(f"getgrgid(): gid not found: {gid}")
+        return entry
+
+    def getgrnam(name):
+        if name != USER:
+            raise KeyError(f"getgrnam(): name not found: {name!r}")
+        return entry
+
+    def getgrall():
+        return [entry]
+
+    module.struct_group = struct_group
+    module.getgrgid, module.getgrnam, module.getgrall = getgrgid, getgrnam, getgrall
+    module.__doc__ = "The group database of the sandbox: one group."

@@ -1,0 +1,478 @@
+# The sandbox's IPython-like shell: what get_ipython() returns, and what the code
+# syntax.py writes for magics and shell lines calls into. Magics are looked up in a
+# registry (magics.py fills it with IPython's common ones; code adds its own with
+# register_magic_function or IPython.core.magic's decorators), their arguments expanded
+# the way IPython expands them ({expr} and $name from the caller's namespace). There is no
+# shell behind `!`: pip runs through the host's installer, and any other command gets one
+# line saying there is no shell and what to use instead.
+
+__sandbox_internal__ = True
+
+import string
+import sys
+
+import _sandbox_api as api
+
+
+class UsageError(Exception):
+    """A magic was used wrongly (IPython's UsageError): reported in one line."""
+
+    _sandbox_short_traceback = True
+
+
+UsageError.__module__ = "IPython.core.error"
+
+# What to use instead of a shell command, for the commands notebooks run most.
+INSTEAD = {
+    "ls": "os.listdir('.') or pathlib.Path('.').iterdir() (or the list_files tool)",
+    "ll": "os.listdir('.') or pathlib.Path('.').iterdir() (or the list_files tool)",
+    "dir": "os.listdir('.') (or the list_files tool)",
+    "cat": "open(path).read() (or the read_file tool)",
+    "head": "open(path).readlines()[:10] (or the read_file tool)",
+    "tail": "open(path).readlines()[-10:] (or the read_file tool)",
+    "less": "open(path).read() (or the read_file tool)",
+    "more": "open(path).read() (or the read_file tool)",
+    "wc": "len(open(path).readlines())",
+    "grep": "a loop over open(path) with `if pattern in line` (or re)",
+    "find": "pathlib.Path('.').rglob('*')",
+    "pwd": "os.getcwd() (or %pwd)",
+    "cd": "os.chdir(path) (or %cd)",
+    "mkdir": "os.makedirs(path, exist_ok=True)",
+    "rm": "os.remove(path) or shutil.rmtree(path)",
+    "rmdir": "os.rmdir(path)",
+    "cp": "shutil.copy(src, dst) or shutil.copytree(src, dst)",
+    "mv": "shutil.move(src, dst)",
+    "touch": "pathlib.Path(path).touch()",
+    "echo": "print(...)",
+    "wget": "urllib.request.urlretrieve(url, path) or requests.get(url) (hosts the server allows)",
+    "curl": "urllib.request.urlopen(url).read() or requests.get(url) (hosts the server allows)",
+    "unzip": "zipfile.ZipFile(path).extractall()",
+    "zip": "shutil.make_archive(name, 'zip', folder)",
+    "tar": "tarfile.open(path).extractall()",
+    "gunzip": "gzip.open(path).read()",
+    "du": "os.path.getsize(path) or os.stat(path).st_size",
+    "df": "shutil.disk_usage('/')",
+    "env": "os.environ (or %env)",
+    "which": "shutil.which (there are no programs to find here)",
+    "python": "%run script.py, or import the module",
+    "python3": "%run script.py, or import the module",
+    "git": "nothing here: there is no git; fetch files over HTTP from allowed hosts",
+    "nvidia-smi": "nothing: the sandbox has no GPU",
+    "apt": "nothing: only pure-Python packages can be installed, with %pip install",
+    "apt-get": "nothing: only pure-Python packages can be installed, with %pip install",
+    "sudo": "nothing: there is no root and no shell here",
+    "conda": "%pip install (pure-Python packages)",
+}
+NO_SHELL = "there is no shell in this sandbox, so `{cmd}` cannot run; use {instead}"
+GENERIC = "Python's os, pathlib and shutil, or the list_files, read_file and write_file tools"
+
+
+def no_shell_line(cmd):
+    """The one line a shell command gets."""
+    words = cmd.split()
+    first = words[0].rsplit("/", 1)[-1] if words else ""
+    return NO_SHELL.format(cmd=cmd.strip(), instead=INSTEAD.get(first, GENERIC))
+
+
+class SList(list):
+    """The lines a command printed (IPython's SList): .s, .n, .l, .p, grep(), fields()."""
+
+    @property
+    def s(self):
+        return " ".join(self)
+
+    @property
+    def n(self):
+        return "\n".join(self)
+
+    @property
+    def l(self):  # noqa: E743 - IPython's name
+        return list(self)
+
+    @property
+    def p(self):
+        import pathlib
+
+        return [pathlib.Path(line) for line in self]
+
+    def grep(self, pattern, prune=False, field=None):
+        import re
+
+        match = (lambda line: re.search(pattern, line)) if isinstance(pattern, str) else pattern
+        return SList(line for line in self if bool(match(line)) != prune)
+
+    def fields(self, *indexes):
+        rows = [line.split() for line in self]
+        if not indexes:
+            return SList(" ".join(row) for row in rows)
+        return SList(" ".join(row[i] for i in indexes if -len(row) <= i < len(row)) for row in rows)
+
+
+class Expander(string.Formatter):
+    """IPython's expansion of magic and shell arguments: {expression} is evaluated,
+    $name (and $name.attr) replaced, $$ is a dollar sign."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def get_field(self, field_name, args, kwargs):
+        return eval(field_name, self.namespace), field_name
+
+    def parse(self, text):
+        for literal, field, spec, conversion in super().parse(text):
+            yield from dollars(literal, self.namespace)
+            if field is not None:
+                yield "", field, spec, conversion
+
+
+def dollars(literal, namespace):
+    """`$name` pieces of a literal: (text, field) pairs as Formatter.parse gives them."""
+    import re
+
+    at = 0
+    text = ""
+    for match in re.finditer(r"\$(\$?[\w.]+)", literal):
+        text += literal[at:match.start()]
+        name = match.group(1)
+        if name.startswith("$"):
+            text += name
+        else:
+            yield text, name.rstrip("."), "", None
+            text = ""
+            if name.endswith("."):
+                text = "."
+        at = match.end()
+    yield text + literal[at:], None, None, None
+
+
+class Formatter:
+    """One MIME type's printers registered by type (what display_formatter.formatters[m]
+    is in IPython: for_type(), for_type_by_name(), lookup())."""
+
+    def __init__(self, mime):
+        self.format_type = mime
+        self.enabled = True
+        self.type_printers = {}
+        self.deferred_printers = {}
+
+    def for_type(self, typ, func=None):
+        if isinstance(typ, str):
+            module, _, name = typ.rpartition(".")
+            return self.for_type_by_name(module, name, func)
+        old = self.type_printers.get(typ)
+        if func is not None:
+            self.type_printers[typ] = func
+        return old
+
+    def for_type_by_name(self, type_module, type_name, func=None):
+        key = (type_module, type_name)
+        old = self.deferred_printers.get(key)
+        if func is not None:
+            self.deferred_printers[key] = func
+        return old
+
+    def lookup(self, obj):
+        for cls in type(obj).__mro__:
+            if cls in self.type_printers:
+                return self.type_printers[cls]
+            key = (cls.__module__, cls.__name__)
+            if key in self.deferred_printers:
+                self.type_printers[cls] = self.deferred_printers.pop(key)
+                return self.type_printers[cls]
+        return None
+
+    def pop(self, typ, default=None):
+        return self.type_printers.pop(typ, default)
+
+    def __contains__(self, typ):
+        return typ in self.type_printers
+
+
+class DisplayFormatter:
+    MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+             "image/svg+xml", "application/json", "application/javascript", "application/pdf")
+
+    def __init__(self):
+        self.formatters = {mime: Formatter(mime) for mime in self.MIMES}
+        self.active_types = list(self.MIMES)
+
+    def format(self, obj, include=None, exclude=None):
+        import _sandbox_display
+
+        return _sandbox_display.mime_bundle(obj), {}
+
+
+class Events:
+    """Event callbacks (pre_run_cell, post_execute...): registered and kept; the
+    sandbox runs cells without them."""
+
+    def __init__(self):
+        self.callbacks = {}
+
+    def register(self, event, function):
+        self.callbacks.setdefault(event, []).append(function)
+
+    def unregister(self, event, function):
+        if function in self.callbacks.get(event, []):
+            self.callbacks[event].remove(function)
+
+    def trigger(self, event, *args, **kwargs):
+        for function in list(self.callbacks.get(event, [])):
+            function(*args, **kwargs)
+
+
+class MagicsManager:
+    """The registry of magics: magics['line'][name] and magics['cell'][name]."""
+
+    def __init__(self):
+        self.magics = {"line": {}, "cell": {}}
+
+    def register_function(self, func, magic_kind="line", magic_name=None):
+        name = magic_name or func.__name__
+        kinds = ("line", "cell") if magic_kind == "line_cell" else (magic_kind,)
+        for kind in kinds:
+            self.magics[kind][name] = func
+        if "line" in kinds:
+            api.automagic.add(name)
+
+    def register(self, *objects):
+        for obj in objects:
+            instance = obj(shell()) if isinstance(obj, type) else obj
+            for kind, names in getattr(type(instance), "magics", {}).items():
+                for name, method in names.items():
+                    self.magics[kind][name] = getattr(instance, method)
+                    if kind == "line":
+                        api.automagic.add(name)
+
+    def find(self, kind, name):
+        return self.magics[kind].get(name)
+
+    def lsmagic(self):
+        return self.magics
+
+
+class ExtensionManager:
+    def __init__(self):
+        self.loaded = set()
+
+    def load_extension(self, name):
+        import _sandbox_magics
+
+        return _sandbox_magics.load_extension(name)
+
+
+class ExecutionResult:
+    def __init__(self, result=None, error=None):
+        self.result, self.error_in_exec, self.error_before_exec = result, error, None
+        self.success = error is None
+
+    def raise_error(self):
+        if self.error_in_exec is not None:
+            raise self.error_in_exec
+
+
+class SandboxShell:
+    """The sandbox's IPython-like shell (see `%lsmagic` for its magics)."""
+
+    def __init__(self):
+        self.config = {}
+        self.kernel = None
+        self.events = Events()
+        self.display_formatter = DisplayFormatter()
+        self.magics_manager = MagicsManager()
+        self.extension_manager = ExtensionManager()
+        self.user_ns_hidden = {}
+        self.automagic = True
+        self.autocall = 0
+        self.execution_count = 0
+        self.dir_stack = []
+        self.home_dir = "/"
+        self.custom_exceptions = ()
+
+    @property
+    def user_ns(self):
+        return api.namespace
+
+    user_global_ns = user_ns
+
+    # ---- magics -------------------------------------------------------------------------
+    def find_line_magic(self, name):
+        return self.magics_manager.find("line", name)
+
+    def find_cell_magic(self, name):
+        return self.magics_manager.find("cell", name)
+
+    def find_magic(self, name, magic_kind="line"):
+        return self.magics_manager.find(magic_kind, name)
+
+    def register_magic_function(self, func, magic_kind="line", magic_name=None):
+        self.magics_manager.register_function(func, magic_kind, magic_name)
+
+    def register_magics(self, *objects):
+        self.magics_manager.register(*objects)
+
+    def run_line_magic(self, magic_name, line, _stack_depth=1):
+        """Runs the line magic `%magic_name line`."""
+        fn = self.find_line_magic(magic_name)
+        if fn is None:
+            if magic_name.startswith("%"):
+                raise UsageError(
+                    f"%%{magic_name.lstrip('%')} is a cell magic: it must be the first line of the "
+                    "cell, and the rest of the cell is what it runs"
+                )
+            also = " (but cell magic `%%{}` exists, did you mean that instead?)".format(magic_name) if self.find_cell_magic(magic_name) else ""
+            raise UsageError(f"Line magic function `%{magic_name}` not found{also}.")
+        frame = sys._getframe(_stack_depth)
+        if not getattr(fn, "_sandbox_no_var_expand", False):
+            line = self.var_expand(line, frame)
+        if getattr(fn, "_sandbox_wants_frame", False):
+            return fn(line, frame=frame)
+        if getattr(fn, "needs_local_scope", False):
+            return fn(line, local_ns=frame.f_locals)
+        return fn(line)
+
+    def run_cell_magic(self, magic_name, line, cell):
+        """Runs the cell magic `%%magic_name line` on the body `cell`."""
+        fn = self.find_cell_magic(magic_name)
+        if fn is None:
+            also = " (but line magic `%{}` exists, did you mean that instead?)".format(magic_name) if self.find_line_magic(magic_name) else ""
+            raise UsageError(f"Cell magic `%%{magic_name}` not found{also}.")
+        if cell == "":
+            also = f" Did you mean the line magic %{magic_name} (single %)?" if self.find_line_magic(magic_name) else ""
+            raise UsageError(f"%%{magic_name} is a cell magic, but the cell body is empty.{also}")
+        frame = sys._getframe(1)
+        if not getattr(fn, "_sandbox_no_var_expand", False):
+            line = self.var_expand(line, frame)
+        if getattr(fn, "_sandbox_wants_frame", False):
+            return fn(line, cell, frame=frame)
+        return fn(line, cell)
+
+    def magic(self, arg_s):
+        """Runs a line magic given as `name args` (or `%name args`): the old spelling."""
+        name, _, args = arg_s.lstrip().lstrip("%").partition(" ")
+        return self.run_line_magic(name, args, _stack_depth=2)
+
+    def var_expand(self, cmd, frame=None):
+        """`cmd` with {expressions} and $names taken from the caller's namespace."""
+        namespace = dict(self.user_ns)
+        if frame is not None and frame.f_locals is not frame.f_globals:
+            namespace.update(frame.f_locals)
+        try:
+            return Expander(namespace).vformat(cmd, args=[], kwargs={})
+        except Exception:  # noqa: BLE001 - left as written when it cannot be expanded
+            return cmd
+
+    # ---- commands -----------------------------------------------------------------------
+    def system(self, cmd):
+        """Runs `!cmd`: pip through the host's installer; anything else says there is no
+        shell. The exit status is kept in `_exit_code`, as IPython keeps it."""
+        import _sandbox_pip
+
+        cmd = self.var_expand(cmd, sys._getframe(1))
+        status = _sandbox_pip.run_command(cmd)
+        if status is None:
+            sys.stderr.write(no_shell_line(cmd) + "\n")
+            status = 127
+        self.user_ns["_exit_code"] = status
+
+    system_piped = system_raw = system
+
+    def getoutput(self, cmd, split=True, depth=0):
+        """What `cmd` prints, as the lines of an SList (`x = !cmd`)."""
+        import io
+
+        import _sandbox_pip
+
+        cmd = self.var_expand(cmd, sys._getframe(depth + 1))
+        out = io.StringIO()
+        status = _sandbox_pip.run_command(cmd, stdout=out, stderr=out)
+        text = out.getvalue() if status is not None else no_shell_line(cmd)
+        return SList(text.splitlines()) if split else text
+
+    # ---- running code -------------------------------------------------------------------
+    def run_cell(self, raw_cell, store_history=False, silent=False, shell_futures=True, cell_id=None):
+        """Runs a cell in the user's namespace, magics and all; its last expression is
+        displayed (unless silent). Errors are kept in the result, and shown."""
+        import traceback
+
+        import _sandbox_magics
+
+        try:
+            value = _sandbox_magics.run_source(raw_cell, "<run_cell>", 0, display_last=not silent)
+        except Exception as exc:  # noqa: BLE001 - IPython shows it and carries on
+            if not silent:
+                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+            return ExecutionResult(error=exc)
+        return ExecutionResult(result=value)
+
+    def ex(self, cmd):
+        exec(cmd, self.user_ns)
+
+    def ev(self, expr):
+        return eval(expr, self.user_ns)
+
+    def push(self, variables, interactive=True):
+        if isinstance(variables, str):
+            frame = sys._getframe(1)
+            variables = {name: eval(name, frame.f_globals, frame.f_locals) for name in variables.replace(",", " ").split()}
+        self.user_ns.update(variables)
+
+    def drop_by_id(self, variables):
+        for name, value in variables.items():
+            if self.user_ns.get(name) is value:
+                del self.user_ns[name]
+
+    def transform_cell(self, raw_cell):
+        import _sandbox_notebook
+
+        return _sandbox_notebook.transform(raw_cell)
+
+    def showtraceback(self, exc_tuple=None, *args, **kwargs):
+        import traceback
+
+        kind, value, tb = exc_tuple or sys.exc_info()
+        if value is not None:
+            traceback.print_exception(kind, value, tb)
+
+    showsyntaxerror = showtraceback
+
+    def show_usage(self):
+        print("This sandbox reads IPython's syntax: %magics (see %lsmagic), %%cell magics, "
+              "obj? for help, and !pip install for packages; there is no shell behind other ! lines.")
+
+    def set_next_input(self, text, replace=False):
+        pass
+
+    def set_custom_exc(self, exc_tuple, handler):
+        self.custom_exceptions = exc_tuple
+
+    def ask_yes_no(self, prompt, default=None, interrupt=None):
+        raise OSError("there is no input here: the sandbox's code cannot be asked questions (stdin is empty)")
+
+    def has_trait(self, name):
+        return hasattr(self, name)
+
+    def getoutput_split(self, cmd):
+        return self.getoutput(cmd)
+
+    def enable_matplotlib(self, gui=None):
+        return ("inline", "module://_sandbox_plots")
+
+    def enable_gui(self, gui=None):
+        pass
+
+    def __repr__(self):
+        return f"<SandboxShell: the sandbox's IPython-like shell at {id(self):#x}>"
+
+
+_shell = []
+
+
+def shell():
+    """The one shell, made (with the built-in magics registered) on first use."""
+    if not _shell:
+        _shell.append(SandboxShell())
+        import _sandbox_magics
+
+        _sandbox_magics.register_all(_shell[0])
+    return _shell[0]

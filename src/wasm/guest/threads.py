@@ -1,0 +1,381 @@
+# Threads, as far as one core allows. A WASI CPython cannot start a thread ("can't start
+# new thread"), yet code written for CPython uses threads for independent work, where the
+# order in which the pieces run does not change the results. Here:
+#
+# - threading.Thread.start() queues the thread; it runs, to its end, when something waits
+#   for it: join(), a lock, an event, a condition, a queue or a semaphore that it could
+#   release (then the queued threads run one after another until the wait is satisfied),
+#   or the end of the cell (threads never joined finish then, as they would meanwhile in a
+#   notebook; daemon threads are left queued, with a note). current_thread() names it
+#   while it runs, and an exception in it is reported by threading.excepthook, as CPython
+#   does.
+# - concurrent.futures' ThreadPoolExecutor and ProcessPoolExecutor, multiprocessing's Pool
+#   and ThreadPool run each task when it is submitted and hand back finished futures and
+#   results, so map(), submit().result(), as_completed(), asyncio.to_thread() and
+#   loop.run_in_executor() give the results they give in CPython.
+# - A wait that nothing could ever satisfy (no queued thread can release the lock, set
+#   the event, fill the queue) raises NeedsAnotherThread at once, saying so, instead of
+#   hanging; a wait with a timeout sleeps it out and gives up, as CPython would.
+
+__sandbox_internal__ = True
+
+import sys
+import time
+
+pending = []   # threads started and not yet run, oldest first
+_ids = [1 << 16]  # what Thread.ident says of a queued thread
+running = []   # threads running now, innermost last
+
+
+class NeedsAnotherThread(RuntimeError):
+    """The code waits for something only another running thread could do; the sandbox
+    runs Python on one thread."""
+
+
+# What a wait is for, by the function of threading, queue or concurrent.futures doing it.
+WAITS = (("Event.wait", "an event to be set"), ("Queue.get", "an item in an empty queue"),
+         ("Queue.put", "room in a full queue"), ("Queue.join", "a queue's tasks to be done"),
+         ("SimpleQueue.get", "an item in an empty queue"), ("Barrier.wait", "the other parties of a barrier"),
+         ("Semaphore.acquire", "a semaphore to be released"), ("Condition.wait", "a condition to be notified"),
+         ("Future.result", "a future's result"), ("Future.exception", "a future's result"))
+
+
+def waiting_for():
+    """What the code is waiting for, from the frames of the wait."""
+    found = "a lock that is held"
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+            ("threading", "queue", "concurrent.futures", "_sandbox_threads")):
+        name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+        found = next((what for suffix, what in WAITS if name.endswith(suffix)), found)
+        frame = frame.f_back
+    return found
+
+
+def blocked(what):
+    return NeedsAnotherThread(
+        f"this would wait forever for {what}: the sandbox runs Python on one thread, so "
+        "nothing else can ever do it (a started thread runs when it is waited for, to its "
+        "end, one at a time; code that needs two threads running at once cannot work here)"
+    )
+
+
+def run_next():
+    """Runs the oldest queued thread (or raw task) to its end; False if there is none."""
+    if not pending:
+        return False
+    task = pending.pop(0)
+    if callable(task) and not hasattr(task, "run"):
+        task()
+    else:
+        run_thread(task)
+    return True
+
+
+def run_pending():
+    """Runs the threads still queued at the end of a cell, except daemon threads, which
+    stay queued (a note says so)."""
+    waiting = [t for t in pending if getattr(t, "daemon", False)]
+    while any(not getattr(t, "daemon", False) for t in pending):
+        task = next(t for t in pending if not getattr(t, "daemon", False))
+        pending.remove(task)
+        pending.insert(0, task)
+        run_next()
+    if waiting:
+        names = ", ".join(getattr(t, "name", "?") for t in waiting[:5])
+        sys.stderr.write(
+            f"[{len(waiting)} daemon thread(s) started but not run ({names}): the sandbox runs a "
+            "thread when something waits for it (join(), a lock, an event, a queue), one at a time]\n"
+        )
+
+
+class Lock:
+    """threading.Lock for one real thread: acquiring a held lock runs the queued threads
+    (one of them may release it), then sleeps out a timeout or raises NeedsAnotherThread."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self):
+        self._held = False
+
+    def acquire(self, blocking=True, timeout=-1):
+        if not self._held:
+            self._held = True
+            return True
+        if not blocking:
+            return False
+        while self._held and run_next():
+            pass
+        if not self._held:
+            self._held = True
+            return True
+        if timeout is not None and timeout >= 0:
+            time.sleep(timeout)
+            return False
+        raise blocked(waiting_for())
+
+    def release(self):
+        if not self._held:
+            raise RuntimeError("release unlocked lock")
+        self._held = False
+
+    def locked(self):
+        return self._held
+
+    def _at_fork_reinit(self):
+        self._held = False
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return f"<{'locked' if self._held else 'unlocked'} {type(self).__module__}.Lock object at {id(self):#x}>"
+
+
+Lock.__module__ = "_thread"
+
+
+def patch_threading(threading):
+    """Thread.start() queues, join() runs; locks are Lock above (so every primitive
+    built on them, in threading and queue, waits the same way)."""
+    threading.Lock = threading._allocate_lock = Lock
+    threading._CRLock = None  # RLock() is then threading's Python RLock, on Lock above
+    Thread = threading.Thread
+
+    def start(self):
+        if not self._initialized:
+            raise RuntimeError("thread.__init__() not called")
+        if self._started.is_set():
+            raise RuntimeError("threads can only be started once")
+        _ids[0] += 1
+        self._ident = self._native_id = _ids[0]
+        self._started.set()
+        pending.append(self)
+
+    def join(self, timeout=None):
+        if not self._initialized:
+            raise RuntimeError("Thread.__init__() not called")
+        if not self._started.is_set():
+            raise RuntimeError("cannot join thread before it is started")
+        if running and running[-1] is self:
+            raise RuntimeError("cannot join current thread")
+        if self in pending:
+            pending.remove(self)
+            run_thread(self)
+        elif self in running:
+            raise blocked(f"{self.name} to end, which is waiting itself")
+
+    def is_alive(self):
+        return self in pending or self in running
+
+    start.__doc__, join.__doc__, is_alive.__doc__ = Thread.start.__doc__, Thread.join.__doc__, Thread.is_alive.__doc__
+    Thread.start, Thread.join, Thread.is_alive = start, join, is_alive
+    import _thread
+
+    def start_new_thread(function, args, kwargs=None):
+        pending.append(lambda: function(*args, **(kwargs or {})))
+        return len(pending)
+
+    _thread.start_new_thread = start_new_thread
+
+
+def run_thread(thread):
+    """Runs a started thread to its end, as the thread it is."""
+    import threading
+
+    ident = threading.get_ident()
+    main = threading._active.get(ident)
+    running.append(thread)
+    threading._active[ident] = thread
+    try:
+        thread.run()
+    except SystemExit:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - reported as CPython reports a thread's
+        exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None
+        threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
+    finally:
+        running.pop()
+        if main is not None:
+            threading._active[ident] = main
+
+
+# ---- executors and pools ----------------------------------------------------------------
+
+def executor_classes():
+    """ThreadPoolExecutor and ProcessPoolExecutor that run each task as it is submitted."""
+    import os
+    from concurrent.futures import _base
+
+    class InlineExecutor(_base.Executor):
+        """Runs each submitted call at once, on the sandbox's one thread, and hands back
+        its finished future (the results are those of a pool of workers)."""
+
+        def __init__(self, max_workers=None, *args, initializer=None, initargs=(), **kwargs):
+            if max_workers is not None and max_workers <= 0:
+                raise ValueError("max_workers must be greater than 0")
+            self._max_workers = max_workers or min(32, (os.cpu_count() or 1) + 4)
+            self._initializer, self._initargs = initializer, initargs
+            self._initialized = initializer is None
+            self._shutdown = False
+            self._broken = False
+
+        def submit(self, fn, /, *args, **kwargs):
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if self._broken:
+                raise _base.BrokenExecutor(self._broken)
+            if not self._initialized:
+                self._initialized = True
+                try:
+                    self._initializer(*self._initargs)
+                except BaseException:
+                    self._broken = "A worker initializer failed, the pool is not usable anymore"
+                    raise _base.BrokenExecutor(self._broken) from None
+            future = _base.Future()
+            future.set_running_or_notify_cancel()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - the future carries it, as a worker's would
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            return future
+
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            self._shutdown = True
+
+    class ThreadPoolExecutor(InlineExecutor):
+        __doc__ = InlineExecutor.__doc__
+
+    class ProcessPoolExecutor(InlineExecutor):
+        __doc__ = InlineExecutor.__doc__
+
+    ThreadPoolExecutor.__module__ = "concurrent.futures.thread"
+    ProcessPoolExecutor.__module__ = "concurrent.futures.process"
+    return ThreadPoolExecutor, ProcessPoolExecutor
+
+
+_executors = []
+
+
+def executors():
+    if not _executors:
+        _executors.extend(executor_classes())
+    return _executors
+
+
+def patch_futures(futures):
+    """concurrent.futures hands out the inline executors."""
+    futures.ThreadPoolExecutor, futures.ProcessPoolExecutor = executors()
+
+
+def patch_futures_thread(module):
+    module.ThreadPoolExecutor = executors()[0]
+
+
+def patch_futures_process(module):
+    module.ProcessPoolExecutor = executors()[1]
+
+
+class AsyncResult:
+    """What Pool.apply_async() and map_async() hand back: a result computed already."""
+
+    def __init__(self, compute, callback=None, error_callback=None):
+        try:
+            self._value, self._success = compute(), True
+        except Exception as exc:  # noqa: BLE001 - raised again by get(), as a pool's would
+            self._value, self._success = exc, False
+        if self._success and callback is not None:
+            callback(self._value)
+        if not self._success and error_callback is not None:
+            error_callback(self._value)
+
+    def ready(self):
+        return True
+
+    def successful(self):
+        return self._success
+
+    def wait(self, timeout=None):
+        pass
+
+    def get(self, timeout=None):
+        if self._success:
+            return self._value
+        raise self._value
+
+
+class Pool:
+    """multiprocessing's Pool (and ThreadPool) on the sandbox's one thread: each task runs
+    when it is given, in order; the results are those of a pool of workers."""
+
+    def __init__(self, processes=None, initializer=None, initargs=(), maxtasksperchild=None, context=None):
+        if processes is not None and processes < 1:
+            raise ValueError("Number of processes must be at least 1")
+        self._processes = processes or 1
+        self._state = "RUN"
+        if initializer is not None:
+            initializer(*initargs)
+
+    def _check_running(self):
+        if self._state != "RUN":
+            raise ValueError("Pool not running")
+
+    def apply(self, func, args=(), kwds={}):
+        self._check_running()
+        return func(*args, **kwds)
+
+    def apply_async(self, func, args=(), kwds={}, callback=None, error_callback=None):
+        self._check_running()
+        return AsyncResult(lambda: func(*args, **kwds), callback, error_callback)
+
+    def map(self, func, iterable, chunksize=None):
+        self._check_running()
+        return [func(item) for item in iterable]
+
+    def map_async(self, func, iterable, chunksize=None, callback=None, error_callback=None):
+        self._check_running()
+        return AsyncResult(lambda: [func(item) for item in iterable], callback, error_callback)
+
+    def starmap(self, func, iterable, chunksize=None):
+        self._check_running()
+        return [func(*item) for item in iterable]
+
+    def starmap_async(self, func, iterable, chunksize=None, callback=None, error_callback=None):
+        self._check_running()
+        return AsyncResult(lambda: [func(*item) for item in iterable], callback, error_callback)
+
+    def imap(self, func, iterable, chunksize=1):
+        self._check_running()
+        return (func(item) for item in list(iterable))
+
+    imap_unordered = imap
+
+    def close(self):
+        self._state = "CLOSE"
+
+    def terminate(self):
+        self._state = "TERMINATE"
+
+    def join(self):
+        if self._state == "RUN":
+            raise ValueError("Pool is still running")
+
+    def __enter__(self):
+        self._check_running()
+        return self
+
+    def __exit__(self, *exc):
+        self.terminate()
+
+
+def patch_pool(module):
+    """multiprocessing.pool's Pool and ThreadPool run tasks in order, at once."""
+    class ThreadPool(Pool):
+        __doc__ = Pool.__doc__
+
+    Pool.__module__ = ThreadPool.__module__ = "multiprocessing.pool"
+    module.Pool, module.ThreadPool = Pool, ThreadPool

@@ -1,0 +1,687 @@
+//! Code a model writes for a notebook, run as written: a corpus of notebook
+//! idioms (magics, shell lines, pip, IPython.display, threads, POSIX lookups,
+//! and the ones that worked before), each run over MCP in a fresh scientific
+//! sandbox and checked against what a notebook user sees (the output IPython
+//! gives for it, checked with IPython natively where it could be). The HTTP
+//! clients have their own file (notebook_http.rs), and so do pip's routes and
+//! refusals (notebook_pip.rs).
+
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+use crate::support::{Server, scientific_cache, structured, text};
+
+/// What one idiom's last cell gave, as a client reads it.
+pub struct Outcome {
+    pub result: CallToolResult,
+    pub json: Value,
+}
+
+impl Outcome {
+    pub fn stdout(&self) -> &str {
+        self.json["stdout"]["text"].as_str().unwrap_or("")
+    }
+
+    pub fn stderr(&self) -> &str {
+        self.json["stderr"]["text"].as_str().unwrap_or("")
+    }
+
+    pub fn value(&self) -> &str {
+        self.json["value"].as_str().unwrap_or("")
+    }
+
+    pub fn has_value(&self) -> bool {
+        self.json["value"].is_string()
+    }
+
+    pub fn error(&self) -> &str {
+        self.json["error"]["name"].as_str().unwrap_or("")
+    }
+
+    pub fn error_text(&self) -> String {
+        format!(
+            "{}: {}\n{}",
+            self.error(),
+            self.json["error"]["value"].as_str().unwrap_or(""),
+            self.json["error"]["traceback"].as_str().unwrap_or("")
+        )
+    }
+
+    /// The MIME types of the image content, in order.
+    pub fn images(&self) -> Vec<String> {
+        self.result
+            .content
+            .iter()
+            .filter_map(|c| c.as_image().map(|i| i.mime_type.clone()))
+            .collect()
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.result.is_error == Some(true)
+    }
+}
+
+/// One idiom: its cells (run in order in one fresh sandbox) and what the last
+/// must show; `check` says what is wrong, if anything.
+pub struct Idiom {
+    pub name: &'static str,
+    pub cells: &'static [&'static str],
+    pub check: fn(&Outcome) -> Result<(), String>,
+}
+
+/// `Err(why)` unless `ok`.
+pub fn expect(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(why()) }
+}
+
+/// The run finished without an exception or a limit.
+pub fn clean(o: &Outcome) -> Result<(), String> {
+    expect(!o.is_error(), || format!("failed: {}", text(&o.result)))
+}
+
+/// Clean, and the value is `value`.
+pub fn value_is(o: &Outcome, value: &str) -> Result<(), String> {
+    clean(o)?;
+    expect(o.value() == value, || {
+        format!(
+            "value {:?}, wanted {value:?}; {}",
+            o.value(),
+            text(&o.result)
+        )
+    })
+}
+
+/// Clean, and stdout holds every one of `parts`.
+pub fn stdout_has(o: &Outcome, parts: &[&str]) -> Result<(), String> {
+    clean(o)?;
+    for part in parts {
+        expect(o.stdout().contains(part), || {
+            format!("stdout lacks {part:?}: {}", text(&o.result))
+        })?;
+    }
+    Ok(())
+}
+
+/// Clean, and stderr holds `part`.
+pub fn stderr_has(o: &Outcome, part: &str) -> Result<(), String> {
+    clean(o)?;
+    expect(o.stderr().contains(part), || {
+        format!("stderr lacks {part:?}: {}", text(&o.result))
+    })
+}
+
+/// A server for the corpus: the scientific runtime, the real wheels on a
+/// loopback index, no warm pool.
+pub async fn server(index_url: &str, env: &[(&str, &str)]) -> Server {
+    scientific_cache();
+    let mut all = vec![
+        ("SANDBOX_RUNTIME", "scientific"),
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_INDEX_URL", index_url),
+        ("PIP_CONFIG_FILE", "/dev/null"),
+    ];
+    all.extend_from_slice(env);
+    Server::start_with(&all).await
+}
+
+/// Runs each idiom in a fresh sandbox; every failure is listed at the end.
+pub async fn run_corpus(server: &Server, corpus: &[Idiom]) {
+    let mut failures = Vec::new();
+    for idiom in corpus {
+        let id = server.create_with(json!({})).await;
+        let mut last = None;
+        for cell in idiom.cells {
+            let result = server
+                .call(
+                    "execute_code",
+                    json!({"session_id": id, "code": cell, "timeout_seconds": 120}),
+                )
+                .await;
+            last = Some(result);
+        }
+        let result = last.expect("an idiom has a cell");
+        let outcome = Outcome {
+            json: structured(&result),
+            result,
+        };
+        if let Err(why) = (idiom.check)(&outcome) {
+            failures.push(format!("{}: {why}", idiom.name));
+        }
+        server.ok("close_sandbox", json!({"session_id": id})).await;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} idioms failed:\n{}",
+        failures.len(),
+        corpus.len(),
+        failures.join("\n\n")
+    );
+}
+
+const CORPUS: &[Idiom] = &[
+    Idiom {
+        name: "%pip install, then import on the next line",
+        cells: &["%pip install humanize\nimport humanize\nhumanize.intcomma(1234567)"],
+        check: |o| {
+            stdout_has(o, &["Successfully installed humanize-4.17.0"])?;
+            value_is(o, "'1,234,567'")
+        },
+    },
+    Idiom {
+        name: "!pip install",
+        cells: &["!pip install humanize\nimport humanize\nhumanize.naturalsize(1000000)"],
+        check: |o| value_is(o, "'1.0 MB'"),
+    },
+    Idiom {
+        name: "pip install alone in a cell (automagic)",
+        cells: &[
+            "pip install humanize",
+            "import humanize\nhumanize.ordinal(3)",
+        ],
+        check: |o| value_is(o, "'3rd'"),
+    },
+    Idiom {
+        name: "subprocess running python -m pip",
+        cells: &[
+            "import subprocess, sys\nsubprocess.check_call([sys.executable, '-m', 'pip', 'install', 'humanize'])\nimport humanize\nhumanize.apnumber(4)",
+        ],
+        check: |o| {
+            stdout_has(o, &["Successfully installed humanize"])?;
+            value_is(o, "'four'")
+        },
+    },
+    Idiom {
+        name: "pip.main",
+        cells: &[
+            "import pip\ncode = pip.main(['install', 'humanize'])\nimport humanize\n(code, humanize.intword(1200000))",
+        ],
+        check: |o| value_is(o, "(0, '1.2 million')"),
+    },
+    Idiom {
+        name: "%pip install of a package built into the runtime",
+        cells: &["%pip install six"],
+        check: |o| {
+            stdout_has(
+                o,
+                &["Requirement already satisfied: six in the runtime (1.17.0)"],
+            )
+        },
+    },
+    Idiom {
+        name: "%pip install -q says nothing",
+        cells: &["%pip install -q humanize\nimport humanize"],
+        check: |o| {
+            clean(o)?;
+            expect(o.stdout().is_empty(), || {
+                format!("stdout: {:?}", o.stdout())
+            })
+        },
+    },
+    Idiom {
+        name: "%pip install of an unknown package prints pip's error and carries on",
+        cells: &["%pip install no-such-package-anywhere\nprint('after')"],
+        check: |o| {
+            stdout_has(o, &["after"])?;
+            stderr_has(o, "ERROR: ")?;
+            stderr_has(o, "no-such-package-anywhere")
+        },
+    },
+    Idiom {
+        name: "%conda says to use %pip",
+        cells: &["%conda install numpy"],
+        check: |o| {
+            expect(o.error() == "UsageError", || o.error_text())?;
+            expect(o.error_text().contains("%pip install"), || o.error_text())
+        },
+    },
+    Idiom {
+        name: "%matplotlib inline and a plot",
+        cells: &[
+            "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images() == ["image/png"], || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "a trailing `;` keeps the plot and hides the value",
+        cells: &["import matplotlib.pyplot as plt\nplt.plot([1, 2]);"],
+        check: |o| {
+            clean(o)?;
+            expect(!o.has_value(), || format!("value {:?}", o.value()))?;
+            expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "%config and %load_ext autoreload",
+        cells: &[
+            "%config InlineBackend.figure_format = 'retina'\n%load_ext autoreload\n%autoreload 2\n'ok'",
+        ],
+        check: |o| value_is(o, "'ok'"),
+    },
+    Idiom {
+        name: "%time of a statement, then its value",
+        cells: &["%time total = sum(range(10**5))\ntotal"],
+        check: |o| {
+            stdout_has(o, &["CPU times: user ", ", sys: ", "Wall time: "])?;
+            value_is(o, "4999950000")
+        },
+    },
+    Idiom {
+        name: "%time of an expression gives its value",
+        cells: &["%time sum(range(10))"],
+        check: |o| {
+            stdout_has(o, &["Wall time: "])?;
+            value_is(o, "45")
+        },
+    },
+    Idiom {
+        name: "%timeit",
+        cells: &["%timeit -n 5 -r 2 sum(range(100))"],
+        check: |o| {
+            stdout_has(o, &[" per loop (mean ± std. dev. of 2 runs, 5 loops each)"])?;
+            expect(!o.has_value(), || o.value().to_owned())
+        },
+    },
+    Idiom {
+        name: "%%time over a cell",
+        cells: &["%%time\nsquares = [i * i for i in range(1000)]\nlen(squares)"],
+        check: |o| {
+            stdout_has(o, &["Wall time: "])?;
+            value_is(o, "1000")
+        },
+    },
+    Idiom {
+        name: "%%timeit with setup",
+        cells: &["%%timeit -n 3 -r 2 data = list(range(50))\nsorted(data)"],
+        check: |o| stdout_has(o, &[" per loop (mean ± std. dev. of 2 runs, 3 loops each)"]),
+    },
+    Idiom {
+        name: "%%capture keeps the output for later",
+        cells: &[
+            "%%capture captured\nprint('hidden')\nimport sys; print('oops', file=sys.stderr)",
+            "(captured.stdout, captured.stderr)",
+        ],
+        check: |o| value_is(o, "('hidden\\n', 'oops\\n')"),
+    },
+    Idiom {
+        name: "%%capture shows nothing",
+        cells: &["%%capture\nprint('hidden')"],
+        check: |o| {
+            clean(o)?;
+            expect(o.stdout().is_empty(), || o.stdout().to_owned())
+        },
+    },
+    Idiom {
+        name: "%who and %whos",
+        cells: &["alpha = 123\nbeta = 'test'\n%who\n%whos"],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "alpha\t beta\t \n",
+                    "Variable   Type    Data/Info\n----------------------------\nalpha      int     123\nbeta       str     test\n",
+                ],
+            )
+        },
+    },
+    Idiom {
+        name: "%env sets and reads the environment",
+        cells: &["%env MY_FLAG=on\nimport os\nflag = %env MY_FLAG\n(os.environ['MY_FLAG'], flag)"],
+        check: |o| value_is(o, "('on', 'on')"),
+    },
+    Idiom {
+        name: "!ls: no shell, and what to use",
+        cells: &["!ls -la\nprint('went on')"],
+        check: |o| {
+            stdout_has(o, &["went on"])?;
+            stderr_has(
+                o,
+                "there is no shell in this sandbox, so `ls -la` cannot run; use os.listdir('.')",
+            )
+        },
+    },
+    Idiom {
+        name: "files = !ls",
+        cells: &["files = !ls\nlen(files), files[0][:30]"],
+        check: |o| value_is(o, "(1, 'there is no shell in this sand')"),
+    },
+    Idiom {
+        name: "%%bash: no shell",
+        cells: &["%%bash\necho hi"],
+        check: |o| {
+            stderr_has(
+                o,
+                "there is no shell in this sandbox, so `echo hi` cannot run; use print(...)",
+            )
+        },
+    },
+    Idiom {
+        name: "%%writefile, then %run",
+        cells: &[
+            "%%writefile greet.py\ndef greet(name):\n    return 'hi ' + name\nanswer = 42\n",
+            "%run greet.py\n(greet('you'), answer)",
+        ],
+        check: |o| value_is(o, "('hi you', 42)"),
+    },
+    Idiom {
+        name: "%pwd and %cd",
+        cells: &[
+            "import os\nos.makedirs('data', exist_ok=True)\n%cd data\nhere = %pwd\n(here, os.getcwd())",
+        ],
+        check: |o| {
+            stdout_has(o, &["/data\n"])?;
+            value_is(o, "('/data', '/data')")
+        },
+    },
+    Idiom {
+        name: "display(Markdown(...))",
+        cells: &[
+            "from IPython.display import display, Markdown\ndisplay(Markdown('# Report'))\nprint('next')",
+        ],
+        check: |o| stdout_has(o, &["# Report\nnext\n"]),
+    },
+    Idiom {
+        name: "HTML as the last value",
+        cells: &["from IPython.display import HTML\nHTML('<b>bold</b>')"],
+        check: |o| value_is(o, "<b>bold</b>"),
+    },
+    Idiom {
+        name: "display(Image(filename=...)) of a saved figure",
+        cells: &[
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.savefig('p.png'); plt.close()\nfrom IPython.display import Image, display\ndisplay(Image(filename='p.png'))",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images() == ["image/png"], || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "Image(data=...) as the last value",
+        cells: &[concat!(
+            "from IPython.display import Image\nImage(data=bytes.fromhex('",
+            "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082",
+            "'))"
+        )],
+        check: |o| {
+            clean(o)?;
+            expect(o.images() == ["image/png"], || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "display(SVG(...))",
+        cells: &[
+            "from IPython.display import SVG, display\ndisplay(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"20\" height=\"20\"><circle cx=\"10\" cy=\"10\" r=\"9\"/></svg>'))",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images() == ["image/svg+xml"], || {
+                format!("{:?}", o.images())
+            })
+        },
+    },
+    Idiom {
+        name: "display(JSON(...))",
+        cells: &["from IPython.display import JSON, display\ndisplay(JSON({'a': [1, 2]}))"],
+        check: |o| stdout_has(o, &["\"a\": [\n"]),
+    },
+    Idiom {
+        name: "clear_output in a loop leaves the last figure",
+        cells: &[
+            "from IPython.display import clear_output, display\nimport matplotlib.pyplot as plt\nfor i in range(3):\n    clear_output(wait=True)\n    fig, ax = plt.subplots(); ax.plot([0, i]); display(fig); plt.close(fig)\nprint('done')",
+        ],
+        check: |o| {
+            stdout_has(o, &["done"])?;
+            expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "get_ipython().run_line_magic",
+        cells: &[
+            "ip = get_ipython()\nip.run_line_magic('matplotlib', 'inline')\nip.run_line_magic('pwd', '')",
+        ],
+        check: |o| value_is(o, "'/'"),
+    },
+    Idiom {
+        name: "get_ipython().system",
+        cells: &["get_ipython().system('nvidia-smi')"],
+        check: |o| {
+            stderr_has(
+                o,
+                "`nvidia-smi` cannot run; use nothing: the sandbox has no GPU",
+            )
+        },
+    },
+    Idiom {
+        name: "obj? help",
+        cells: &["len?"],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "Signature: len(obj, /)\nDocstring: Return the number of items in a container.\n",
+                    "Type:      builtin_function_or_method",
+                ],
+            )
+        },
+    },
+    Idiom {
+        name: "%lsmagic",
+        cells: &["%lsmagic"],
+        check: |o| {
+            clean(o)?;
+            expect(
+                o.value().contains("%timeit") && o.value().contains("%%capture"),
+                || o.value().to_owned(),
+            )
+        },
+    },
+    Idiom {
+        name: "a magic inside a loop body",
+        cells: &["for i in range(2):\n    %time x = i\nx"],
+        check: |o| value_is(o, "1"),
+    },
+    Idiom {
+        name: "an error after a magic names its own line",
+        cells: &["x = 1\n%time y = 2\nraise ValueError('boom')"],
+        check: |o| {
+            expect(o.error() == "ValueError", || o.error_text())?;
+            expect(
+                o.error_text().contains("line 3")
+                    && o.error_text().contains("raise ValueError('boom')"),
+                || o.error_text(),
+            )
+        },
+    },
+    Idiom {
+        name: "an error inside %%time names the cell's line",
+        cells: &["%%time\na = 1\nb = 1 / 0"],
+        check: |o| {
+            expect(o.error() == "ZeroDivisionError", || o.error_text())?;
+            expect(
+                o.error_text().contains("line 3") && o.error_text().contains("b = 1 / 0"),
+                || o.error_text(),
+            )
+        },
+    },
+    Idiom {
+        name: "ThreadPoolExecutor().map",
+        cells: &[
+            "from concurrent.futures import ThreadPoolExecutor\nwith ThreadPoolExecutor(max_workers=4) as ex:\n    out = list(ex.map(lambda x: x * x, range(6)))\nout",
+        ],
+        check: |o| value_is(o, "[0, 1, 4, 9, 16, 25]"),
+    },
+    Idiom {
+        name: "ThreadPoolExecutor submit and as_completed",
+        cells: &[
+            "from concurrent.futures import ThreadPoolExecutor, as_completed\nwith ThreadPoolExecutor() as ex:\n    futures = {ex.submit(pow, 2, n): n for n in range(5)}\n    got = sorted((futures[f], f.result()) for f in as_completed(futures))\ngot",
+        ],
+        check: |o| value_is(o, "[(0, 1), (1, 2), (2, 4), (3, 8), (4, 16)]"),
+    },
+    Idiom {
+        name: "threading.Thread start and join",
+        cells: &[
+            "import threading\nresults = {}\ndef work(n):\n    results[n] = sum(range(n))\nthreads = [threading.Thread(target=work, args=(n,)) for n in (10, 100, 1000)]\nfor t in threads: t.start()\nfor t in threads: t.join()\nsorted(results.items())",
+        ],
+        check: |o| value_is(o, "[(10, 45), (100, 4950), (1000, 499500)]"),
+    },
+    Idiom {
+        name: "a consumer thread and a queue",
+        cells: &[
+            "import threading, queue\nq, seen = queue.Queue(), []\ndef consume():\n    while (item := q.get()) is not None:\n        seen.append(item * 10)\nworker = threading.Thread(target=consume)\nworker.start()\nfor i in range(4):\n    q.put(i)\nq.put(None)\nworker.join()\nseen",
+        ],
+        check: |o| value_is(o, "[0, 10, 20, 30]"),
+    },
+    Idiom {
+        name: "waiting on an event nothing can set fails at once",
+        cells: &["import threading\nthreading.Event().wait()"],
+        check: |o| {
+            expect(o.error() == "NeedsAnotherThread", || o.error_text())?;
+            expect(
+                o.error_text()
+                    .contains("would wait forever for an event to be set"),
+                || o.error_text(),
+            )
+        },
+    },
+    Idiom {
+        name: "asyncio.to_thread",
+        cells: &[
+            "import asyncio\nawait asyncio.gather(asyncio.to_thread(sum, [1, 2]), asyncio.to_thread(max, [3, 4]))",
+        ],
+        check: |o| value_is(o, "[3, 4]"),
+    },
+    Idiom {
+        name: "multiprocessing.Pool.map",
+        cells: &[
+            "from multiprocessing import Pool\nwith Pool(4) as pool:\n    doubled = pool.map(abs, [-1, -2, 3])\ndoubled",
+        ],
+        check: |o| value_is(o, "[1, 2, 3]"),
+    },
+    Idiom {
+        name: "os.getuid, pwd and getpass",
+        cells: &[
+            "import os, pwd, getpass\n(os.getuid(), os.geteuid(), pwd.getpwuid(os.getuid()).pw_name, getpass.getuser())",
+        ],
+        check: |o| value_is(o, "(1000, 1000, 'user', 'user')"),
+    },
+    Idiom {
+        name: "ssl and http.client import complete",
+        cells: &[
+            "import ssl, http.client\nctx = ssl.create_default_context()\n(ctx.verify_mode == ssl.CERT_REQUIRED, ctx.check_hostname, hasattr(http.client, 'HTTPSConnection'))",
+        ],
+        check: |o| value_is(o, "(True, True, True)"),
+    },
+    Idiom {
+        name: "import black and format code",
+        cells: &[
+            "%pip install -q black\nimport black\nblack.format_str('x=[1,2 ,3]', mode=black.Mode())",
+        ],
+        check: |o| value_is(o, "'x = [1, 2, 3]\\n'"),
+    },
+    Idiom {
+        name: "import nltk and tokenize",
+        cells: &[
+            "%pip install -q nltk\nfrom nltk.tokenize import wordpunct_tokenize\nwordpunct_tokenize('Hello, world!')",
+        ],
+        check: |o| value_is(o, "['Hello', ',', 'world', '!']"),
+    },
+    Idiom {
+        name: "from tqdm.notebook import tqdm",
+        cells: &[
+            "from tqdm.notebook import tqdm\ntotal = 0\nfor i in tqdm(range(5)):\n    total += i\ntotal",
+        ],
+        check: |o| value_is(o, "10"),
+    },
+    Idiom {
+        name: "sympy expressions show as text",
+        cells: &["import sympy as sp\nx = sp.Symbol('x')\nsp.expand((x + 1) ** 2)"],
+        check: |o| value_is(o, "x**2 + 2*x + 1"),
+    },
+    // What already worked, and must keep working.
+    Idiom {
+        name: "display(df)",
+        cells: &["import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': [3, 4]})\ndisplay(df)"],
+        check: |o| stdout_has(o, &["   a  b\n0  1  3\n1  2  4\n"]),
+    },
+    Idiom {
+        name: "a DataFrame as the last value",
+        cells: &["import pandas as pd\npd.DataFrame({'a': [1, 2]})"],
+        check: |o| value_is(o, "   a\n0  1\n1  2"),
+    },
+    Idiom {
+        name: "several plt.show() figures",
+        cells: &[
+            "import matplotlib.pyplot as plt\nfor k in (1, 2):\n    plt.plot([0, k])\n    plt.show()",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images() == ["image/png", "image/png"], || {
+                format!("{:?}", o.images())
+            })
+        },
+    },
+    Idiom {
+        name: "df.plot() without show",
+        cells: &["import pandas as pd\npd.DataFrame({'y': [3, 1, 2]}).plot();"],
+        check: |o| {
+            clean(o)?;
+            expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "seaborn",
+        cells: &[
+            "import seaborn as sns, pandas as pd\nsns.barplot(data=pd.DataFrame({'k': ['a', 'b'], 'v': [1, 2]}), x='k', y='v');",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "joblib and sklearn n_jobs",
+        cells: &[
+            "from joblib import Parallel, delayed\nfrom sklearn.ensemble import RandomForestClassifier\nsquares = Parallel(n_jobs=2)(delayed(pow)(i, 2) for i in range(4))\nclf = RandomForestClassifier(n_estimators=5, n_jobs=-1, random_state=0).fit([[0], [1], [2], [3]], [0, 0, 1, 1])\n(squares, clf.predict([[3]]).tolist())",
+        ],
+        check: |o| value_is(o, "([0, 1, 4, 9], [1])"),
+    },
+    Idiom {
+        name: "tqdm",
+        cells: &["from tqdm import tqdm\nfor _ in tqdm(range(3)):\n    pass"],
+        check: |o| stderr_has(o, "3/3"),
+    },
+    Idiom {
+        name: "top-level await",
+        cells: &["import asyncio\nawait asyncio.sleep(0.01)\n'slept'"],
+        check: |o| value_is(o, "'slept'"),
+    },
+    Idiom {
+        name: "input() is refused clearly",
+        cells: &["input('name? ')"],
+        check: |o| expect(o.error() == "EOFError", || o.error_text()),
+    },
+    Idiom {
+        name: "sqlite",
+        cells: &[
+            "import sqlite3\ndb = sqlite3.connect(':memory:')\ndb.execute('create table t (x)')\ndb.executemany('insert into t values (?)', [(1,), (2,)])\ndb.execute('select sum(x) from t').fetchone()",
+        ],
+        check: |o| value_is(o, "(3,)"),
+    },
+    Idiom {
+        name: "an Excel round trip",
+        cells: &[
+            "import pandas as pd\npd.DataFrame({'a': [1, 2]}).to_excel('t.xlsx', index=False)\npd.read_excel('t.xlsx')['a'].tolist()",
+        ],
+        check: |o| value_is(o, "[1, 2]"),
+    },
+];
+
+#[tokio::test]
+async fn notebook_idioms_run_as_written() {
+    let index = crate::real_wheels::index().await;
+    let server = server(&index.url, &[]).await;
+    assert!(CORPUS.len() >= 40, "the corpus has {} idioms", CORPUS.len());
+    run_corpus(&server, CORPUS).await;
+}

@@ -1,0 +1,363 @@
+//! The HTTP clients people use, through the door: requests, httpx (sync and
+//! async), urllib3 and aiohttp, installed from real wheels on a loopback
+//! index, against a loopback site over HTTP and HTTPS (TLS done by the host,
+//! which trusts the test CA through SSL_CERT_FILE), with the door's rules:
+//! what is allowed works as in CPython, what is refused raises the library's
+//! connection error naming the rule, and every request is in the usage.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde_json::{Value, json};
+
+use crate::notebook::{Idiom, run_corpus, server, value_is};
+use crate::support::{Server, structured, text};
+
+/// Bytes of `/1mb`.
+const MIB: usize = 1 << 20;
+
+fn site() -> Router {
+    Router::new()
+        .route(
+            "/json",
+            get(|| async { axum::Json(json!({"hello": "world", "n": 3})) }),
+        )
+        .route("/1mb", get(|| async { vec![b'x'; MIB] }))
+        .route("/echo", any(echo))
+        .route(
+            "/redirect",
+            get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/json")], "") }),
+        )
+        .route(
+            "/missing",
+            get(|| async { (StatusCode::NOT_FOUND, "no such thing") }),
+        )
+        .route(
+            "/cookie",
+            get(|| async { ([(header::SET_COOKIE, "flavour=oat; Path=/")], "set") }),
+        )
+        .route(
+            "/chunked",
+            get(|| async {
+                let chunks = ["part one, ", "part two"]
+                    .map(|c| Ok::<_, std::io::Error>(c.as_bytes().to_vec()));
+                Body::from_stream(futures::stream::iter(chunks))
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                "late"
+            }),
+        )
+}
+
+/// The method, some headers and the body it got, as JSON.
+async fn echo(request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (content_type, cookie) = (header("content-type"), header("cookie"));
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    axum::Json(json!({
+        "method": parts.method.to_string(),
+        "content_type": content_type,
+        "cookie": cookie,
+        "body": String::from_utf8_lossy(&body),
+    }))
+    .into_response()
+}
+
+/// The site over HTTP on loopback.
+async fn serve_http() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, site()).await.unwrap() });
+    addr
+}
+
+/// The site over HTTPS on loopback, with a certificate from a test CA.
+async fn serve_https(cert: &std::path::Path, key: &std::path::Path) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(site());
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                .await;
+            });
+        }
+    });
+    addr
+}
+
+/// The door's records of the last run.
+fn door_requests(result: &Value) -> Vec<Value> {
+    result["usage"]["door"]["requests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
+    let index = crate::real_wheels::index().await;
+    let http = serve_http().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = crate::http::test_certificate(dir.path());
+    let https = serve_https(&cert, &key).await;
+    let allowed = format!("http://{http}, https://localhost:{}", https.port());
+    let server = server(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &allowed),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32, ::1/128"),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let installed = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "%pip install -q requests httpx aiohttp\nimport requests, httpx, urllib3, aiohttp\n'ready'", "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
+    let base = format!("http://{http}");
+    let secure = format!("https://localhost:{}", https.port());
+    let run = |code: String| {
+        let (server, id) = (&server, &id);
+        async move {
+            let result = server
+                .call(
+                    "execute_code",
+                    json!({"session_id": id, "code": code, "timeout_seconds": 120}),
+                )
+                .await;
+            assert_ne!(result.is_error, Some(true), "{}", text(&result));
+            structured(&result)
+        }
+    };
+
+    // requests: JSON, a POST, a redirect followed by requests itself (each
+    // hop through the door), cookies kept by a session, a 404.
+    let got = run(format!(
+        "r = requests.get('{base}/json')\n(r.status_code, r.json(), r.headers['content-type'])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"], "(200, {'hello': 'world', 'n': 3}, 'application/json')",
+        "{got}"
+    );
+    assert_eq!(door_requests(&got).len(), 1, "{got}");
+    assert_eq!(door_requests(&got)[0]["status"], 200);
+    let got = run(format!(
+        "r = requests.post('{base}/echo', json={{'a': 1}})\n(r.json()['method'], r.json()['content_type'], r.json()['body'])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"], "('POST', 'application/json', '{\"a\": 1}')",
+        "{got}"
+    );
+    let got = run(format!(
+        "r = requests.get('{base}/redirect')\n(r.status_code, r.url, [h.status_code for h in r.history])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"],
+        format!("(200, '{base}/json', [302])"),
+        "{got}"
+    );
+    assert_eq!(
+        door_requests(&got).len(),
+        2,
+        "each hop goes through the door: {got}"
+    );
+    let got = run(format!(
+        "s = requests.Session()\ns.get('{base}/cookie')\n(s.cookies.get('flavour'), s.get('{base}/echo').json()['cookie'])"
+    ))
+    .await;
+    assert_eq!(got["value"], "('oat', 'flavour=oat')", "{got}");
+    let got = run(format!(
+        "r = requests.get('{base}/missing')\ntry:\n    r.raise_for_status()\nexcept requests.HTTPError as e:\n    err = str(e)\n(r.status_code, r.text, err[:13])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"], "(404, 'no such thing', '404 Client Er')",
+        "{got}"
+    );
+    let got = run(format!("requests.get('{base}/chunked').text")).await;
+    assert_eq!(got["value"], "'part one, part two'", "{got}");
+    let got = run(format!(
+        "import time\nt = time.time()\ntry:\n    requests.get('{base}/slow', timeout=1)\nexcept requests.exceptions.Timeout as e:\n    kind = type(e).__name__\n(kind, round(time.time() - t) < 10)"
+    ))
+    .await;
+    assert_eq!(got["value"], "('ReadTimeout', True)", "{got}");
+
+    // HTTPS: the host does TLS.
+    let got = run(format!("requests.get('{secure}/json').json()['hello']")).await;
+    assert_eq!(got["value"], "'world'", "{got}");
+
+    // httpx, sync and async: its own redirect rule (not followed by default).
+    let got = run(format!(
+        "r = httpx.get('{base}/json')\nr2 = httpx.get('{base}/redirect')\nr3 = httpx.get('{base}/redirect', follow_redirects=True)\n(r.json()['n'], r2.status_code, r3.status_code, str(r3.url))"
+    ))
+    .await;
+    assert_eq!(
+        got["value"],
+        format!("(3, 302, 200, '{base}/json')"),
+        "{got}"
+    );
+    let got = run(format!(
+        "import asyncio\nasync with httpx.AsyncClient() as client:\n    a, b = await asyncio.gather(client.get('{base}/json'), client.get('{secure}/json'))\n(a.status_code, b.json()['hello'])"
+    ))
+    .await;
+    assert_eq!(got["value"], "(200, 'world')", "{got}");
+    let got = run(format!(
+        "r = httpx.post('{base}/echo', content=b'raw bytes')\nr.json()['body']"
+    ))
+    .await;
+    assert_eq!(got["value"], "'raw bytes'", "{got}");
+
+    // urllib3 directly.
+    let got = run(format!(
+        "http = urllib3.PoolManager()\nr = http.request('GET', '{base}/1mb')\n(r.status, len(r.data))"
+    ))
+    .await;
+    assert_eq!(got["value"], format!("(200, {MIB})"), "{got}");
+
+    // aiohttp.
+    let got = run(format!(
+        "async with aiohttp.ClientSession() as session:\n    async with session.get('{base}/json') as r:\n        data = await r.json()\n    async with session.post('{base}/echo', data=b'abc') as r2:\n        echoed = (await r2.json())['body']\n    async with session.get('{secure}/json') as r3:\n        secure = r3.status\n(r.status, data['hello'], echoed, secure)"
+    ))
+    .await;
+    assert_eq!(got["value"], "(200, 'world', 'abc', 200)", "{got}");
+}
+
+#[tokio::test]
+async fn every_client_is_refused_what_the_rules_refuse_naming_the_rule() {
+    let index = crate::real_wheels::index().await;
+    let http = serve_http().await;
+    let other = serve_http().await;
+    let server = server(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &format!("http://{http}")),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let setup = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "%pip install -q requests httpx aiohttp\nimport requests, httpx, urllib3, aiohttp", "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(setup.is_error, Some(true), "{}", text(&setup));
+    let refused = format!("http://{other}/json");
+    for (client, code) in [
+        (
+            "requests",
+            format!(
+                "try:\n    requests.get('{refused}')\nexcept requests.exceptions.ConnectionError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+            ),
+        ),
+        (
+            "httpx",
+            format!(
+                "try:\n    httpx.get('{refused}')\nexcept httpx.ConnectError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+            ),
+        ),
+        (
+            "urllib3",
+            format!(
+                "try:\n    urllib3.PoolManager().request('GET', '{refused}')\nexcept urllib3.exceptions.HTTPError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+            ),
+        ),
+        (
+            "aiohttp",
+            format!(
+                "try:\n    async with aiohttp.ClientSession() as s:\n        await s.get('{refused}')\nexcept aiohttp.ClientConnectionError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+            ),
+        ),
+    ] {
+        let result = server
+            .call(
+                "execute_code",
+                json!({"session_id": id, "code": code, "timeout_seconds": 120}),
+            )
+            .await;
+        assert_ne!(result.is_error, Some(true), "{client}: {}", text(&result));
+        let got = structured(&result);
+        let value = got["value"].as_str().unwrap_or_default();
+        assert!(
+            value.starts_with("('NetworkRefused', ") && value.contains("SANDBOX_ALLOW_HOSTS"),
+            "{client}: {got}"
+        );
+        let records = door_requests(&got);
+        assert_eq!(
+            records.len(),
+            1,
+            "{client} asked once, with no retry: {got}"
+        );
+        assert!(records[0]["refused"].is_string(), "{client}: {got}");
+    }
+}
+
+const HTTP_IDIOMS: &[Idiom] = &[Idiom {
+    name: "pd.read_csv(url) still goes through urllib",
+    cells: &[
+        "import pandas as pd\ntry:\n    pd.read_csv('http://192.0.2.1/x.csv')\nexcept Exception as e:\n    kind = type(e).__name__\nkind",
+    ],
+    check: |o| value_is(o, "'NetworkRefused'"),
+}];
+
+#[tokio::test]
+async fn urllib_keeps_its_refusals() {
+    let index = crate::real_wheels::index().await;
+    let server: Server = server(&index.url, &[]).await;
+    run_corpus(&server, HTTP_IDIOMS).await;
+}
