@@ -190,9 +190,15 @@ def patch_requests(requests):
 
     def door_send(self, request, *args, **kwargs):
         try:
-            return send(self, request, *args, **kwargs)
+            response = send(self, request, *args, **kwargs)
         except urllib3.exceptions.NetworkRefused as refused:
             raise NetworkRefused(str(refused), request=request) from None
+        if not kwargs.get("stream") and response._content is False:
+            # The door's answer is already in memory: read it in large pieces
+            # (decoded, and its errors mapped, by requests itself) rather
+            # than in requests' 10 KiB chunks, each a trip through urllib3.
+            response._content = b"".join(response.iter_content(1 << 20)) or b""
+        return response
 
     door_send.__doc__ = send.__doc__
     adapters.HTTPAdapter.send = door_send
