@@ -15,6 +15,7 @@ mod execution;
 mod files;
 mod hostile;
 mod http;
+mod http_caps;
 mod http_owners;
 mod http_support;
 mod index_server;
