@@ -115,11 +115,8 @@ fn routes(
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     let session_manager = Arc::new(LocalSessionManager::default());
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        session_manager.clone(),
-        config,
-    );
+    let mcp =
+        StreamableHttpService::new(move || Ok(server.clone()), session_manager.clone(), config);
     // A request passes authorization, gets its caller, is refused in a
     // session another caller opened (or opening one past the caps), and is
     // logged (with its caller) and served.

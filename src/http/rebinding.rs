@@ -150,8 +150,16 @@ mod tests {
     #[test]
     fn hosts_and_origins_match_as_the_mcp_endpoint_matches_them() {
         let allowed = Allowed::new(
-            &["localhost".into(), "127.0.0.1".into(), "::1".into(), "sb.example:8443".into()],
-            &["http://localhost:8801".into(), "https://app.example:*".into()],
+            &[
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+                "sb.example:8443".into(),
+            ],
+            &[
+                "http://localhost:8801".into(),
+                "https://app.example:*".into(),
+            ],
         );
         let uri = Uri::from_static("/metrics");
         let ok = |pairs: &[(&str, &str)]| allowed.refusal(&uri, &headers(pairs)).is_none();
@@ -163,10 +171,22 @@ mod tests {
         assert!(!ok(&[("host", "evil.example:8801")]));
         assert!(!ok(&[("host", "localhost.evil.example")]));
         assert!(!ok(&[]), "no Host at all");
-        assert!(ok(&[("host", "localhost:8801"), ("origin", "http://localhost:8801")]));
-        assert!(ok(&[("host", "localhost"), ("origin", "https://app.example:9000")]));
-        assert!(!ok(&[("host", "localhost"), ("origin", "http://evil.example")]));
-        assert!(!ok(&[("host", "localhost"), ("origin", "http://localhost:9999")]));
+        assert!(ok(&[
+            ("host", "localhost:8801"),
+            ("origin", "http://localhost:8801")
+        ]));
+        assert!(ok(&[
+            ("host", "localhost"),
+            ("origin", "https://app.example:9000")
+        ]));
+        assert!(!ok(&[
+            ("host", "localhost"),
+            ("origin", "http://evil.example")
+        ]));
+        assert!(!ok(&[
+            ("host", "localhost"),
+            ("origin", "http://localhost:9999")
+        ]));
         assert!(!ok(&[("host", "localhost"), ("origin", "null")]));
         assert!(!ok(&[("host", "localhost"), ("origin", "not a url")]));
     }

@@ -72,7 +72,9 @@ pub fn room_for(
     };
     let ledger = target.ledger.clone();
     let staging = StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone())
-        .reclaiming(Box::new(move |bytes, entries| ledger.reclaim(bytes, entries)));
+        .reclaiming(Box::new(move |bytes, entries| {
+            ledger.reclaim(bytes, entries)
+        }));
     Ok((staging, hold))
 }
 

@@ -191,7 +191,10 @@ mod tests {
         );
         // ZFS prefers whole records; a file system reporting 1 KiB blocks is
         // still booked by 4 KiB.
-        assert_eq!(Allocation::from_probe(Some(512), 128 << 10).block, 128 << 10);
+        assert_eq!(
+            Allocation::from_probe(Some(512), 128 << 10).block,
+            128 << 10
+        );
         assert_eq!(Allocation::from_probe(Some(1024), 1024).block, 4096);
         // The hole took disk: FAT, HFS+.
         assert!(!Allocation::from_probe(Some(PROBE_HOLE), 4096).sparse);

@@ -210,6 +210,8 @@ fn not_found(path: &str) -> String {
             "'{path}' does not exist in the sandbox: the files the server saves in /.outputs/ give way, oldest first, when the sandbox's own files need the room (get_sandbox_status counts those that did)"
         )
     } else {
-        format!("'{path}' does not exist in the sandbox (paths are relative to the sandbox's root '/')")
+        format!(
+            "'{path}' does not exist in the sandbox (paths are relative to the sandbox's root '/')"
+        )
     }
 }

@@ -395,12 +395,9 @@ impl QuotaLedger {
         if verdict.is_err()
             && let Some((short_bytes, short_entries)) =
                 self.shortfall(&account, write.growth(), write.new_entries)
-            && self.server_files.give_way(
-                &self.dir,
-                Writer::Sandbox,
-                short_bytes,
-                short_entries,
-            )
+            && self
+                .server_files
+                .give_way(&self.dir, Writer::Sandbox, short_bytes, short_entries)
         {
             self.remeasure(&mut account).map_err(measure_error)?;
             verdict = self.judge(&account, &write);
@@ -553,7 +550,10 @@ mod tests {
         }
         assert!(written <= 64, "{written} blocks went through");
         let held = ledger.usage().unwrap().bytes;
-        assert!(held <= quota, "{held} bytes held under a {quota}-byte quota");
+        assert!(
+            held <= quota,
+            "{held} bytes held under a {quota}-byte quota"
+        );
     }
 
     #[test]
@@ -616,7 +616,10 @@ mod tests {
         assert!(ledger.reserve(8192, 1), "a guest write makes room");
         std::fs::write(tmp.path().join("a"), vec![b'a'; 8192]).unwrap();
         assert!(!outputs.join("exec-1-stdout.txt").exists());
-        assert!(outputs.join("exec-2-stdout.txt").exists(), "only as much as needed");
+        assert!(
+            outputs.join("exec-2-stdout.txt").exists(),
+            "only as much as needed"
+        );
         assert!(
             ledger.check_write("/mine.csv", 60_000, None, 0).is_ok(),
             "a file tool makes room too"
@@ -628,7 +631,10 @@ mod tests {
             .check_write("/more.csv", 60_000, None, 0)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("disk quota"), "too little would be freed: {err}");
+        assert!(
+            err.contains("disk quota"),
+            "too little would be freed: {err}"
+        );
         assert!(
             outputs.join("exec-3-stdout.txt").exists(),
             "nothing gives way to a write that fails anyway"

@@ -154,11 +154,12 @@ impl ServerFiles {
             .map(|(name, held)| (Candidate::Finished(name), held))
             .collect();
         if writer == Writer::Sandbox {
-            candidates.extend(
-                live.iter()
-                    .filter(|l| !l.gave_way())
-                    .map(|l| (Candidate::Live(l), l.file.metadata().map_or(0, |m| held_bytes(&m)))),
-            );
+            candidates.extend(live.iter().filter(|l| !l.gave_way()).map(|l| {
+                (
+                    Candidate::Live(l),
+                    l.file.metadata().map_or(0, |m| held_bytes(&m)),
+                )
+            }));
         }
         let could_free: u64 = candidates.iter().map(|(_, held)| held).sum();
         if could_free < bytes || (candidates.len() as u64) < entries {
@@ -220,7 +221,9 @@ fn finished(outputs: &Dir, live: &[Arc<LiveFile>]) -> Vec<(String, u64)> {
         if !meta.is_file() {
             continue;
         }
-        let modified = meta.modified().map_or(SystemTime::UNIX_EPOCH, |m| m.into_std());
+        let modified = meta
+            .modified()
+            .map_or(SystemTime::UNIX_EPOCH, |m| m.into_std());
         found.push((modified, name, held_bytes(&meta)));
     }
     found.sort();
@@ -272,9 +275,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let outputs = tmp.path().join(OUTPUT_DIR);
         std::fs::create_dir(&outputs).unwrap();
-        for (i, name) in ["exec-1-stdout.txt", "exec-2-stdout.txt", "exec-3-figure-1.png"]
-            .iter()
-            .enumerate()
+        for (i, name) in [
+            "exec-1-stdout.txt",
+            "exec-2-stdout.txt",
+            "exec-3-figure-1.png",
+        ]
+        .iter()
+        .enumerate()
         {
             let path = outputs.join(name);
             std::fs::write(&path, vec![b'o'; 10_000]).unwrap();
@@ -334,7 +341,12 @@ mod tests {
         assert!(files.give_way(&dir, Writer::Sandbox, 1, 0));
         assert!(live.gave_way());
         assert_eq!(live.file().metadata().unwrap().len(), 0);
-        assert!(!tmp.path().join(OUTPUT_DIR).join("exec-5-stdout.txt").exists());
+        assert!(
+            !tmp.path()
+                .join(OUTPUT_DIR)
+                .join("exec-5-stdout.txt")
+                .exists()
+        );
     }
 
     #[test]

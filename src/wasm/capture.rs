@@ -191,7 +191,8 @@ impl OutputCapture {
         let total = self.clip.total();
         CapturedText {
             text: self.clip.text(&if gave_way {
-                "; its saved copy gave way to the sandbox's own files, which needed the room".to_owned()
+                "; its saved copy gave way to the sandbox's own files, which needed the room"
+                    .to_owned()
             } else {
                 whereabouts(full_output_path.as_deref(), saved_bytes, total)
             }),

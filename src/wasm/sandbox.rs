@@ -22,11 +22,11 @@ use crate::door::DoorHandler;
 use crate::door::session::DoorCaps;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
-use crate::sandbox::server_files::OUTPUT_DIR;
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::server_files::OUTPUT_DIR;
 
 use crate::sandbox::{
     CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,

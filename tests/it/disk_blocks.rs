@@ -115,9 +115,7 @@ async fn holes_over_stdio(runtime: &str) -> Outcome {
         ("SANDBOX_POOL_SIZE", "0"),
     ])
     .await;
-    let id = server
-        .create_with(json!({"runtime": runtime}))
-        .await;
+    let id = server.create_with(json!({"runtime": runtime})).await;
     let r = server
         .call(
             "execute_code",
@@ -178,7 +176,8 @@ async fn writes_into_holes_are_held_to_the_quota_over_http() {
 /// be allocated past the gates: `posix_fallocate` is not supported.
 #[tokio::test]
 async fn extending_or_preallocating_a_file_takes_no_disk() {
-    let server = Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "4"), ("SANDBOX_POOL_SIZE", "0")]).await;
+    let server =
+        Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "4"), ("SANDBOX_POOL_SIZE", "0")]).await;
     let id = server.create().await;
     let r = server
         .run(

@@ -10,9 +10,7 @@ use crate::auth::mint_token;
 use crate::http_support::{HttpServer, http_client};
 
 /// A server whose tokens file admits alice and bob, with `env`; their tokens.
-async fn server_with_tokens(
-    env: &[(&str, &str)],
-) -> (HttpServer, [String; 2], tempfile::TempDir) {
+async fn server_with_tokens(env: &[(&str, &str)]) -> (HttpServer, [String; 2], tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut file = String::new();
     let mut tokens = Vec::new();

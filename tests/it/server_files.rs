@@ -22,11 +22,8 @@ async fn spilled_output_gives_way(runtime: &str) {
     if runtime == "scientific" {
         scientific_cache();
     }
-    let server = Server::start_with(&[
-        ("SANDBOX_DISK_QUOTA_MB", "20"),
-        ("SANDBOX_POOL_SIZE", "0"),
-    ])
-    .await;
+    let server =
+        Server::start_with(&[("SANDBOX_DISK_QUOTA_MB", "20"), ("SANDBOX_POOL_SIZE", "0")]).await;
     let id = server.create_with(json!({"runtime": runtime})).await;
     let exec = |code: &'static str| {
         server.call(
@@ -41,7 +38,9 @@ async fn spilled_output_gives_way(runtime: &str) {
     let dir = server.sandbox_dirs()[0].clone();
     let held = held_on_disk(&dir);
     assert!(held <= 20 << 20, "{held} bytes held under a 20 MiB quota");
-    let status = server.ok("get_sandbox_status", json!({"session_id": id})).await;
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
     let before = server_files(&status).clone();
     assert!(before["bytes"].as_u64().unwrap() > 8 << 20, "{status}");
 
@@ -69,7 +68,9 @@ async fn spilled_output_gives_way(runtime: &str) {
         "{}",
         s["stdout"]["text"]
     );
-    let status = server.ok("get_sandbox_status", json!({"session_id": id})).await;
+    let status = server
+        .ok("get_sandbox_status", json!({"session_id": id}))
+        .await;
     let after = server_files(&status);
     assert!(after["given_way_files"].as_u64().unwrap() >= 2, "{status}");
     assert!(
@@ -103,11 +104,8 @@ async fn spilled_output_gives_way_to_the_sandboxs_own_files_on_the_scientific_ru
 
 #[tokio::test]
 async fn spilled_output_gives_way_to_write_file_over_http() {
-    let server = HttpServer::start(&[
-        ("SANDBOX_DISK_QUOTA_MB", "20"),
-        ("SANDBOX_POOL_SIZE", "0"),
-    ])
-    .await;
+    let server =
+        HttpServer::start(&[("SANDBOX_DISK_QUOTA_MB", "20"), ("SANDBOX_POOL_SIZE", "0")]).await;
     let client = server.client(Era::Session, None).await;
     let created = call(&client, "create_sandbox", json!({"session_id": "spill"})).await;
     assert_ne!(created.is_error, Some(true), "{}", text(&created));

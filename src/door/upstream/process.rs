@@ -65,7 +65,11 @@ impl CommandProcess {
             tokio::spawn(async move {
                 for_each_line(stderr, MAX_LOG_LINE, |line, cut| {
                     let line = String::from_utf8_lossy(line);
-                    let more = if cut { " [the rest of the line left out]" } else { "" };
+                    let more = if cut {
+                        " [the rest of the line left out]"
+                    } else {
+                        ""
+                    };
                     tracing::info!(upstream = %name, "{line}{more}");
                 })
                 .await;
