@@ -87,8 +87,7 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// Brings back sandbox `id` as saved when the server last stopped, with
-    /// at most `limits` (the manager's, from [`Backend::saved_limits`] lowered
-    /// to the server's maximums): `None` when none is saved.
+    /// `limits` as the manager would give it: `None` when none is saved.
     async fn restore(
         &self,
         _id: &str,
@@ -102,12 +101,6 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// The memory cap and timeout the sandbox saved under `id` was saved
-    /// with, as its record says (`None`: none saved, or unreadable).
-    fn saved_limits(&self, _id: &str) -> Option<SavedLimits> {
-        None
-    }
-
     /// The sandboxes saved when the server last stopped, not restored yet.
     fn saved(&self) -> Vec<SavedSandbox> {
         Vec::new()
@@ -119,21 +112,11 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// The limits a saved sandbox's record gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SavedLimits {
-    /// Its memory cap, in bytes.
-    pub memory_bytes: u64,
-    /// Its wall-clock limit per execution.
-    pub timeout: std::time::Duration,
-}
-
 /// A sandbox brought back by [`Backend::restore`].
 pub struct Restored {
     /// The sandbox.
     pub interpreter: Box<dyn CodeInterpreter>,
-    /// Its limits (the memory cap and timeout it was saved with, lowered to
-    /// the server's maximums).
+    /// Its limits (the memory cap and timeout it was saved with).
     pub limits: SandboxLimits,
     /// Whether its variables came back too (otherwise only its files).
     pub state_kept: bool,

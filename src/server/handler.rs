@@ -113,10 +113,10 @@ impl ServerHandler for SandboxServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let caller = self.caller(&context).map_err(refused)?;
+        let owner = self.caller(&context).map_err(refused)?.owner;
         let contents = resources::read(
             &self.manager,
-            &caller,
+            &owner,
             &request.uri,
             self.limits.max_file_bytes,
         )

@@ -28,7 +28,6 @@ mod packages;
 mod packages_hostile;
 mod protocol;
 mod requests;
-mod restore_caps;
 mod sandboxes;
 mod scale_out;
 mod scientific;
