@@ -507,6 +507,25 @@ pub struct HttpArgs {
     )]
     pub http_header_timeout_seconds: f64,
 
+    /// Most sessions (of the 2025-11-25 protocol) one principal may hold open
+    /// at once; a further `initialize` is refused until one ends or idles out.
+    #[arg(
+        long,
+        env = "SANDBOX_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+        default_value_t = 64,
+        global = true
+    )]
+    pub http_max_sessions_per_principal: usize,
+
+    /// Most sessions open at once, all principals together.
+    #[arg(
+        long,
+        env = "SANDBOX_HTTP_MAX_SESSIONS",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub http_max_sessions: usize,
+
     /// Certificate chain (PEM) to serve HTTPS with; needs --tls-key.
     #[arg(long, env = "SANDBOX_TLS_CERT", global = true, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -526,6 +545,8 @@ impl Default for HttpArgs {
             http_stateless: false,
             http_max_connections: 1024,
             http_header_timeout_seconds: 30.0,
+            http_max_sessions_per_principal: 64,
+            http_max_sessions: 1024,
             tls_cert: None,
             tls_key: None,
         }

@@ -3,7 +3,7 @@
 
 mod http;
 
-pub use self::http::{ConnectionLimits, HttpSettings, TlsFiles};
+pub use self::http::{ConnectionLimits, HttpSettings, SessionLimits, TlsFiles};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -6,13 +6,15 @@
 //!
 //! Secure by default: loopback unless told otherwise, and an address other
 //! than loopback is refused unless authorization is configured; Host and
-//! Origin headers are checked against DNS rebinding; every request is logged
+//! Origin headers are checked against DNS rebinding on every route (the
+//! operations routes and the OAuth metadata too); every request is logged
 //! with its principal and sandbox, never its body or token.
 
 mod bind;
 mod callers;
 mod connections;
 mod ops;
+mod rebinding;
 mod request_log;
 mod sessions;
 mod tls;
@@ -104,19 +106,24 @@ fn routes(
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop)
         .with_max_request_body_bytes(app.config.requests.max_request_bytes)
-        .with_allowed_hosts(bind::allowed_hosts(settings, auth))
-        .with_allowed_origins(bind::allowed_origins(settings, auth, local))
-        .enforce_origin_validation()
         .with_legacy_session_mode(!settings.stateless);
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let hosts = bind::allowed_hosts(settings, auth);
+    let origins = bind::allowed_origins(settings, auth, local);
+    let allowed = Arc::new(rebinding::Allowed::new(&hosts, &origins));
+    let config = config
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation();
+    let session_manager = Arc::new(LocalSessionManager::default());
+    let mcp =
+        StreamableHttpService::new(move || Ok(server.clone()), session_manager.clone(), config);
     // A request passes authorization, gets its caller, is refused in a
-    // session another caller opened, and is logged (with its caller) and
-    // served.
-    let owners = Arc::new(sessions::SessionOwners::default());
+    // session another caller opened (or opening one past the caps), and is
+    // logged (with its caller) and served.
+    let owners = Arc::new(sessions::SessionOwners::new(
+        session_manager,
+        settings.sessions,
+    ));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(request_log::log))
@@ -125,5 +132,12 @@ fn routes(
             sessions::guard,
         ))
         .layer(axum::middleware::from_fn(callers::attach));
-    authorizer.protect(mcp).merge(ops::routes(app.clone()))
+    // Every route answers only the server's names and origins.
+    authorizer
+        .protect(mcp)
+        .merge(ops::routes(app.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            allowed,
+            rebinding::guard,
+        ))
 }

@@ -6,6 +6,7 @@
 //! [`manager::SandboxManager`] owns them, serializes the calls to each one, and
 //! enforces the server-wide rules (ids, counts, expiry).
 
+pub mod allocation;
 pub mod budget;
 pub mod changed_files;
 pub mod clip;
@@ -20,6 +21,7 @@ pub mod owner;
 pub mod quota;
 pub mod remove_tree;
 pub mod root;
+pub mod server_files;
 pub mod stop;
 pub mod types;
 

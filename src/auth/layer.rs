@@ -127,7 +127,8 @@ async fn authorize(
     }
 }
 
-/// The token of the one `Authorization: Bearer` header.
+/// The token of the one `Authorization: Bearer <token>` header (the scheme
+/// in any case, one space, then an RFC 6750 `b64token` and nothing else).
 fn bearer_token(headers: &HeaderMap) -> Result<&str, Refusal> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
@@ -145,7 +146,8 @@ fn bearer_token(headers: &HeaderMap) -> Result<&str, Refusal> {
     if !scheme.eq_ignore_ascii_case("bearer") {
         return Err(Refusal::Missing);
     }
-    let token = token.trim_start_matches(' ');
+    // Exactly `Bearer <token>`, one space between: a near miss (extra
+    // spaces, a tab) is malformed, not read generously.
     if token.is_empty() || token.len() > MAX_TOKEN_BYTES || !is_b64token(token) {
         return Err(Refusal::InvalidToken("the bearer token is malformed"));
     }
@@ -180,7 +182,7 @@ mod tests {
             bearer_token(&headers(&["Bearer abc.def-_~+/=="])),
             Ok("abc.def-_~+/==")
         );
-        assert_eq!(bearer_token(&headers(&["bearer  abc"])), Ok("abc"));
+        assert_eq!(bearer_token(&headers(&["bearer abc"])), Ok("abc"));
         assert_eq!(bearer_token(&headers(&[])), Err(Refusal::Missing));
         assert_eq!(
             bearer_token(&headers(&["Basic YTpi"])),
@@ -193,6 +195,10 @@ mod tests {
         for bad in [
             "Bearer",
             "Bearer ",
+            "Bearer  abc",
+            "Bearer   abc",
+            "Bearer abc ",
+            "Bearer \tabc",
             "Bearer a b",
             "Bearer a\"b",
             "Bearer ==",

@@ -22,6 +22,26 @@ pub struct HttpSettings {
     pub tls: Option<TlsFiles>,
     /// Limits on the connections it holds.
     pub connections: ConnectionLimits,
+    /// Limits on the sessions it holds.
+    pub sessions: SessionLimits,
+}
+
+/// Limits on the sessions (of the 2025-11-25 protocol) the HTTP server holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Most sessions one principal may hold open at once.
+    pub per_principal: usize,
+    /// Most sessions open at once, all principals together.
+    pub total: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            per_principal: 64,
+            total: 1024,
+        }
+    }
 }
 
 /// Limits on the connections the HTTP server holds.
@@ -86,6 +106,10 @@ impl HttpSettings {
                             "must be a number of seconds above 0",
                         )
                     })?,
+            },
+            sessions: SessionLimits {
+                per_principal: args.http_max_sessions_per_principal.max(1),
+                total: args.http_max_sessions.max(1),
             },
         }))
     }

@@ -6,8 +6,10 @@
 //! - [`connection`]: one server: started once, shared, started again when it
 //!   has died (starts rationed).
 //! - [`process`]: a command's process group, watched and killed with it.
+//! - [`bounded_lines`]: a command's stderr read line by line in bounded memory.
 //! - [`results`]: descriptors as guests see them, results as Python values.
 
+pub mod bounded_lines;
 pub mod connection;
 pub mod process;
 pub mod results;

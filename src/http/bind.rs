@@ -106,6 +106,7 @@ mod tests {
                 max_connections: 1,
                 header_timeout: std::time::Duration::from_secs(1),
             },
+            sessions: crate::config::SessionLimits::default(),
         };
         let origins = allowed_origins(
             &settings,

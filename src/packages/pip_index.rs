@@ -152,10 +152,20 @@ fn run(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let output = child.wait_with_output().map_err(|e| PipIndexError::NoPip {
-        python: python.to_owned(),
-        reason: e.to_string(),
-    })?;
+    // It has exited; whatever it started is stopped too, so its pipes end
+    // (a child left writing to them could not grow the server), and at most
+    // MAX_OUTPUT bytes of each are read.
+    if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let output = std::process::Output {
+        status: child.wait().map_err(|e| PipIndexError::NoPip {
+            python: python.to_owned(),
+            reason: e.to_string(),
+        })?,
+        stdout: read_capped(child.stdout.take()),
+        stderr: read_capped(child.stderr.take()),
+    };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(PipIndexError::NoPip {
@@ -164,6 +174,19 @@ fn run(
         });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Most bytes of the program's stdout or stderr read.
+const MAX_OUTPUT: u64 = 1 << 20;
+
+/// At most [`MAX_OUTPUT`] bytes of a pipe.
+fn read_capped(pipe: Option<impl std::io::Read>) -> Vec<u8> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if let Some(pipe) = pipe {
+        let _ = pipe.take(MAX_OUTPUT).read_to_end(&mut bytes);
+    }
+    bytes
 }
 
 /// Reads the program's JSON line.

@@ -47,8 +47,9 @@ pub struct Fetched {
 }
 
 /// The room staging has: what the sandbox's disk quota and the server's
-/// disk budget leave free now, at most what one install may unpack, until
-/// the install must stop. The room is held in the server's budget until the
+/// disk budget leave free now (and what the server's own files in the
+/// sandbox free when they give way), at most what one install may unpack,
+/// until the install must stop. The room is held in the server's budget until the
 /// returned hold is dropped (which measures what the install really wrote),
 /// so two installs cannot both take the same free space. A sandbox that
 /// cannot be measured has no room.
@@ -67,8 +68,13 @@ pub fn room_for(
         entries: room.entries,
         quota_bytes: quota.max_bytes(),
         quota_entries: quota.max_files(),
+        block: target.ledger.allocation().block,
     };
-    let staging = StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone());
+    let ledger = target.ledger.clone();
+    let staging = StagingRoom::new(free, limits.max_install_unpacked_bytes, stop.clone())
+        .reclaiming(Box::new(move |bytes, entries| {
+            ledger.reclaim(bytes, entries)
+        }));
     Ok((staging, hold))
 }
 

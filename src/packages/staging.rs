@@ -4,7 +4,10 @@
 //! Staging happens inside the sandbox's directory, so it counts against the
 //! sandbox's disk quota (bytes, and files and directories) from the first
 //! byte, and against the cap on what one install may unpack. Every inflated
-//! chunk, file and directory is charged before it is written, so an install
+//! chunk, file and directory is charged before it is written, each file and
+//! directory with a whole block besides (a directory takes one, and a file
+//! holds its bytes rounded up to whole blocks, so a wheel of ten thousand
+//! one-byte files is charged the 40 MB it holds, not 10 KB), so an install
 //! that would not fit stops at once, having written at most one chunk past
 //! nothing; it also stops there when the install is cancelled or out of time.
 
@@ -47,25 +50,35 @@ pub enum NoRoom {
     Stopped,
 }
 
-/// Which limit binds the bytes an install may stage.
-#[derive(Clone, Copy, Debug)]
-enum ByteLimit {
-    Quota,
-    InstallCap,
-}
+/// Frees room in the sandbox for staging: asked for (bytes, entries), it
+/// answers what it freed (the server's own files giving way).
+pub type Reclaim = Box<dyn FnMut(u64, u64) -> (u64, u64) + Send>;
 
 /// The room left for staging.
-#[derive(Debug)]
 pub struct StagingRoom {
-    bytes_left: u64,
+    /// Bytes the quota (and the server's budget) leave.
+    quota_left: u64,
+    /// Bytes the cap on one install leaves.
+    cap_left: u64,
     bytes_free_at_start: u64,
-    byte_limit: ByteLimit,
     entries_left: u64,
     entries_free_at_start: u64,
+    block: u64,
     quota_bytes: u64,
     quota_entries: u64,
     install_cap: u64,
+    reclaim: Option<Reclaim>,
     stop: InstallStop,
+}
+
+impl std::fmt::Debug for StagingRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagingRoom")
+            .field("quota_left", &self.quota_left)
+            .field("cap_left", &self.cap_left)
+            .field("entries_left", &self.entries_left)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a sandbox's quota leaves free when an install starts.
@@ -79,28 +92,35 @@ pub struct Free {
     pub quota_bytes: u64,
     /// The entry limit.
     pub quota_entries: u64,
+    /// The file system's block: what each file or directory takes besides
+    /// its bytes, at most.
+    pub block: u64,
 }
 
 impl StagingRoom {
     /// The room an install has: what the quota leaves `free`, at most
     /// `install_cap` bytes, until `stop` fires.
     pub fn new(free: Free, install_cap: u64, stop: InstallStop) -> Self {
-        let (bytes_left, byte_limit) = if install_cap < free.bytes {
-            (install_cap, ByteLimit::InstallCap)
-        } else {
-            (free.bytes, ByteLimit::Quota)
-        };
         Self {
-            bytes_left,
+            quota_left: free.bytes,
+            cap_left: install_cap,
             bytes_free_at_start: free.bytes,
-            byte_limit,
             entries_left: free.entries,
             entries_free_at_start: free.entries,
+            block: free.block,
             quota_bytes: free.quota_bytes,
             quota_entries: free.quota_entries,
             install_cap,
+            reclaim: None,
             stop,
         }
+    }
+
+    /// When the quota is short, `reclaim` is asked to free room first (the
+    /// server's own files in the sandbox give way to the install).
+    pub fn reclaiming(mut self, reclaim: Reclaim) -> Self {
+        self.reclaim = Some(reclaim);
+        self
     }
 
     /// Room without limits (for tests of the unpacker alone).
@@ -111,32 +131,52 @@ impl StagingRoom {
             entries: u64::MAX,
             quota_bytes: u64::MAX,
             quota_entries: u64::MAX,
+            block: 0,
         };
         Self::new(free, u64::MAX, InstallStop::never())
+    }
+
+    /// Asks the reclaimer for what is missing below the quota.
+    fn reclaim_short(&mut self, bytes: u64, entries: u64) {
+        let short_bytes = bytes.saturating_sub(self.quota_left);
+        let short_entries = entries.saturating_sub(self.entries_left);
+        if short_bytes == 0 && short_entries == 0 {
+            return;
+        }
+        if let Some(reclaim) = self.reclaim.as_mut() {
+            let (freed_bytes, freed_entries) = reclaim(short_bytes, short_entries);
+            self.quota_left = self.quota_left.saturating_add(freed_bytes);
+            self.entries_left = self.entries_left.saturating_add(freed_entries);
+        }
     }
 
     /// Charges `n` bytes about to be written.
     pub fn take_bytes(&mut self, n: u64) -> Result<(), NoRoom> {
         self.check_stop()?;
-        if n > self.bytes_left {
-            self.bytes_left = 0;
-            return Err(match self.byte_limit {
-                ByteLimit::Quota => NoRoom::Quota {
-                    free: human_bytes(self.bytes_free_at_start),
-                    quota: human_bytes(self.quota_bytes),
-                },
-                ByteLimit::InstallCap => NoRoom::InstallCap {
-                    limit: human_bytes(self.install_cap),
-                },
+        if n > self.cap_left {
+            self.cap_left = 0;
+            return Err(NoRoom::InstallCap {
+                limit: human_bytes(self.install_cap),
             });
         }
-        self.bytes_left -= n;
+        self.reclaim_short(n, 0);
+        if n > self.quota_left {
+            self.quota_left = 0;
+            return Err(NoRoom::Quota {
+                free: human_bytes(self.bytes_free_at_start),
+                quota: human_bytes(self.quota_bytes),
+            });
+        }
+        self.quota_left -= n;
+        self.cap_left -= n;
         Ok(())
     }
 
-    /// Charges `n` files or directories about to be created.
+    /// Charges `n` files or directories about to be created, and a block
+    /// of bytes for each.
     pub fn take_entries(&mut self, n: u64) -> Result<(), NoRoom> {
         self.check_stop()?;
+        self.reclaim_short(0, n);
         if n > self.entries_left {
             self.entries_left = 0;
             return Err(NoRoom::Entries {
@@ -144,6 +184,7 @@ impl StagingRoom {
                 limit: self.quota_entries,
             });
         }
+        self.take_bytes(n.saturating_mul(self.block))?;
         self.entries_left -= n;
         Ok(())
     }
@@ -170,17 +211,26 @@ mod tests {
             entries,
             quota_bytes: 4 << 20,
             quota_entries: 100,
+            block: 4096,
         }
     }
 
     #[test]
     fn bytes_and_entries_are_charged_until_they_run_out() {
-        let mut room = StagingRoom::new(free(1000, 2), u64::MAX, InstallStop::never());
+        let mut room = StagingRoom::new(free(9000, 2), u64::MAX, InstallStop::never());
         room.take_bytes(600).unwrap();
         room.take_bytes(400).unwrap();
+        room.take_entries(1).unwrap();
+        assert!(
+            matches!(room.take_entries(1), Err(NoRoom::Quota { .. })),
+            "an entry takes a block: 4096 bytes were not left"
+        );
+        let mut room = StagingRoom::new(free(1000, 2), u64::MAX, InstallStop::never());
+        room.take_bytes(1000).unwrap();
         let err = room.take_bytes(1).unwrap_err();
         assert!(matches!(err, NoRoom::Quota { .. }), "{err}");
         assert!(err.to_string().contains("disk quota of 4 MiB"), "{err}");
+        let mut room = StagingRoom::new(free(1 << 20, 2), u64::MAX, InstallStop::never());
         room.take_entries(2).unwrap();
         assert!(matches!(room.take_entries(1), Err(NoRoom::Entries { .. })));
     }

@@ -1457,6 +1457,7 @@ mod tests {
             entries,
             quota_bytes: bytes,
             quota_entries: entries,
+            block: 4096,
         };
         let mut room = StagingRoom::new(free(300 << 10, 100), u64::MAX, InstallStop::never());
         let (result, written) = unpack_in(w.build(), &mut room);

@@ -1,6 +1,7 @@
 //! [`copy_tree`]: copies one sandbox directory into another (a fork's
 //! files), charging every entry to the destination's quota ledger before it
-//! is written.
+//! is written, by the blocks it will hold there (a directory or a link one
+//! block, a file the blocks the source holds).
 //!
 //! The walk is depth first with one directory open per level (source and
 //! destination), and stops past [`super::disk_usage::MAX_DEPTH`] levels.
@@ -14,9 +15,6 @@ use cap_std::fs::{Dir, OpenOptions, ReadDir};
 
 use super::disk_usage::{MAX_DEPTH, held_bytes};
 use super::quota::QuotaLedger;
-
-/// Bytes booked for a directory or a link: one file-system block.
-const ENTRY_BLOCK: u64 = 4096;
 
 /// What a copy left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,7 +71,7 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
             if depth >= MAX_DEPTH {
                 return Err(CopyError::TooDeep);
             }
-            charge(ledger, ENTRY_BLOCK)?;
+            charge(ledger, ledger.allocation().block)?;
             match level.to.create_dir(&name) {
                 // A directory every sandbox starts with (its `/tmp`).
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -89,6 +87,8 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
                 depth: depth + 1,
             });
         } else if file_type.is_file() {
+            // The copy leaves holes holes (see copy_data), so it takes the
+            // blocks the source holds, not its length.
             let meta = entry.metadata()?;
             charge(ledger, held_bytes(&meta))?;
             let source = entry.open()?.into_std();
@@ -97,7 +97,7 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
             let target = level.to.open_with(&name, &options)?.into_std();
             copy_data(&source, &target, meta.len())?;
         } else if file_type.is_symlink() {
-            charge(ledger, ENTRY_BLOCK)?;
+            charge(ledger, ledger.allocation().block)?;
             let target = level.from.read_link(&name)?;
             level.to.symlink(&target, &name)?;
         } else {
@@ -172,6 +172,7 @@ mod tests {
             Arc::new(open(dst.path())),
             dst.path(),
             DiskQuota::new(1 << 20, 100),
+            crate::sandbox::allocation::Allocation::default(),
             Budget::unlimited(),
         );
         let report = copy_tree(&open(src.path()), &open(dst.path()), &ledger).unwrap();
@@ -194,6 +195,7 @@ mod tests {
             Arc::new(open(small.path())),
             small.path(),
             DiskQuota::new(4, 100),
+            crate::sandbox::allocation::Allocation::default(),
             Budget::unlimited(),
         );
         assert!(matches!(
@@ -214,6 +216,7 @@ mod tests {
             Arc::new(open(dst.path())),
             dst.path(),
             DiskQuota::new(1 << 20, 100),
+            crate::sandbox::allocation::Allocation::default(),
             Budget::unlimited(),
         );
         copy_tree(&open(src.path()), &open(dst.path()), &ledger).unwrap();

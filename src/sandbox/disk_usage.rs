@@ -3,10 +3,11 @@
 //!
 //! The walk is depth first and holds one directory open per level, so a
 //! directory with thousands of subdirectories costs a handful of descriptors;
-//! a tree deeper than [`MAX_DEPTH`] levels is not measured at all. A file
-//! counts the bytes it really holds: its length, or less when it is sparse
-//! (a file grown with `truncate` holds no disk for its hole); a file with
-//! several names counts once. Files deleted while still open keep their bytes
+//! a tree deeper than [`MAX_DEPTH`] levels is not measured at all. An entry
+//! counts the blocks it really holds (`st_blocks`, see
+//! [`super::allocation`]): a file grown with `truncate` holds nothing for its
+//! hole, a file of one byte holds a whole block, and one written a byte
+//! every 4 KiB holds a block per byte; a file with several names counts once. Files deleted while still open keep their bytes
 //! until closed, and count too (found through the process's open descriptors,
 //! on Linux). Anything that cannot be read is an error, never a zero: a
 //! caller that cannot measure refuses the write.
@@ -17,6 +18,7 @@ use std::path::Path;
 
 use cap_std::fs::{Dir, Metadata, MetadataExt, ReadDir};
 
+use super::allocation::file_held;
 use super::open_files::{Freshness, deleted_open_files};
 
 /// Deepest directory tree measured: deeper than any path the file tools
@@ -27,7 +29,7 @@ pub const MAX_DEPTH: usize = super::guest_path::MAX_DEPTH + 32;
 /// What a sandbox directory holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DiskUsage {
-    /// Bytes of regular files (held on disk, so a sparse file's holes are free).
+    /// Bytes held on disk (whole blocks; a sparse file's holes are free).
     pub bytes: u64,
     /// Files, directories and links.
     pub files: u64,
@@ -115,15 +117,15 @@ fn held(meta: &Metadata, linked: &mut HashSet<(u64, u64)>) -> u64 {
     held_bytes(meta)
 }
 
-/// Bytes an entry holds on disk: a file its length, or its allocated blocks
-/// when fewer (a sparse file); a directory or a link the blocks it takes.
+/// Bytes an entry holds on disk: the blocks the file system gave it (see
+/// [`super::allocation`]), so a sparse file's holes are free and a file of
+/// one byte holds a whole block.
 pub fn held_bytes(meta: &Metadata) -> u64 {
-    let blocks = meta.blocks().saturating_mul(512);
-    if meta.is_file() {
-        meta.len().min(blocks)
-    } else {
-        blocks
-    }
+    #[cfg(unix)]
+    let blocks = Some(meta.blocks());
+    #[cfg(not(unix))]
+    let blocks = None;
+    file_held(meta.len(), blocks)
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ pub enum SandboxError {
     },
 
     /// The file or directory does not exist in the sandbox.
-    #[error("'{0}' does not exist in the sandbox (paths are relative to the sandbox's root '/')")]
+    #[error("{}", not_found(.0))]
     NotFound(String),
 
     /// A path names a directory where a file was expected, or the reverse.
@@ -103,6 +103,13 @@ pub enum SandboxError {
         /// The underlying error.
         source: std::io::Error,
     },
+
+    /// The sandbox root is on a file system where a hole in a file takes
+    /// disk, so no quota could bound a write past a file's end.
+    #[error(
+        "the sandbox root is on a file system that gives disk to the holes in files (FAT or HFS+, say), where the disk quota could not bound a write past a file's end; the server's operator must set SANDBOX_ROOT to a directory on a file system with sparse files (ext4, XFS, btrfs, tmpfs, ZFS or APFS)"
+    )]
+    RootFillsHoles,
 
     /// The sandbox root directory could not be used.
     #[error(
@@ -188,4 +195,23 @@ impl SandboxError {
 /// Whether cap-std refused an operation because it would leave its directory.
 fn is_escape(e: &std::io::Error) -> bool {
     e.to_string().contains("outside of the filesystem")
+}
+
+/// The words for a path that does not exist; a server file that is gone
+/// may have given way to the sandbox's own files.
+fn not_found(path: &str) -> String {
+    let server_file = path
+        .trim_start_matches('/')
+        .strip_prefix(super::server_files::OUTPUT_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(super::server_files::is_server_name);
+    if server_file {
+        format!(
+            "'{path}' does not exist in the sandbox: the files the server saves in /.outputs/ give way, oldest first, when the sandbox's own files need the room (get_sandbox_status counts those that did)"
+        )
+    } else {
+        format!(
+            "'{path}' does not exist in the sandbox (paths are relative to the sandbox's root '/')"
+        )
+    }
 }

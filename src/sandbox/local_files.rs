@@ -297,6 +297,7 @@ mod tests {
             dir.clone(),
             &root,
             crate::sandbox::quota::DiskQuota::unlimited(),
+            crate::sandbox::allocation::Allocation::default(),
             crate::sandbox::budget::Budget::unlimited(),
         );
         let files = LocalFiles::new(dir, ledger);

@@ -120,7 +120,7 @@ fn read_deleted() -> io::Result<Vec<DeletedFile>> {
                 target: target.to_owned(),
                 dev: meta.dev(),
                 ino: meta.ino(),
-                bytes: meta.len().min(meta.blocks().saturating_mul(512)),
+                bytes: super::allocation::file_held(meta.len(), Some(meta.blocks())),
             });
         }
     }

@@ -8,7 +8,10 @@
 //! becomes part of a host path. Directories are removed however deep a guest
 //! made them (see [`remove_tree`]).
 //!
-//! The root also holds the server-wide disk [`Budget`] of its sandboxes.
+//! The root also holds the server-wide disk [`Budget`] of its sandboxes, and
+//! how its file system allocates disk (see [`Allocation`]): one that gives
+//! disk to the holes in files is refused, since there no booking of a write
+//! could bound what it takes.
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -17,6 +20,7 @@ use std::sync::Arc;
 
 use rand::Rng;
 
+use super::allocation::Allocation;
 use super::budget::Budget;
 use super::error::SandboxError;
 use super::remove_tree::remove_tree;
@@ -30,6 +34,7 @@ const LOCK_FILE: &str = ".lock";
 pub struct SandboxRoot {
     dir: PathBuf,
     disk_budget: Arc<Budget>,
+    allocation: Allocation,
     _lock: File,
 }
 
@@ -57,12 +62,18 @@ impl SandboxRoot {
             .map_err(err)?;
         lock.try_lock()
             .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let allocation = Allocation::probe(&dir).map_err(err)?;
+        if !allocation.sparse {
+            tracing::error!(root = %root.display(), "the sandbox root's file system gives disk to holes in files");
+            return Err(SandboxError::RootFillsHoles);
+        }
         let disk_budget = disk_budget
             .or_else(|| default_disk_budget(root))
             .unwrap_or(u64::MAX);
         Ok(Self {
             dir,
             disk_budget: Budget::new(disk_budget),
+            allocation,
             _lock: lock,
         })
     }
@@ -70,6 +81,11 @@ impl SandboxRoot {
     /// This server's directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// How the root's file system allocates disk.
+    pub fn allocation(&self) -> Allocation {
+        self.allocation
     }
 
     /// What all sandboxes under this root may hold together.

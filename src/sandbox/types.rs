@@ -434,6 +434,27 @@ pub struct ResourceUsage {
     /// rather than started for it (local sandboxes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_warm_pool: Option<bool>,
+    /// The files the server wrote into the sandbox on its own account
+    /// (local sandboxes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_files: Option<ServerFilesUsage>,
+}
+
+/// The files the server writes into a sandbox on its own account (spilled
+/// output and saved figures, in `/.outputs/`). They count against its disk
+/// quota, and give way, oldest first, whenever a write of the sandbox's own
+/// would not fit otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ServerFilesUsage {
+    /// How many there are now.
+    pub files: u64,
+    /// Bytes they hold now (included in `disk_bytes`).
+    pub bytes: u64,
+    /// How many were deleted (or cut, while being written) so far to make
+    /// room for the sandbox's own files.
+    pub given_way_files: u64,
+    /// Bytes those held.
+    pub given_way_bytes: u64,
 }
 
 /// Where an installed package came from.

@@ -5,17 +5,19 @@
 //! much was left out and where the whole is. When the program writes more,
 //! the whole stream is written to a file in the sandbox, up to `file_limit`
 //! bytes, so the model can page through it with `read_file` instead of
-//! flooding its context; bytes past that are only counted. The file is the sandbox's like any other: every byte
-//! is booked with its quota ledger first, and the file stops where the quota
+//! flooding its context; bytes past that are only counted. The file is the
+//! sandbox's like any other: every block it grows by is booked with its
+//! quota ledger first, and the file stops where the quota
 //! (or the server's disk budget) is full. The guest is never blocked or failed
 //! by any of this.
 
 use std::io::Write;
 use std::sync::Arc;
 
-use cap_std::fs::{File, OpenOptions};
+use cap_std::fs::OpenOptions;
 
 use crate::sandbox::quota::QuotaLedger;
+use crate::sandbox::server_files::LiveFile;
 use crate::sandbox::{CapturedText, OutputStream, OutputTap, StreamClip};
 
 /// Where a stream's full text goes once it overflows the inline part.
@@ -34,9 +36,11 @@ pub(crate) struct OutputCapture {
     /// What of the stream is returned inline.
     clip: StreamClip,
     spill: Option<SpillTarget>,
-    file: Option<File>,
+    file: Option<Arc<LiveFile>>,
     file_bytes: u64,
     file_failed: bool,
+    /// The file gave way to the sandbox's own files (it is gone).
+    gave_way: bool,
     tap: Option<(OutputTap, OutputStream)>,
 }
 
@@ -49,6 +53,7 @@ impl OutputCapture {
             file: None,
             file_bytes: 0,
             file_failed: false,
+            gave_way: false,
             tap: None,
         }
     }
@@ -91,8 +96,10 @@ impl OutputCapture {
             self.file_failed = true;
             return;
         };
-        // The file and its directory are entries of the sandbox.
-        if !target.ledger.reserve(0, 2) {
+        // The file and its directory are entries of the sandbox (the
+        // directory takes a block).
+        let block = target.ledger.allocation().block;
+        if !target.ledger.reserve_server(block, 2) {
             self.file_failed = true;
             return;
         }
@@ -115,7 +122,11 @@ impl OutputCapture {
         })();
         match opened {
             Ok(file) => {
-                self.file = Some(file);
+                let name = std::path::Path::new(&target.relative)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                self.file = Some(target.ledger.server_files().live(&name, file));
                 let earlier = self.clip.head()[..earlier as usize].to_vec();
                 self.spill_bytes(&earlier);
             }
@@ -130,19 +141,33 @@ impl OutputCapture {
         let Some(target) = &self.spill else {
             return;
         };
+        // It gave way to the sandbox's own files: it is gone, and stops.
+        if self.file.as_ref().is_some_and(|f| f.gave_way()) {
+            self.file = None;
+            self.file_failed = true;
+            self.gave_way = true;
+            return;
+        }
         let room = target.file_limit.saturating_sub(self.file_bytes) as usize;
         let take = room.min(bytes.len());
         if take == 0 {
             return;
         }
-        if !target.ledger.reserve(take as u64, 0) {
+        // The file only grows at its end, so it takes the blocks past those
+        // it holds already.
+        let takes = target
+            .ledger
+            .allocation()
+            .append_takes(self.file_bytes, take as u64);
+        if !target.ledger.reserve_server(takes, 0) {
             // The quota is full: the file ends here.
             self.file = None;
             self.file_failed = true;
             return;
         }
-        if let Some(file) = &mut self.file {
-            if file.write_all(&bytes[..take]).is_err() {
+        if let Some(file) = &self.file {
+            let mut out = file.file();
+            if out.write_all(&bytes[..take]).is_err() {
                 self.file = None;
                 self.file_failed = true;
                 return;
@@ -155,8 +180,9 @@ impl OutputCapture {
     /// marker that says where the whole is.
     pub(crate) fn finish(self) -> CapturedText {
         let truncated = self.clip.is_cut();
+        let gave_way = self.gave_way || self.file.as_ref().is_some_and(|f| f.gave_way());
         let full_output_path = match &self.spill {
-            Some(target) if truncated && self.file_bytes > 0 => {
+            Some(target) if truncated && self.file_bytes > 0 && !gave_way => {
                 Some(format!("/{}", target.relative))
             }
             _ => None,
@@ -164,11 +190,12 @@ impl OutputCapture {
         let saved_bytes = full_output_path.as_ref().map(|_| self.file_bytes);
         let total = self.clip.total();
         CapturedText {
-            text: self.clip.text(&whereabouts(
-                full_output_path.as_deref(),
-                saved_bytes,
-                total,
-            )),
+            text: self.clip.text(&if gave_way {
+                "; its saved copy gave way to the sandbox's own files, which needed the room"
+                    .to_owned()
+            } else {
+                whereabouts(full_output_path.as_deref(), saved_bytes, total)
+            }),
             total_bytes: total,
             truncated,
             full_output_path,
@@ -252,7 +279,13 @@ mod tests {
 
     fn ledger(path: &std::path::Path, quota: DiskQuota) -> Arc<QuotaLedger> {
         let dir = Arc::new(Dir::open_ambient_dir(path, ambient_authority()).unwrap());
-        QuotaLedger::new(dir, path, quota, Budget::unlimited())
+        QuotaLedger::new(
+            dir,
+            path,
+            quota,
+            crate::sandbox::allocation::Allocation::default(),
+            Budget::unlimited(),
+        )
     }
 
     #[test]

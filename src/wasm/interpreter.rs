@@ -257,12 +257,14 @@ impl GuestState {
         let amount = u64::try_from(len).unwrap_or(0);
         let stdio = usize::try_from(fd).ok().filter(|&fd| fd < 3);
         match offset {
+            // Booked by the blocks the write can touch, not the bytes it
+            // carries: one byte written into a hole takes a whole block.
             ASK_WRITE => match stdio {
                 Some(fd) if !self.stdio_closed[fd] => 0,
-                _ if self.ledger.reserve(amount, 0) => 0,
+                _ if self.ledger.reserve_write(amount) => 0,
                 _ => EDQUOT,
             },
-            ASK_CREATE if self.ledger.reserve(amount, 1) => 0,
+            ASK_CREATE if self.ledger.reserve_entry(amount) => 0,
             ASK_CREATE => EDQUOT,
             ASK_OPEN if self.open_entries() < self.max_open => 0,
             ASK_OPEN => EMFILE,

@@ -596,6 +596,7 @@ mod tests {
                 Arc::new(handle),
                 dir.path(),
                 DiskQuota::unlimited(),
+                crate::sandbox::allocation::Allocation::default(),
                 Budget::unlimited(),
             );
             let guest_link = GuestLink::new([b'0'; TOKEN_LEN], false);

@@ -146,6 +146,7 @@ async fn initialised(
         Arc::new(dir),
         plan.scratch,
         DiskQuota::unlimited(),
+        crate::sandbox::allocation::Allocation::default(),
         Budget::unlimited(),
     );
     let link_ = GuestLink::new([b'0'; TOKEN_LEN], true);

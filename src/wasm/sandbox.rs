@@ -28,6 +28,7 @@ use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::server_files::OUTPUT_DIR;
 
 use crate::sandbox::{
     CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,
@@ -37,7 +38,6 @@ use crate::sandbox::{
 /// How long an interpreter may take to start.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
-const OUTPUT_DIR: &str = ".outputs";
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -533,10 +533,15 @@ impl CodeInterpreter for WasmSandbox {
 
     async fn usage(&self) -> ResourceUsage {
         let ledger = self.ledger.clone();
-        let disk =
-            tokio::task::spawn_blocking(move || ledger.reported_usage().map_err(|e| e.to_string()))
-                .await
-                .unwrap_or_else(|e| Err(format!("measuring failed: {e}")));
+        let measured = tokio::task::spawn_blocking(move || {
+            let disk = ledger.reported_usage().map_err(|e| e.to_string());
+            (disk, ledger.server_files().usage(ledger.dir()))
+        })
+        .await;
+        let (disk, server_files) = match measured {
+            Ok((disk, server_files)) => (disk, Some(server_files)),
+            Err(e) => (Err(format!("measuring failed: {e}")), None),
+        };
         let (disk, disk_error) = match disk {
             Ok(usage) => (Some(usage), None),
             Err(e) => (None, Some(e)),
@@ -547,6 +552,7 @@ impl CodeInterpreter for WasmSandbox {
             disk_files: disk.map(|d| d.files),
             disk_error,
             from_warm_pool: Some(self.from_warm_pool),
+            server_files,
         }
     }
 
@@ -712,6 +718,7 @@ pub(crate) fn open_ledger(
         Arc::new(dir),
         host_dir,
         DiskQuota::new(limits.disk_bytes, limits.disk_files),
+        root.allocation(),
         root.disk_budget().clone(),
     ))
 }

@@ -456,3 +456,59 @@ async fn a_failed_call_over_http_is_never_sent_twice() {
     );
     server.stop().await;
 }
+
+/// A process's resident memory (`VmRSS`) or its peak (`VmHWM`), in bytes.
+fn resident(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+#[tokio::test]
+async fn an_upstreams_endless_stderr_line_costs_the_server_no_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 MiB on stderr with no newline, then the fixture server.
+    let script = format!(
+        "head -c 209715200 /dev/zero | tr '\\0' e >&2; echo >&2; echo after the flood >&2; exec python3 {}",
+        fixture().display()
+    );
+    let file = write_upstreams(dir.path(), &format!("[\"sh\", \"-c\", {script:?}]"), "");
+    let server = start(&[("SANDBOX_UPSTREAMS", file.to_str().unwrap())]).await;
+    let id = server.create_with(json!({})).await;
+    run(&server, &id, "1").await;
+    let before = resident(server.pid, "VmRSS:");
+    // Resets the peak, so what follows is measured from here.
+    std::fs::write(format!("/proc/{}/clear_refs", server.pid), "5").unwrap();
+    let added = run(
+        &server,
+        &id,
+        &each(&["tools.fixture_add(a=20, b=22)['sum']"]),
+    )
+    .await;
+    assert_eq!(stdout(&added), ["42"], "{added}");
+    let peak = resident(server.pid, "VmHWM:");
+    let grew = peak.saturating_sub(before);
+    eprintln!(
+        "server resident memory: {} MiB before, peak {} MiB while a 200 MiB stderr line was read",
+        before >> 20,
+        peak >> 20
+    );
+    assert!(
+        grew < 48 << 20,
+        "the server grew by {} MiB reading the upstream's stderr",
+        grew >> 20
+    );
+    let logs = server.logs();
+    let cut = logs
+        .lines()
+        .find(|l| l.contains("eeee"))
+        .expect("the line's head is logged");
+    assert!(cut.len() < 2000, "logged cut: {} bytes", cut.len());
+    assert!(cut.contains("left out"), "{cut}");
+    assert!(logs.contains("after the flood"), "the next line is logged");
+    server.stop().await;
+}

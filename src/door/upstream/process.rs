@@ -1,5 +1,7 @@
 //! An upstream command's process: started in a process group of its own,
-//! with only its own environment, its stderr logged line by line; watched,
+//! with only its own environment, its stderr logged line by line (each cut
+//! to its first 1,000 bytes as it is read, so a line of any length costs
+//! the server no more memory than that); watched,
 //! so that its exit is noticed at once (even when a child it started still
 //! holds its stdout open); and its whole group killed when it exits or the
 //! connection is dropped.
@@ -10,11 +12,12 @@ use std::process::Stdio;
 
 use rmcp::RoleClient;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
-/// Longest stderr line of an upstream command that is logged.
+use super::bounded_lines::for_each_line;
+
+/// Longest stderr line of an upstream command that is logged (bytes).
 const MAX_LOG_LINE: usize = 1000;
 
 /// The transport to a command's stdin and stdout.
@@ -60,11 +63,16 @@ impl CommandProcess {
         if let Some(stderr) = child.stderr.take() {
             let name = name.to_owned();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let line: String = line.chars().take(MAX_LOG_LINE).collect();
-                    tracing::info!(upstream = %name, "{line}");
-                }
+                for_each_line(stderr, MAX_LOG_LINE, |line, cut| {
+                    let line = String::from_utf8_lossy(line);
+                    let more = if cut {
+                        " [the rest of the line left out]"
+                    } else {
+                        ""
+                    };
+                    tracing::info!(upstream = %name, "{line}{more}");
+                })
+                .await;
             });
         }
         let exited = CancellationToken::new();
