@@ -25,6 +25,7 @@ mod nginx_support;
 mod notebook;
 mod notebook_http;
 mod notebook_pip;
+mod notebook_pip_edges;
 mod notebook_threads;
 mod packages;
 mod packages_hostile;
