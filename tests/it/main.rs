@@ -24,6 +24,7 @@ mod network_rebinding;
 mod nginx_support;
 mod notebook;
 mod notebook_http;
+mod notebook_http_edges;
 mod notebook_pip;
 mod notebook_pip_edges;
 mod notebook_threads;

@@ -31,6 +31,21 @@ def seconds(value):
     return None
 
 
+_told_of_proxy = []
+
+
+def proxy_not_used(proxy):
+    """Says once that a proxy setting (HTTPS_PROXY, proxies=, ProxyManager) is not used:
+    every request goes to its own target, through the host and under its rules."""
+    if not _told_of_proxy:
+        _told_of_proxy.append(proxy)
+        import sys
+
+        where = str(proxy).rsplit("@", 1)[-1]  # never its credentials
+        sys.stderr.write(f"[the proxy {where} is not used: requests go to their own hosts through the "
+                         "sandbox's host, which applies its own rules (SANDBOX_ALLOW_HOSTS)]\n")
+
+
 # ---- urllib3 ------------------------------------------------------------------------------
 
 def patch_urllib3(urllib3):
@@ -84,9 +99,16 @@ def patch_urllib3(urllib3):
             self.proxy, self.proxy_config = None, None
             self._asked = None
             self._closed = True
+            self._tunnel = None
+            if proxy is not None:
+                proxy_not_used(proxy)
 
         def set_tunnel(self, host, port=None, headers=None, scheme="http"):
-            pass
+            # An HTTPS request through a proxy: this connection was made to the proxy, and
+            # the tunnel names the real target. The host has no proxy, so the request goes
+            # to the target itself (through the door, under its rules); the tunnel's
+            # headers are the proxy's (Proxy-Authorization) and go nowhere.
+            self._tunnel = (host, port or self.default_port)
 
         def connect(self):
             pass
@@ -94,9 +116,12 @@ def patch_urllib3(urllib3):
         def request(self, method, url, body=None, headers=None, *, chunked=False,
                     preload_content=True, decode_content=True, enforce_content_length=True):
             if not url.startswith(("http://", "https://")):
-                host = f"[{self.host}]" if ":" in self.host else self.host
-                url = f"{self.scheme}://{host}:{self.port}{url}"
-            self._asked = (method, url, list((headers or {}).items()), body,
+                host, port = self._tunnel or (self.host, self.port)
+                host = f"[{host}]" if ":" in host else host
+                url = f"{self.scheme}://{host}:{port}{url}"
+            headers = [(name, value) for name, value in (headers or {}).items()
+                       if not name.lower().startswith("proxy-")]
+            self._asked = (method, url, headers, body,
                            preload_content, decode_content, enforce_content_length)
             self._closed = False
 
