@@ -1,6 +1,7 @@
 //! The HTTP clients at their edges: a proxy setting (HTTPS_PROXY,
 //! `proxies=`, urllib3's ProxyManager) is not used, and the request goes to
-//! its own target through the door, never to the proxy's address.
+//! its own target through the door, never to the proxy's address; aiohttp's
+//! `expect100=True` gets its `100 Continue` and its answer.
 
 use serde_json::{Value, json};
 
@@ -90,3 +91,33 @@ async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
     assert_eq!(hosts(&got), [secure.clone(), secure.clone()], "{got}");
 }
 
+#[tokio::test]
+async fn aiohttp_expect100_gets_its_answer() {
+    let index = crate::real_wheels::index().await;
+    let http = serve_http().await;
+    let server = server(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &format!("http://{http}")),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let installed = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "%pip install -q aiohttp\nimport aiohttp\n'ready'", "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "async with aiohttp.ClientSession() as s:\n    async with s.post('http://{http}/echo', data=b'x' * 10, expect100=True) as r:\n        echoed = await r.json()\n(r.status, echoed['method'], echoed['body'])"
+        ),
+    )
+    .await;
+    assert_eq!(got["value"], "(200, 'POST', 'xxxxxxxxxx')", "{got}");
+}

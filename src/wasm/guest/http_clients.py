@@ -275,6 +275,7 @@ class DoorTransport:
         self._timeout, self._failed = timeout, failed
         self._buffer = b""
         self._closing = False
+        self._continued = False
 
     def write(self, data):
         if self._closing:
@@ -283,15 +284,30 @@ class DoorTransport:
         while True:
             request = take_request(self._buffer)
             if request is None:
+                self._continue_if_expected()
                 return
             self._buffer = request[-1]
+            self._continued = False
             self._answer(*request[:-1])
+
+    def _continue_if_expected(self):
+        """A head with `Expect: 100-continue` (aiohttp's expect100) waits for leave to send
+        its body: the door takes whole requests, so it is given at once, as a server would."""
+        end = self._buffer.find(b"\r\n\r\n")
+        if end < 0 or self._continued:
+            return
+        lines = self._buffer[:end].decode("latin-1").split("\r\n")[1:]
+        if any(name.strip().lower() == "expect" and value.strip().lower() == "100-continue"
+               for name, _, value in (line.partition(":") for line in lines)):
+            self._continued = True
+            self._loop.call_soon(self._protocol.data_received, b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def writelines(self, chunks):
         self.write(b"".join(bytes(c) for c in chunks))
 
     def _answer(self, method, target, headers, body):
         url = target if target.startswith(("http://", "https://")) else self._origin + target
+        headers = [(name, value) for name, value in headers if name.lower() != "expect"]
         try:
             got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)
         except DoorFailure as failure:
