@@ -2,7 +2,8 @@
 //! sandbox: a thread nothing waits for stays queued (a heartbeat never turns a
 //! finished cell into a timeout), a consumer started in one cell and fed and
 //! joined in the next sees what it was fed, a worker that ends up waiting on
-//! an empty queue stops quietly, and each queued thread is noted once.
+//! an empty queue stops quietly, and each queued thread is noted once. And
+//! display() of bytes that are no image says so.
 
 use std::time::{Duration, Instant};
 
@@ -154,3 +155,27 @@ async fn a_queued_daemon_thread_is_noted_once_and_a_later_wait_runs_its_own_cell
     assert_eq!(stream(&got, "stdout"), "set\n", "{got}");
 }
 
+#[tokio::test]
+async fn display_of_bytes_that_are_no_image_says_so_and_html_with_svg_is_no_image() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "from IPython.display import display\ndisplay({'image/png': b'not a png at all'}, raw=True)\ndisplay({'image/svg+xml': '<html><script>alert(1)</script><svg></svg></html>'}, raw=True)", "timeout_seconds": 20}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert!(
+        result.content.iter().all(|c| c.as_image().is_none()),
+        "{}",
+        text(&result)
+    );
+    let got = structured(&result);
+    assert!(
+        stream(&got, "stderr")
+            .contains("[2 image(s) not returned: their bytes are not a PNG, JPEG or SVG image]"),
+        "{got}"
+    );
+    assert!(!stream(&got, "stderr").contains("at most"), "{got}");
+}
