@@ -104,10 +104,15 @@ def run_next():
 
 
 def at_cell_end():
-    """The end of a cell: the threads still queued stay queued (a note names those not
-    named before), and the threads that stopped in a wait nothing could satisfy are
-    named once."""
+    """The end of a cell: cancelled timers end, the threads still queued stay queued (a
+    note names those not named before), and the threads that stopped in a wait nothing
+    could satisfy are named once."""
     cells[0] += 1
+    import threading
+
+    for timer in [t for t in pending if isinstance(t, threading.Timer) and t.finished.is_set()]:
+        take(timer)  # cancelled (matplotlib's font cache warning, say): it would do nothing
+        run_thread(timer)
     fresh = [t for t in pending if id(t) not in noted]
     noted.update(id(t) for t in fresh)
     if fresh:
