@@ -73,7 +73,7 @@ async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
     assert_eq!(hosts(&got), [secure.clone()], "{got}");
     let stderr = got["stderr"]["text"].as_str().unwrap_or("");
     assert!(
-        stderr.contains(&format!("[the proxy http://{via} is not used")),
+        stderr.contains(&format!("[the proxy {via} is not used")),
         "{got}"
     );
     assert!(!stderr.contains("secret"), "{got}");
