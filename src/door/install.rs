@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
 use crate::packages::{InstallTarget, Installer, PackageError, split_requirements};
-use crate::sandbox::SandboxError;
+use crate::sandbox::{InstallReport, SandboxError};
 
 /// The tool's name, as guests call it.
 pub const TOOL: &str = "install_package";
@@ -57,26 +57,56 @@ impl InstallTool {
         let cancel = CancellationToken::new();
         let progress = |_: String| {};
         let installing = installer.install(requirements, &self.target, &progress, &cancel);
-        let outcome = tokio::time::timeout(usable, installing).await;
+        let outcome = stop_at(usable, &cancel, installing).await;
         // The installer wrote behind the ledger's back (or cleaned up after itself).
         self.target.ledger.forget();
         match outcome {
-            Ok(Ok(report)) => {
+            Ok(report) => {
                 let value = serde_json::to_value(&report).unwrap_or(Value::Null);
                 Ok(json!({ "report": value }).into())
             }
-            Ok(Err(e)) => Err(refused(e)),
-            Err(_) => {
-                cancel.cancel();
-                Err(ToolFailure::new(
-                    FailureKind::Timeout,
-                    format!(
-                        "the install did not finish in the {:.0} s left of this execution, so it was stopped and nothing was changed; run it again with a longer timeout_seconds, or call the install_package tool",
-                        usable.as_secs_f64()
-                    ),
-                ))
-            }
+            Err(Stopped::InTime(e)) => Err(refused(e)),
+            Err(Stopped::Late) => Err(ToolFailure::new(
+                FailureKind::Timeout,
+                format!(
+                    "the install did not finish in the {:.0} s left of this execution, so it was stopped and nothing was changed; run it again with a longer timeout_seconds, or call the install_package tool",
+                    usable.as_secs_f64()
+                ),
+            )),
         }
+    }
+}
+
+/// Why an install gave no report.
+enum Stopped {
+    /// It failed by itself (a refusal, a budget, the installer's own timeout).
+    InTime(PackageError),
+    /// It ran out of the execution's time, was stopped, and has ended.
+    Late,
+}
+
+/// Runs `installing` for `usable` at most; past that, cancels it with
+/// `cancel` and waits for it to end (at its next stop check), so that when
+/// this returns nothing is writing into the sandbox any more. An install
+/// that finished after all (past its last stop check) is reported as done.
+async fn stop_at(
+    usable: Duration,
+    cancel: &CancellationToken,
+    installing: impl std::future::Future<Output = Result<InstallReport, PackageError>>,
+) -> Result<InstallReport, Stopped> {
+    tokio::pin!(installing);
+    let in_time = tokio::select! {
+        outcome = &mut installing => Some(outcome),
+        () = tokio::time::sleep(usable) => None,
+    };
+    if let Some(outcome) = in_time {
+        return outcome.map_err(Stopped::InTime);
+    }
+    cancel.cancel();
+    match installing.await {
+        Ok(report) => Ok(report),
+        Err(PackageError::Cancelled) => Err(Stopped::Late),
+        Err(e) => Err(Stopped::InTime(e)),
     }
 }
 
@@ -153,6 +183,25 @@ impl DoorHandler for InstallTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[tokio::test]
+    async fn an_install_out_of_time_is_cancelled_and_waited_for() {
+        let cancel = CancellationToken::new();
+        let ended = AtomicBool::new(false);
+        // An install that sees the stop only at its next check, 200 ms on.
+        let installing = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            ended.store(true, Ordering::SeqCst);
+            Err(PackageError::Cancelled)
+        };
+        let outcome = stop_at(Duration::from_millis(50), &cancel, installing).await;
+        assert!(matches!(outcome, Err(Stopped::Late)));
+        assert!(cancel.is_cancelled());
+        assert!(ended.load(Ordering::SeqCst), "answered while still at work");
+    }
 
     fn args(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap()

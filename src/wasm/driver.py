@@ -561,7 +561,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
             return describe(exc)
         finally:
-            run_pending_threads()
+            end_of_cell_threads()
 
     def silenced(python, last):
         """Whether the cell's last expression ends with `;`, which in a notebook
@@ -605,10 +605,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     # ---- the driver's side of the guest modules -------------------------------------------
     current = {"cell": "<cell>"}
 
-    def run_pending_threads():
+    def end_of_cell_threads():
         threads = sys.modules.get("_sandbox_threads")
         if threads is not None:
-            threads.run_pending()
+            threads.at_cell_end()
 
     def take_image(data, mime):
         """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the

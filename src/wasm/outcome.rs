@@ -312,8 +312,32 @@ fn image_type(data: &[u8]) -> Option<&'static str> {
     }
     let head = &data[..data.len().min(4096)];
     let text = String::from_utf8_lossy(head);
-    let text = text.trim_start_matches('\u{feff}').trim_start();
-    (text.starts_with('<') && text.contains("<svg")).then_some("image/svg+xml")
+    svg_root(text.trim_start_matches('\u{feff}')).then_some("image/svg+xml")
+}
+
+/// Whether markup's root element is `<svg`, after an XML declaration,
+/// processing instructions, comments and a doctype, if any (HTML that holds
+/// an `<svg>` somewhere is not an SVG image).
+fn svg_root(mut text: &str) -> bool {
+    loop {
+        text = text.trim_start();
+        let skipped = [("<?", "?>"), ("<!--", "-->"), ("<!", ">")]
+            .iter()
+            .find(|(open, _)| text.starts_with(open))
+            .map(|(open, close)| {
+                text[open.len()..]
+                    .find(close)
+                    .map(|at| open.len() + at + close.len())
+            });
+        match skipped {
+            Some(Some(end)) => text = &text[end..],
+            Some(None) => return false,
+            None => {
+                let rest = text.strip_prefix("<svg").unwrap_or("x");
+                return rest.starts_with(|c: char| c.is_whitespace() || c == '>' || c == '/');
+            }
+        }
+    }
 }
 
 /// Most bytes of an execution's reply: its images, and a value, message and
@@ -331,9 +355,13 @@ pub(crate) fn reply_bytes(limits: &ExecLimits) -> usize {
 fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
     execution.value = reply.value.map(|v| cap_value_text(v, limits.output_bytes));
     execution.error = reply.error.map(|e| cap_exec_error(e, limits.output_bytes));
-    let (fitting, refused): (Vec<_>, Vec<_>) = reply.images.into_iter().partition(|image| {
-        image.png.len() <= limits.image_bytes && image_type(&image.png).is_some()
-    });
+    let (images, unknown): (Vec<_>, Vec<_>) = reply
+        .images
+        .into_iter()
+        .partition(|image| image_type(&image.png).is_some());
+    let (fitting, refused): (Vec<_>, Vec<_>) = images
+        .into_iter()
+        .partition(|image| image.png.len() <= limits.image_bytes);
     let dropped = refused.len() + fitting.len().saturating_sub(limits.max_images);
     execution.images = fitting
         .into_iter()
@@ -352,6 +380,12 @@ fn take_reply(execution: &mut Execution, reply: Reply, limits: &ExecLimits) {
             human_bytes(limits.image_bytes as u64)
         ));
     }
+    if !unknown.is_empty() {
+        execution.stderr.text.push_str(&format!(
+            "\n[{} image(s) not returned: their bytes are not a PNG, JPEG or SVG image]\n",
+            unknown.len()
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -368,5 +402,15 @@ mod tests {
         );
         assert_eq!(image_type(b"GIF89a"), None);
         assert_eq!(image_type(b"<html><body>no</body></html>"), None);
+        assert_eq!(
+            image_type(b"<!-- a comment -->\n<!DOCTYPE svg>\n<svg width=\"1\"></svg>"),
+            Some("image/svg+xml")
+        );
+        assert_eq!(
+            image_type(b"<html><script>alert(1)</script><svg></svg></html>"),
+            None
+        );
+        assert_eq!(image_type(b"<svgx></svgx>"), None);
+        assert_eq!(image_type(b"<!-- never closed <svg>"), None);
     }
 }

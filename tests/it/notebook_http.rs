@@ -85,7 +85,7 @@ async fn echo(request: Request) -> Response {
 }
 
 /// The site over HTTP on loopback.
-async fn serve_http() -> SocketAddr {
+pub async fn serve_http() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, site()).await.unwrap() });
@@ -93,7 +93,7 @@ async fn serve_http() -> SocketAddr {
 }
 
 /// The site over HTTPS on loopback, with a certificate from a test CA.
-async fn serve_https(cert: &std::path::Path, key: &std::path::Path) -> SocketAddr {
+pub async fn serve_https(cert: &std::path::Path, key: &std::path::Path) -> SocketAddr {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -133,7 +133,7 @@ async fn serve_https(cert: &std::path::Path, key: &std::path::Path) -> SocketAdd
 }
 
 /// The door's records of the last run.
-fn door_requests(result: &Value) -> Vec<Value> {
+pub fn door_requests(result: &Value) -> Vec<Value> {
     result["usage"]["door"]["requests"]
         .as_array()
         .cloned()

@@ -31,9 +31,14 @@ def field(kind, data):
     return kind + len(data).to_bytes(4, "big") + data
 "#;
 
-/// The binary under test.
+/// The binary under test: this build's, or the one `SANDBOX_TEST_BINARY`
+/// names (to see a new test fail against an older build).
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_mcp-code-sandbox")
+    static BINARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        std::env::var("SANDBOX_TEST_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mcp-code-sandbox").to_owned())
+    })
 }
 
 /// A module cache shared by all tests, so the runtime compiles once.

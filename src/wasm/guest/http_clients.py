@@ -31,6 +31,21 @@ def seconds(value):
     return None
 
 
+_told_of_proxy = []
+
+
+def proxy_not_used(proxy):
+    """Says once that a proxy setting (HTTPS_PROXY, proxies=, ProxyManager) is not used:
+    every request goes to its own target, through the host and under its rules."""
+    if not _told_of_proxy:
+        _told_of_proxy.append(proxy)
+        import sys
+
+        where = str(proxy).rsplit("@", 1)[-1]  # never its credentials
+        sys.stderr.write(f"[the proxy {where} is not used: requests go to their own hosts through the "
+                         "sandbox's host, which applies its own rules (SANDBOX_ALLOW_HOSTS)]\n")
+
+
 # ---- urllib3 ------------------------------------------------------------------------------
 
 def patch_urllib3(urllib3):
@@ -84,9 +99,16 @@ def patch_urllib3(urllib3):
             self.proxy, self.proxy_config = None, None
             self._asked = None
             self._closed = True
+            self._tunnel = None
+            if proxy is not None:
+                proxy_not_used(proxy)
 
         def set_tunnel(self, host, port=None, headers=None, scheme="http"):
-            pass
+            # An HTTPS request through a proxy: this connection was made to the proxy, and
+            # the tunnel names the real target. The host has no proxy, so the request goes
+            # to the target itself (through the door, under its rules); the tunnel's
+            # headers are the proxy's (Proxy-Authorization) and go nowhere.
+            self._tunnel = (host, port or self.default_port)
 
         def connect(self):
             pass
@@ -94,9 +116,12 @@ def patch_urllib3(urllib3):
         def request(self, method, url, body=None, headers=None, *, chunked=False,
                     preload_content=True, decode_content=True, enforce_content_length=True):
             if not url.startswith(("http://", "https://")):
-                host = f"[{self.host}]" if ":" in self.host else self.host
-                url = f"{self.scheme}://{host}:{self.port}{url}"
-            self._asked = (method, url, list((headers or {}).items()), body,
+                host, port = self._tunnel or (self.host, self.port)
+                host = f"[{host}]" if ":" in host else host
+                url = f"{self.scheme}://{host}:{port}{url}"
+            headers = [(name, value) for name, value in (headers or {}).items()
+                       if not name.lower().startswith("proxy-")]
+            self._asked = (method, url, headers, body,
                            preload_content, decode_content, enforce_content_length)
             self._closed = False
 
@@ -256,6 +281,7 @@ class DoorTransport:
         self._timeout, self._failed = timeout, failed
         self._buffer = b""
         self._closing = False
+        self._continued = False
 
     def write(self, data):
         if self._closing:
@@ -264,15 +290,30 @@ class DoorTransport:
         while True:
             request = take_request(self._buffer)
             if request is None:
+                self._continue_if_expected()
                 return
             self._buffer = request[-1]
+            self._continued = False
             self._answer(*request[:-1])
+
+    def _continue_if_expected(self):
+        """A head with `Expect: 100-continue` (aiohttp's expect100) waits for leave to send
+        its body: the door takes whole requests, so it is given at once, as a server would."""
+        end = self._buffer.find(b"\r\n\r\n")
+        if end < 0 or self._continued:
+            return
+        lines = self._buffer[:end].decode("latin-1").split("\r\n")[1:]
+        if any(name.strip().lower() == "expect" and value.strip().lower() == "100-continue"
+               for name, _, value in (line.partition(":") for line in lines)):
+            self._continued = True
+            self._loop.call_soon(self._protocol.data_received, b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def writelines(self, chunks):
         self.write(b"".join(bytes(c) for c in chunks))
 
     def _answer(self, method, target, headers, body):
         url = target if target.startswith(("http://", "https://")) else self._origin + target
+        headers = [(name, value) for name, value in headers if name.lower() != "expect"]
         try:
             got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)
         except DoorFailure as failure:

@@ -65,7 +65,29 @@ def run_command(cmd, stdout=None, stderr=None):
     args = pip_args(argv)
     if args is None:
         return None
+    operator = shell_operator(cmd)
+    if operator is not None:
+        print(f"ERROR: `{cmd}` is a shell command line (`{operator}`), and there is no shell here, so "
+              "none of it ran; run the pip command alone (and the rest with Python's os, pathlib, "
+              "shutil)", file=stderr or sys.stderr)
+        return 1
     return main(args, stdout=stdout, stderr=stderr, magic=stdout is None)
+
+
+def shell_operator(cmd):
+    """The first shell operator (`;`, `&&`, `||`, `|`, `&`, `$(`, a backquote) outside
+    quotes in a command line, or None (`>` is left alone: `pip install x>=1` means a
+    version, whatever a shell would make of it)."""
+    import shlex
+
+    if "$(" in cmd or "`" in cmd:
+        return "$(" if "$(" in cmd else "`"
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return next((token for token in lexer if token and set(token) <= set("();|&")), None)
+    except ValueError:
+        return None
 
 
 # ---- pip ----------------------------------------------------------------------------------
@@ -112,9 +134,36 @@ VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--tru
           "--no-binary", "--config-settings", "-C", "--global-option", "--report"}
 
 
-def requirements_of(args, err):
+# Options of `pip install` that change nothing here, and what happens instead.
+IGNORED = {
+    "--target": "packages go into the sandbox's own site-packages",
+    "-t": "packages go into the sandbox's own site-packages",
+    "--prefix": "packages go into the sandbox's own site-packages",
+    "--root": "packages go into the sandbox's own site-packages",
+    "--no-deps": "dependencies are installed too",
+    "-U": "an installed version that fits the requirement is kept",
+    "--upgrade": "an installed version that fits the requirement is kept",
+    "--force-reinstall": "an installed version that fits the requirement is kept",
+    "-I": "an installed version that fits the requirement is kept",
+    "--ignore-installed": "an installed version that fits the requirement is kept",
+}
+
+# Projects the sandbox provides itself: asking for them (`pip install -U pip setuptools
+# wheel`, a notebook's first line) installs nothing, and the rest of the line goes on.
+PROVIDED = {
+    "pip": "pip here is the sandbox's installer",
+    "ipython": "the sandbox provides IPython's notebook parts itself",
+}
+# Build tools, skipped when upgraded (a habit: nothing is built here, only wheels are
+# installed) or when already there; asked for plainly, they install as any package.
+BUILD_TOOLS = {"setuptools": "setuptools", "wheel": "wheel"}
+
+
+def requirements_of(args, err, reading=()):
     """The requirement strings in `pip install`'s arguments (and -r files); None, with the
-    reason on `err`, when something here cannot be installed this way."""
+    reason on `err`, when something here cannot be installed this way. Locations (paths,
+    URLs, -e) are passed on: the host's installer refuses them in the install_package
+    tool's own words."""
     found, notes = [], []
     at = 0
     while at < len(args):
@@ -124,39 +173,57 @@ def requirements_of(args, err):
         if arg in ("-r", "--requirement") or arg.startswith(("-r", "--requirement=")):
             path = args[at] if arg in ("-r", "--requirement") else (value if has_value else arg[2:])
             at += arg in ("-r", "--requirement")
-            lines = requirement_file(path, err)
+            lines = requirement_file(path, err, reading)
             if lines is None:
                 return None
             found.extend(lines)
-        elif arg in ("-e", "--editable") or arg.startswith("--editable="):
-            print("ERROR: editable installs (-e) cannot be made here: only packages from the server's "
-                  "package index or wheelhouse can be installed", file=err)
-            return None
+        elif arg in ("-e", "--editable"):
+            found.append(arg)
         elif name in VALUED or arg in VALUED:
             if arg in VALUED:
                 at += 1
             if name in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
                 notes.append(f"note: {name} is not used here: packages come from the server's configured index or wheelhouse")
+            elif name in IGNORED:
+                notes.append(f"note: {name} is not used here: {IGNORED[name]}")
+        elif arg in IGNORED:
+            notes.append(f"note: {arg} is not used here: {IGNORED[arg]}")
         elif arg.startswith("-"):
             continue
-        elif is_location(arg):
-            print(f"ERROR: {arg} cannot be installed here: only packages from the server's package "
-                  "index or wheelhouse can be (no local paths, archives, URLs or VCS links)", file=err)
-            return None
         else:
             found.append(arg)
-    for note in notes:
+    for note in dict.fromkeys(notes):
         print(note, file=err)
     return found
 
 
-def is_location(arg):
-    return ("://" in arg or arg.startswith((".", "/", "~")) or arg.endswith((".whl", ".tar.gz", ".zip"))
-            or arg.startswith(("git+", "hg+", "svn+", "bzr+")))
+def provided(requirements, err, upgrade):
+    """`requirements` without the projects the sandbox provides (and, with `upgrade`, the
+    build tools), each skipped with a note."""
+    import importlib.util
+    import re
+
+    kept = []
+    for requirement in requirements:
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([<>=!~;]|$)", requirement)
+        project = re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
+        if project in PROVIDED:
+            print(f"note: {requirement.strip()} skipped: {PROVIDED[project]}, so there is nothing to install "
+                  "or upgrade", file=err)
+        elif project in BUILD_TOOLS and (upgrade or importlib.util.find_spec(BUILD_TOOLS[project])):
+            print(f"note: {requirement.strip()} skipped: nothing is built here (only wheels are installed), "
+                  "so there is nothing to upgrade", file=err)
+        else:
+            kept.append(requirement)
+    return kept
 
 
-def requirement_file(path, err):
+def requirement_file(path, err, reading=()):
     try:
+        real = os.path.realpath(path)
+        if real in reading:
+            print(f"ERROR: requirements file {path} includes itself (through -r): nothing was installed", file=err)
+            return None
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
@@ -168,7 +235,7 @@ def requirement_file(path, err):
         if not line or line.startswith("#"):
             continue
         if line.startswith("-"):
-            nested = requirements_of(line.split(), err)
+            nested = requirements_of(line.split(), err, (*reading, real))
             if nested is None:
                 return None
             found.extend(nested)
@@ -187,6 +254,9 @@ def install(args, out, err, quiet, magic):
     if not requirements:
         print("ERROR: You must give at least one requirement to install (see \"pip help install\")", file=err)
         return 1
+    requirements = provided(requirements, err, any(a in ("-U", "--upgrade") for a in args))
+    if not requirements:
+        return 0
     try:
         value, _ = _sandbox_http.call("install_package", {"requirements": requirements})
     except _sandbox_http.DoorFailure as failure:

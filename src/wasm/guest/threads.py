@@ -4,11 +4,17 @@
 #
 # - threading.Thread.start() queues the thread; it runs, to its end, when something waits
 #   for it: join(), a lock, an event, a condition, a queue or a semaphore that it could
-#   release (then the queued threads run one after another until the wait is satisfied),
-#   or the end of the cell (threads never joined finish then, as they would meanwhile in a
-#   notebook; daemon threads are left queued, with a note). current_thread() names it
+#   release (then the queued threads run one after another, those of the running cell
+#   first, until the wait is satisfied). A thread nothing waits for stays queued, from
+#   cell to cell, until something does (a note at the end of the cell it was started in
+#   says so, once): a heartbeat that never ends costs nothing, and a consumer started in
+#   one cell and fed and joined in the next sees what was fed. current_thread() names it
 #   while it runs, and an exception in it is reported by threading.excepthook, as CPython
 #   does.
+# - A thread that, while it runs, would wait for something nothing else can do (an empty
+#   queue, an event no one sets) stops there, silently but for a one-line note: it would
+#   block forever in CPython too, and it cannot resume here. is_alive() stays true for it,
+#   and join() then raises NeedsAnotherThread instead of pretending it finished.
 # - concurrent.futures' ThreadPoolExecutor and ProcessPoolExecutor, multiprocessing's Pool
 #   and ThreadPool run each task when it is submitted and hand back finished futures and
 #   results, so map(), submit().result(), as_completed(), asyncio.to_thread() and
@@ -21,15 +27,23 @@ __sandbox_internal__ = True
 
 import sys
 import time
+import weakref
 
-pending = []   # threads started and not yet run, oldest first
+pending = []   # threads (or raw tasks) started and not yet run, oldest first
+started_in = {}  # id(task) -> the number of the cell that started it, for those in pending
+noted = set()  # ids of tasks in pending that a note at the end of a cell named already
+cells = [0]    # the number of the cell running now
 _ids = [1 << 16]  # what Thread.ident says of a queued thread
 running = []   # threads running now, innermost last
+stuck = weakref.WeakKeyDictionary()  # thread -> what it stopped waiting for
+told = weakref.WeakSet()  # stuck threads a note named already
 
 
 class NeedsAnotherThread(RuntimeError):
     """The code waits for something only another running thread could do; the sandbox
     runs Python on one thread."""
+
+    what = "something"
 
 
 # What a wait is for, by the function of threading, queue or concurrent.futures doing it.
@@ -53,39 +67,67 @@ def waiting_for():
 
 
 def blocked(what):
-    return NeedsAnotherThread(
+    error = NeedsAnotherThread(
         f"this would wait forever for {what}: the sandbox runs Python on one thread, so "
         "nothing else can ever do it (a started thread runs when it is waited for, to its "
         "end, one at a time; code that needs two threads running at once cannot work here)"
     )
+    error.what = what
+    return error
+
+
+def queue(task):
+    """Queues a started thread (or raw task) to run when something waits for it."""
+    pending.append(task)
+    started_in[id(task)] = cells[0]
+
+
+def take(task):
+    """Takes a task out of the queue, to run it."""
+    pending.remove(task)
+    started_in.pop(id(task), None)
+    noted.discard(id(task))
 
 
 def run_next():
-    """Runs the oldest queued thread (or raw task) to its end; False if there is none."""
+    """Runs the oldest queued thread (or raw task) of the running cell to its end, or
+    else the oldest of an earlier cell; False if there is none."""
     if not pending:
         return False
-    task = pending.pop(0)
+    task = next((t for t in pending if started_in.get(id(t)) == cells[0]), pending[0])
+    take(task)
     if callable(task) and not hasattr(task, "run"):
-        task()
+        run_task(task)
     else:
         run_thread(task)
     return True
 
 
-def run_pending():
-    """Runs the threads still queued at the end of a cell, except daemon threads, which
-    stay queued (a note says so)."""
-    waiting = [t for t in pending if getattr(t, "daemon", False)]
-    while any(not getattr(t, "daemon", False) for t in pending):
-        task = next(t for t in pending if not getattr(t, "daemon", False))
-        pending.remove(task)
-        pending.insert(0, task)
-        run_next()
-    if waiting:
-        names = ", ".join(getattr(t, "name", "?") for t in waiting[:5])
+def at_cell_end():
+    """The end of a cell: cancelled timers end, the threads still queued stay queued (a
+    note names those not named before), and the threads that stopped in a wait nothing
+    could satisfy are named once."""
+    cells[0] += 1
+    import threading
+
+    for timer in [t for t in pending if isinstance(t, threading.Timer) and t.finished.is_set()]:
+        take(timer)  # cancelled (matplotlib's font cache warning, say): it would do nothing
+        run_thread(timer)
+    fresh = [t for t in pending if id(t) not in noted]
+    noted.update(id(t) for t in fresh)
+    if fresh:
+        names = ", ".join(getattr(t, "name", "a thread") for t in fresh[:5])
+        more = f" and {len(fresh) - 5} more" if len(fresh) > 5 else ""
         sys.stderr.write(
-            f"[{len(waiting)} daemon thread(s) started but not run ({names}): the sandbox runs a "
-            "thread when something waits for it (join(), a lock, an event, a queue), one at a time]\n"
+            f"[{len(fresh)} thread(s) started and not run yet ({names}{more}): the sandbox runs a "
+            "thread when something waits for it (join(), a lock, an event, a queue), to its end, "
+            "one at a time]\n"
+        )
+    for thread in [t for t in list(stuck) if t not in told]:
+        told.add(thread)
+        sys.stderr.write(
+            f"[{thread.name} stopped where it would wait forever for {stuck[thread]}: nothing else "
+            "could do it then, on the sandbox's one thread, and it cannot resume]\n"
         )
 
 
@@ -152,7 +194,7 @@ def patch_threading(threading):
         _ids[0] += 1
         self._ident = self._native_id = _ids[0]
         self._started.set()
-        pending.append(self)
+        queue(self)
 
     def join(self, timeout=None):
         if not self._initialized:
@@ -162,20 +204,26 @@ def patch_threading(threading):
         if running and running[-1] is self:
             raise RuntimeError("cannot join current thread")
         if self in pending:
-            pending.remove(self)
+            take(self)
             run_thread(self)
-        elif self in running:
+        if self in stuck:
+            if timeout is not None:
+                time.sleep(max(timeout, 0))
+                return
+            raise blocked(f"{self.name} to end, which stopped at a wait for {stuck[self]} "
+                          "that nothing could satisfy")
+        if self in running:
             raise blocked(f"{self.name} to end, which is waiting itself")
 
     def is_alive(self):
-        return self in pending or self in running
+        return self in pending or self in running or self in stuck
 
     start.__doc__, join.__doc__, is_alive.__doc__ = Thread.start.__doc__, Thread.join.__doc__, Thread.is_alive.__doc__
     Thread.start, Thread.join, Thread.is_alive = start, join, is_alive
     import _thread
 
     def start_new_thread(function, args, kwargs=None):
-        pending.append(lambda: function(*args, **(kwargs or {})))
+        queue(lambda: function(*args, **(kwargs or {})))
         return len(pending)
 
     _thread.start_new_thread = start_new_thread
@@ -193,6 +241,8 @@ def run_thread(thread):
         thread.run()
     except SystemExit:
         pass
+    except NeedsAnotherThread as exc:
+        stuck[thread] = exc.what
     except BaseException as exc:  # noqa: BLE001 - reported as CPython reports a thread's
         exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None
         threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
@@ -200,6 +250,20 @@ def run_thread(thread):
         running.pop()
         if main is not None:
             threading._active[ident] = main
+
+
+def run_task(task):
+    """Runs a raw task of _thread.start_new_thread to its end; an exception in it is
+    printed, as CPython prints one of such a thread."""
+    try:
+        task()
+    except (SystemExit, NeedsAnotherThread):
+        pass
+    except BaseException:  # noqa: BLE001 - reported as CPython reports it
+        import traceback
+
+        sys.stderr.write("Exception ignored in thread started by a task of _thread:\n")
+        traceback.print_exc()
 
 
 # ---- executors and pools ----------------------------------------------------------------

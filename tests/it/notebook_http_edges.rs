@@ -1,0 +1,123 @@
+//! The HTTP clients at their edges: a proxy setting (HTTPS_PROXY,
+//! `proxies=`, urllib3's ProxyManager) is not used, and the request goes to
+//! its own target through the door, never to the proxy's address; aiohttp's
+//! `expect100=True` gets its `100 Continue` and its answer.
+
+use serde_json::{Value, json};
+
+use crate::notebook::server;
+use crate::notebook_http::{door_requests, serve_http, serve_https};
+use crate::support::{Server, structured, text};
+
+async fn run(server: &Server, id: &str, code: &str) -> Value {
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": code, "timeout_seconds": 30}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{code}\n{}", text(&result));
+    structured(&result)
+}
+
+fn hosts(got: &Value) -> Vec<String> {
+    door_requests(got)
+        .iter()
+        .map(|r| r["host"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
+    let index = crate::real_wheels::index().await;
+    let http = serve_http().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = crate::http::test_certificate(dir.path());
+    let target = serve_https(&cert, &key).await;
+    let proxy = serve_https(&cert, &key).await;
+    let allowed = format!(
+        "http://{http}, https://localhost:{}, https://localhost:{}",
+        target.port(),
+        proxy.port()
+    );
+    let server = server(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &allowed),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32, ::1/128"),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let installed = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "%pip install -q requests aiohttp\nimport requests, urllib3, aiohttp\n'ready'", "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
+    let secure = format!("https://localhost:{}", target.port());
+    let via = format!("localhost:{}", proxy.port());
+
+    // HTTPS_PROXY in the environment, with credentials for the proxy.
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "import os\nos.environ['HTTPS_PROXY'] = 'http://user:secret@{via}'\nr = requests.get('{secure}/echo', headers={{'Authorization': 'Bearer for-the-target'}})\n(r.status_code, r.json()['method'])"
+        ),
+    )
+    .await;
+    assert_eq!(got["value"], "(200, 'GET')", "{got}");
+    assert_eq!(hosts(&got), [secure.clone()], "{got}");
+    let stderr = got["stderr"]["text"].as_str().unwrap_or("");
+    assert!(
+        stderr.contains(&format!("[the proxy {via} is not used")),
+        "{got}"
+    );
+    assert!(!stderr.contains("secret"), "{got}");
+
+    // proxies= and ProxyManager.
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "del os.environ['HTTPS_PROXY']\na = requests.get('{secure}/json', proxies={{'https': 'http://{via}'}}).json()['n']\nb = urllib3.ProxyManager('http://{via}').request('GET', '{secure}/json').json()['n']\n(a, b)"
+        ),
+    )
+    .await;
+    assert_eq!(got["value"], "(3, 3)", "{got}");
+    assert_eq!(hosts(&got), [secure.clone(), secure.clone()], "{got}");
+}
+
+#[tokio::test]
+async fn aiohttp_expect100_gets_its_answer() {
+    let index = crate::real_wheels::index().await;
+    let http = serve_http().await;
+    let server = server(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &format!("http://{http}")),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let installed = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "%pip install -q aiohttp\nimport aiohttp\n'ready'", "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "async with aiohttp.ClientSession() as s:\n    async with s.post('http://{http}/echo', data=b'x' * 10, expect100=True) as r:\n        echoed = await r.json()\n(r.status, echoed['method'], echoed['body'])"
+        ),
+    )
+    .await;
+    assert_eq!(got["value"], "(200, 'POST', 'xxxxxxxxxx')", "{got}");
+}

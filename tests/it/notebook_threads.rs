@@ -1,0 +1,181 @@
+//! Threads as notebook code uses them, across cells, over MCP in a scientific
+//! sandbox: a thread nothing waits for stays queued (a heartbeat never turns a
+//! finished cell into a timeout), a consumer started in one cell and fed and
+//! joined in the next sees what it was fed, a worker that ends up waiting on
+//! an empty queue stops quietly, and each queued thread is noted once. And
+//! display() of bytes that are no image says so.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Server, scientific_cache, structured, text};
+
+async fn server() -> Server {
+    scientific_cache();
+    Server::start_with(&[
+        ("SANDBOX_RUNTIME", "scientific"),
+        ("SANDBOX_POOL_SIZE", "0"),
+    ])
+    .await
+}
+
+/// Runs a cell with a short deadline; the result must not be an error.
+async fn cell(server: &Server, id: &str, code: &str) -> Value {
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": code, "timeout_seconds": 20}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{code}\n{}", text(&result));
+    structured(&result)
+}
+
+fn stream<'a>(got: &'a Value, name: &str) -> &'a str {
+    got[name]["text"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_thread_nothing_waits_for_stays_queued_and_the_cell_ends() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let started = Instant::now();
+    let got = cell(
+        &server,
+        &id,
+        "import threading, time\ndef beat():\n    while True:\n        time.sleep(0.2)\nthreading.Thread(target=beat).start()\nx = 42\nprint('started')",
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(stream(&got, "stdout"), "started\n", "{got}");
+    assert!(
+        stream(&got, "stderr").contains("[1 thread(s) started and not run yet (Thread-")
+            && stream(&got, "stderr").contains(" (beat))"),
+        "{got}"
+    );
+
+    // The state is kept, and the note is not repeated.
+    let got = cell(&server, &id, "x").await;
+    assert_eq!(got["value"], "42", "{got}");
+    assert_eq!(stream(&got, "stderr"), "", "{got}");
+}
+
+#[tokio::test]
+async fn a_consumer_started_in_one_cell_sees_what_the_next_cell_feeds_it() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let got = cell(
+        &server,
+        &id,
+        "import threading, queue\nq = queue.Queue(); seen = []\ndef consumer():\n    while True:\n        x = q.get()\n        if x is None: break\n        seen.append(x)\nt = threading.Thread(target=consumer); t.start()\nprint('consumer started')",
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "consumer started\n", "{got}");
+    assert!(!stream(&got, "stderr").contains("Traceback"), "{got}");
+    let got = cell(
+        &server,
+        &id,
+        "for i in range(3): q.put(i)\nq.put(None)\nt.join()\nseen, t.is_alive()",
+    )
+    .await;
+    assert_eq!(got["value"], "([0, 1, 2], False)", "{got}");
+}
+
+#[tokio::test]
+async fn a_worker_left_waiting_on_an_empty_queue_stops_quietly_and_join_says_why() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    // The queue example of Python's own documentation.
+    let got = cell(
+        &server,
+        &id,
+        "import threading, queue\nq = queue.Queue()\ndef worker():\n    while True:\n        item = q.get()\n        q.task_done()\nw = threading.Thread(target=worker, daemon=True)\nw.start()\nfor item in range(5):\n    q.put(item)\nq.join()\nprint('All work completed')",
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "All work completed\n", "{got}");
+    let stderr = stream(&got, "stderr");
+    assert!(
+        !stderr.contains("Traceback") && !stderr.contains("Exception in thread"),
+        "{got}"
+    );
+    assert!(
+        stderr.contains("wait forever for an item in an empty queue"),
+        "{got}"
+    );
+
+    // Alive, as in CPython; joining it would wait forever, so it says so.
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "print(w.is_alive())\nw.join()", "timeout_seconds": 20}),
+        )
+        .await;
+    let got = structured(&result);
+    assert_eq!(stream(&got, "stdout"), "True\n", "{got}");
+    assert_eq!(got["error"]["name"], "NeedsAnotherThread", "{got}");
+    assert!(
+        got["error"]["value"]
+            .as_str()
+            .unwrap_or("")
+            .contains(" (worker) to end"),
+        "{got}"
+    );
+    assert!(!stream(&got, "stderr").contains("stopped where"), "{got}");
+}
+
+#[tokio::test]
+async fn a_queued_daemon_thread_is_noted_once_and_a_later_wait_runs_its_own_cell_first() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let got = cell(
+        &server,
+        &id,
+        "import threading\nthreading.Thread(target=print, args=('daemon ran',), daemon=True).start()",
+    )
+    .await;
+    assert!(
+        stream(&got, "stderr").contains("1 thread(s) started and not run yet"),
+        "{got}"
+    );
+    let got = cell(&server, &id, "1 + 1").await;
+    assert_eq!(stream(&got, "stderr"), "", "{got}");
+
+    // A wait in a later cell runs that cell's thread, which satisfies it.
+    let got = cell(
+        &server,
+        &id,
+        "done = threading.Event()\nthreading.Thread(target=done.set).start()\ndone.wait()\nprint('set')",
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "set\n", "{got}");
+}
+
+#[tokio::test]
+async fn display_of_bytes_that_are_no_image_says_so_and_html_with_svg_is_no_image() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": "from IPython.display import display\ndisplay({'image/png': b'not a png at all'}, raw=True)\ndisplay({'image/svg+xml': '<html><script>alert(1)</script><svg></svg></html>'}, raw=True)", "timeout_seconds": 20}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert!(
+        result.content.iter().all(|c| c.as_image().is_none()),
+        "{}",
+        text(&result)
+    );
+    let got = structured(&result);
+    assert!(
+        stream(&got, "stderr")
+            .contains("[2 image(s) not returned: their bytes are not a PNG, JPEG or SVG image]"),
+        "{got}"
+    );
+    assert!(!stream(&got, "stderr").contains("at most"), "{got}");
+}
