@@ -54,9 +54,7 @@ impl Allowed {
         if !known {
             return Some("Forbidden: Host header is not allowed");
         }
-        let Some(origin) = headers.get(header::ORIGIN) else {
-            return None;
-        };
+        let origin = headers.get(header::ORIGIN)?;
         let Some(origin) = origin.to_str().ok().and_then(request_origin) else {
             return Some("Forbidden: Invalid Origin header");
         };

@@ -70,7 +70,7 @@ async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
     )
     .await;
     assert_eq!(got["value"], "(200, 'GET')", "{got}");
-    assert_eq!(hosts(&got), [secure.clone()], "{got}");
+    assert_eq!(hosts(&got), std::slice::from_ref(&secure), "{got}");
     let stderr = got["stderr"]["text"].as_str().unwrap_or("");
     assert!(
         stderr.contains(&format!("[the proxy {via} is not used")),
