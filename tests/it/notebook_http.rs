@@ -140,6 +140,22 @@ pub fn door_requests(result: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// A server started with `env` on top of the notebook tests' settings, and
+/// one sandbox in it that has run `setup` (its `%pip install` and imports),
+/// which must succeed.
+pub async fn door_sandbox(index: &str, env: &[(&str, &str)], setup: &str) -> (Server, String) {
+    let server = server(index, env).await;
+    let id = server.create_with(json!({})).await;
+    let installed = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": setup, "timeout_seconds": 240}),
+        )
+        .await;
+    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
+    (server, id)
+}
+
 #[tokio::test]
 async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
     let index = crate::real_wheels::index().await;
@@ -148,23 +164,16 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
     let (ca, cert, key) = crate::http::test_certificate(dir.path());
     let https = serve_https(&cert, &key).await;
     let allowed = format!("http://{http}, https://localhost:{}", https.port());
-    let server = server(
+    let (server, id) = door_sandbox(
         &index.url,
         &[
             ("SANDBOX_ALLOW_HOSTS", &allowed),
             ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32, ::1/128"),
             ("SSL_CERT_FILE", ca.to_str().unwrap()),
         ],
+        "%pip install -q requests httpx aiohttp\nimport requests, httpx, urllib3, aiohttp\n'ready'",
     )
     .await;
-    let id = server.create_with(json!({})).await;
-    let installed = server
-        .call(
-            "execute_code",
-            json!({"session_id": id, "code": "%pip install -q requests httpx aiohttp\nimport requests, httpx, urllib3, aiohttp\n'ready'", "timeout_seconds": 240}),
-        )
-        .await;
-    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
     let base = format!("http://{http}");
     let secure = format!("https://localhost:{}", https.port());
     let run = |code: String| {

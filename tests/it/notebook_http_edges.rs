@@ -5,8 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::notebook::server;
-use crate::notebook_http::{door_requests, serve_http, serve_https};
+use crate::notebook_http::{door_requests, door_sandbox, serve_http, serve_https};
 use crate::support::{Server, structured, text};
 
 async fn run(server: &Server, id: &str, code: &str) -> Value {
@@ -40,23 +39,16 @@ async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
         target.port(),
         proxy.port()
     );
-    let server = server(
+    let (server, id) = door_sandbox(
         &index.url,
         &[
             ("SANDBOX_ALLOW_HOSTS", &allowed),
             ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32, ::1/128"),
             ("SSL_CERT_FILE", ca.to_str().unwrap()),
         ],
+        "%pip install -q requests aiohttp\nimport requests, urllib3, aiohttp\n'ready'",
     )
     .await;
-    let id = server.create_with(json!({})).await;
-    let installed = server
-        .call(
-            "execute_code",
-            json!({"session_id": id, "code": "%pip install -q requests aiohttp\nimport requests, urllib3, aiohttp\n'ready'", "timeout_seconds": 240}),
-        )
-        .await;
-    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
     let secure = format!("https://localhost:{}", target.port());
     let via = format!("localhost:{}", proxy.port());
 
@@ -95,22 +87,15 @@ async fn a_proxy_setting_is_not_used_and_requests_reach_their_own_target() {
 async fn aiohttp_expect100_gets_its_answer() {
     let index = crate::real_wheels::index().await;
     let http = serve_http().await;
-    let server = server(
+    let (server, id) = door_sandbox(
         &index.url,
         &[
             ("SANDBOX_ALLOW_HOSTS", &format!("http://{http}")),
             ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
         ],
+        "%pip install -q aiohttp\nimport aiohttp\n'ready'",
     )
     .await;
-    let id = server.create_with(json!({})).await;
-    let installed = server
-        .call(
-            "execute_code",
-            json!({"session_id": id, "code": "%pip install -q aiohttp\nimport aiohttp\n'ready'", "timeout_seconds": 240}),
-        )
-        .await;
-    assert_ne!(installed.is_error, Some(true), "{}", text(&installed));
     let got = run(
         &server,
         &id,
