@@ -87,7 +87,8 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// Brings back sandbox `id` as saved when the server last stopped, with
-    /// `limits` as the manager would give it: `None` when none is saved.
+    /// at most `limits` (the manager's, from [`Backend::saved_limits`] lowered
+    /// to the server's maximums): `None` when none is saved.
     async fn restore(
         &self,
         _id: &str,
@@ -101,6 +102,12 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// The memory cap and timeout the sandbox saved under `id` was saved
+    /// with, as its record says (`None`: none saved, or unreadable).
+    fn saved_limits(&self, _id: &str) -> Option<SavedLimits> {
+        None
+    }
+
     /// The sandboxes saved when the server last stopped, not restored yet.
     fn saved(&self) -> Vec<SavedSandbox> {
         Vec::new()
@@ -112,11 +119,21 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// The limits a saved sandbox's record gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SavedLimits {
+    /// Its memory cap, in bytes.
+    pub memory_bytes: u64,
+    /// Its wall-clock limit per execution.
+    pub timeout: std::time::Duration,
+}
+
 /// A sandbox brought back by [`Backend::restore`].
 pub struct Restored {
     /// The sandbox.
     pub interpreter: Box<dyn CodeInterpreter>,
-    /// Its limits (the memory cap and timeout it was saved with).
+    /// Its limits (the memory cap and timeout it was saved with, lowered to
+    /// the server's maximums).
     pub limits: SandboxLimits,
     /// Whether its variables came back too (otherwise only its files).
     pub state_kept: bool,

@@ -460,7 +460,7 @@ but files are kept. No network access in local sandboxes.",
         let caller = self.caller(&ctx)?;
         let sandbox = self
             .manager
-            .get_or_restore(&caller.owner, &p.session_id)
+            .get_or_restore(&caller.owner, &caller.caps, &p.session_id)
             .await?;
         let started = std::time::Instant::now();
         let result = run_with_live_output(&ctx, |tap| {
@@ -555,7 +555,7 @@ variables are kept. Returns what was installed (name, version, source) and what 
         let caller = self.caller(&ctx)?;
         let sandbox = self
             .manager
-            .get_or_restore(&caller.owner, &p.session_id)
+            .get_or_restore(&caller.owner, &caller.caps, &p.session_id)
             .await?;
         // Progress messages become MCP progress notifications when the
         // request carried a progress token.
@@ -612,7 +612,7 @@ file tools and for the code.",
         let path = GuestPath::parse(&p.path)?;
         let sandbox = self
             .manager
-            .get_or_restore(&caller.owner, &p.session_id)
+            .get_or_restore(&caller.owner, &caller.caps, &p.session_id)
             .await?;
         let listing = sandbox
             .list(path.clone(), self.limits.max_list_entries)
@@ -669,7 +669,7 @@ as base64 with encoding \"base64\", 48 KiB of it at a time by default.",
         let path = GuestPath::parse(&p.file_path)?;
         let sandbox = self
             .manager
-            .get_or_restore(&caller.owner, &p.session_id)
+            .get_or_restore(&caller.owner, &caller.caps, &p.session_id)
             .await?;
         let offset = p.offset.unwrap_or(0);
         let max = self.limits.max_file_bytes;
@@ -783,7 +783,7 @@ file_content is text, or base64 with encoding \"base64\" for binary files.",
         let caller = self.caller(ctx)?;
         let sandbox = self
             .manager
-            .get_or_restore(&caller.owner, session_id)
+            .get_or_restore(&caller.owner, &caller.caps, session_id)
             .await?;
         let size = sandbox.write(path.clone(), bytes).await?;
         let message = format!("Wrote {size} bytes to {path}.");

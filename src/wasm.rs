@@ -64,7 +64,7 @@ use crate::sandbox::budget::{Budget, BudgetsView};
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::{
     Backend, BackendKind, CodeInterpreter, Progress, Restored, SandboxError, SandboxLimits,
-    SandboxSpec, SavedSandbox,
+    SandboxSpec, SavedLimits, SavedSandbox,
 };
 
 /// Settings of the local backend.
@@ -364,8 +364,12 @@ impl WasmBackend {
         let restorable = store
             .take(id, |_| Some(key.clone()))
             .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))??;
-        limits.memory_bytes = restorable.meta.memory_bytes;
-        limits.timeout = std::time::Duration::from_millis(restorable.meta.timeout_ms);
+        // Never more than the manager gave (its maximums), even if the
+        // record changed since it was read.
+        limits.memory_bytes = limits.memory_bytes.min(restorable.meta.memory_bytes);
+        limits.timeout = limits
+            .timeout
+            .min(std::time::Duration::from_millis(restorable.meta.timeout_ms));
         let state_kept = restorable.state.is_some();
         let door = self.sandbox_door(&image, restorable.meta.allow_hosts.clone())?;
         let root = self.root().await?.clone();
@@ -471,6 +475,10 @@ impl Backend for WasmBackend {
         self.saved
             .as_ref()
             .is_some_and(|s| s.runtime_of(id).is_some())
+    }
+
+    fn saved_limits(&self, id: &str) -> Option<SavedLimits> {
+        self.saved.as_ref()?.limits_of(id)
     }
 
     fn saved(&self) -> Vec<SavedSandbox> {

@@ -265,7 +265,7 @@ impl SandboxManager {
                 // A sandbox saved under that id is the existing one.
                 let key = owner.key(id);
                 if self.get(owner, id).is_err() && self.backends.iter().any(|b| b.has_saved(&key)) {
-                    return Ok((self.get_or_restore(owner, id).await?, false));
+                    return Ok((self.get_or_restore(owner, &request.caps, id).await?, false));
                 }
                 id.clone()
             }
@@ -330,7 +330,7 @@ impl SandboxManager {
         source_id: &str,
         new_id: Option<String>,
     ) -> Result<(Arc<Sandbox>, ForkFacts), SandboxError> {
-        let source = self.get_or_restore(owner, source_id).await?;
+        let source = self.get_or_restore(owner, caps, source_id).await?;
         let id = match new_id {
             Some(id) => {
                 validate_id(&id)?;
@@ -442,10 +442,13 @@ impl SandboxManager {
     }
 
     /// `owner`'s live sandbox `id`, or the one saved under that id when the
-    /// server last stopped, restored now.
+    /// server last stopped, restored now: within the server's and `caps`
+    /// (the owner's) caps, counted with the limits it comes back with (those
+    /// it was saved with, lowered to this server's maximums).
     pub async fn get_or_restore(
         &self,
         owner: &Owner,
+        caps: &OwnerCaps,
         id: &str,
     ) -> Result<Arc<Sandbox>, SandboxError> {
         let key = owner.key(id);
@@ -458,15 +461,17 @@ impl SandboxManager {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         // The slot is held while the sandbox comes back, so a full server
-        // refuses before anything is moved, and a second call for the same
-        // id is told to wait instead of racing this one. Its owner's caps
-        // held it when it was made, so only the server's apply.
-        let claim = Claim::of(owner, backend.kind(), &self.settings.limits);
-        let reservation = self.reserve(&key, claim, &OwnerCaps::default())?;
+        // (or an owner at one of her caps) refuses before anything is moved,
+        // and a second call for the same id is told to wait instead of
+        // racing this one. What she held when it was saved does not count:
+        // it is charged again, at the limits it will run with.
+        let limits = self.restored_limits(backend.as_ref(), &key);
+        let claim = Claim::of(owner, backend.kind(), &limits);
+        let reservation = self.reserve(&key, claim, caps)?;
         if let Some(existing) = reservation.existing.clone() {
             return Ok(existing);
         }
-        let Some(restoring) = backend.restore(&key, self.settings.limits.clone()).await else {
+        let Some(restoring) = backend.restore(&key, limits).await else {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         let restored = restoring?;
@@ -485,6 +490,19 @@ impl SandboxManager {
             "restored a sandbox saved when the server last stopped"
         );
         Ok(sandbox)
+    }
+
+    /// The limits a saved sandbox comes back with: the memory cap and
+    /// timeout it was saved with, lowered to this server's maximums (a
+    /// record cannot raise them past what a creation may ask for); the
+    /// server's own for the rest.
+    fn restored_limits(&self, backend: &dyn Backend, key: &str) -> SandboxLimits {
+        let mut limits = self.settings.limits.clone();
+        if let Some(saved) = backend.saved_limits(key) {
+            limits.memory_bytes = saved.memory_bytes.min(self.settings.max_memory_bytes);
+            limits.timeout = saved.timeout.min(limits.max_timeout);
+        }
+        limits
     }
 
     /// Waits (boundedly) while `key` is being created, restored or saved by

@@ -113,10 +113,10 @@ impl ServerHandler for SandboxServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let owner = self.caller(&context).map_err(refused)?.owner;
+        let caller = self.caller(&context).map_err(refused)?;
         let contents = resources::read(
             &self.manager,
-            &owner,
+            &caller,
             &request.uri,
             self.limits.max_file_bytes,
         )

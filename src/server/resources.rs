@@ -20,6 +20,7 @@ use rmcp::model::{
 use crate::sandbox::Owner;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{BackendKind, EntryKind, GuestPath, SandboxError};
+use crate::server::caller::Caller;
 
 /// The scheme of sandbox file URIs.
 pub const SCHEME: &str = "sandbox";
@@ -205,13 +206,13 @@ fn mime_type(path: &str) -> String {
 /// Reads a file resource whole; at most `max_bytes`.
 pub async fn read(
     manager: &SandboxManager,
-    owner: &Owner,
+    caller: &Caller,
     uri: &str,
     max_bytes: u64,
 ) -> Result<ResourceContents, ErrorData> {
     let (session_id, path) = parse(uri)?;
     let sandbox = manager
-        .get_or_restore(owner, &session_id)
+        .get_or_restore(&caller.owner, &caller.caps, &session_id)
         .await
         .map_err(|e| resource_error(uri, e))?;
     let file = sandbox

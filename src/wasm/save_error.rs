@@ -30,6 +30,13 @@ pub enum SaveError {
         /// The limit, in MiB.
         max_mib: u64,
     },
+
+    /// The saved sandboxes could not all be measured, so the size limit
+    /// could not be checked: the save is refused rather than undercounted.
+    #[error(
+        "the saved sandboxes cannot be measured against SANDBOX_SAVED_MAX_MB ({0}); nothing was saved: check the permissions under the sandbox root's saved/ directory"
+    )]
+    Unmeasurable(std::io::Error),
 }
 
 impl SaveError {

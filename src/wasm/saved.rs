@@ -27,7 +27,7 @@ use super::save_error::SaveError;
 use super::state_image::StateImage;
 use crate::digest::hex;
 use crate::sandbox::remove_tree::remove_tree;
-use crate::sandbox::{SandboxError, SavedSandbox};
+use crate::sandbox::{SandboxError, SavedLimits, SavedSandbox};
 
 const META: &str = "meta.json";
 const STATE: &str = "state.bin";
@@ -156,6 +156,17 @@ impl SavedStore {
         )
     }
 
+    /// The limits the saved sandbox `id` was saved with, when its record
+    /// can be read.
+    pub(crate) fn limits_of(&self, id: &str) -> Option<SavedLimits> {
+        let meta = fs::read(self.entry(id).join(META)).ok()?;
+        let meta: SavedMeta = serde_json::from_slice(&meta).ok()?;
+        Some(SavedLimits {
+            memory_bytes: meta.memory_bytes,
+            timeout: Duration::from_millis(meta.timeout_ms),
+        })
+    }
+
     /// Deletes the saved sandbox `id`; whether there was one.
     pub(crate) fn delete(&self, id: &str) -> bool {
         let entry = self.entry(id);
@@ -171,7 +182,8 @@ impl SavedStore {
                 session_id: meta.session_id,
                 runtime: meta.runtime,
                 saved_at: meta.saved_at,
-                bytes: tree_bytes(&path),
+                // Unmeasurable: shown as the most it could be, never less.
+                bytes: tree_bytes(&path).unwrap_or(u64::MAX),
                 state_kept: meta.state_sha256.is_some(),
             })
             .collect();
@@ -218,7 +230,11 @@ impl SavedStore {
     /// others; when it alone is over the size limit, it is deleted instead
     /// and nothing else is touched.
     fn trim(&self, newest: &Path) -> Result<(), SaveError> {
-        let own = tree_bytes(newest);
+        let refuse = |e: std::io::Error| {
+            let _ = remove_tree(newest);
+            SaveError::Unmeasurable(e)
+        };
+        let own = tree_bytes(newest).map_err(refuse)?;
         if own > self.max_bytes {
             let _ = remove_tree(newest);
             return Err(SaveError::TooLarge {
@@ -226,17 +242,15 @@ impl SavedStore {
                 max_mib: self.max_bytes >> 20,
             });
         }
-        let mut others: Vec<(PathBuf, u64, u64)> = self
-            .entries()
-            .into_iter()
-            .filter(|(path, _)| path != newest)
-            .map(|(path, meta)| {
-                let bytes = tree_bytes(&path);
-                (path, meta.saved_at, bytes)
-            })
-            .collect();
+        let mut others: Vec<(PathBuf, u64, u64)> = Vec::new();
+        for (path, meta) in self.entries() {
+            if path != newest {
+                let bytes = tree_bytes(&path).map_err(refuse)?;
+                others.push((path, meta.saved_at, bytes));
+            }
+        }
         others.sort_by_key(|(_, saved_at, _)| *saved_at);
-        let mut total: u64 = own + others.iter().map(|(_, _, b)| b).sum::<u64>();
+        let mut total: u64 = own.saturating_add(others.iter().map(|(_, _, b)| b).sum::<u64>());
         for (path, _, bytes) in others {
             if total <= self.max_bytes {
                 break;
@@ -361,27 +375,24 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// Bytes the files under `path` hold on disk (holes are free; links are
-/// not followed).
-fn tree_bytes(path: &Path) -> u64 {
+/// not followed; a file with several names counts each time, which can only
+/// overstate). The walk goes through every directory however many or deep
+/// they are; one that cannot be read is an error, never a smaller number.
+fn tree_bytes(path: &Path) -> std::io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
+    let mut total: u64 = 0;
     let mut stack = vec![path.to_owned()];
     while let Some(dir) = stack.pop() {
-        let Ok(read) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in read.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let meta = entry.path().symlink_metadata()?;
+            total = total.saturating_add(meta.blocks().saturating_mul(512));
             if meta.is_dir() {
-                if stack.len() < 256 {
-                    stack.push(entry.path());
-                }
-            } else {
-                total += meta.len().min(meta.blocks().saturating_mul(512));
+                stack.push(entry.path());
             }
         }
     }
-    total
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -496,5 +507,46 @@ mod tests {
             "an entry past the keeping time is deleted at start"
         );
         assert!(SavedStore::open(root.path(), Duration::ZERO, 1).is_none());
+    }
+
+    #[test]
+    fn the_size_limit_counts_every_directory_however_many() {
+        // 1,500 directories of 64 KiB each (the review's attack): the walk
+        // counts them all, so the sandbox is over a limit of 88 MiB.
+        let root = tempfile::tempdir().unwrap();
+        let store = SavedStore::open(root.path(), Duration::from_secs(60), 88 << 20).unwrap();
+        let files = root.path().join("many");
+        fs::create_dir(&files).unwrap();
+        for i in 0..1500 {
+            let d = files.join(format!("d{i}"));
+            fs::create_dir(&d).unwrap();
+            fs::write(d.join("blob"), vec![7u8; 64 << 10]).unwrap();
+        }
+        let refused = store.save(meta("many"), None, &files);
+        assert!(
+            matches!(refused, Err(SaveError::TooLarge { max_mib: 88, .. })),
+            "{refused:?}"
+        );
+        assert!(store.list().is_empty(), "nothing over the limit is kept");
+    }
+
+    #[test]
+    fn a_walk_that_cannot_finish_is_an_error_never_a_smaller_number() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let shut = tmp.path().join("shut");
+        fs::create_dir(&shut).unwrap();
+        fs::write(shut.join("blob"), vec![1u8; 1 << 20]).unwrap();
+        fs::set_permissions(&shut, fs::Permissions::from_mode(0o000)).unwrap();
+        let unreadable = fs::read_dir(&shut).is_err();
+        let measured = tree_bytes(tmp.path());
+        fs::set_permissions(&shut, fs::Permissions::from_mode(0o755)).unwrap();
+        if unreadable {
+            assert!(measured.is_err(), "{measured:?}");
+        } else {
+            // Running as root: every directory can be read.
+            assert!(measured.unwrap() >= 1 << 20);
+        }
+        assert!(tree_bytes(&tmp.path().join("absent")).is_err());
     }
 }

@@ -35,6 +35,7 @@ mod packages_hostile;
 mod protocol;
 mod real_wheels;
 mod requests;
+mod restore_caps;
 mod sandboxes;
 mod scale_out;
 mod scientific;
