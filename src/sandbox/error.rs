@@ -29,6 +29,13 @@ pub enum SandboxError {
     )]
     TooManySandboxes(usize),
 
+    /// The server is stopping: nothing new is created or restored, and what
+    /// was being restored stays saved for the next start.
+    #[error(
+        "the server is shutting down: sandboxes are being saved for its next start; call again once it is back"
+    )]
+    ShuttingDown,
+
     /// The caller already holds as much as its own caps allow.
     #[error(
         "{what}: the most your account may hold is {limit}; close one of your sandboxes with close_sandbox (get_sandbox_status lists them) and try again"

@@ -26,6 +26,14 @@ use super::types::{
 };
 use super::{Backend, BackendKind, CodeInterpreter, Owner, OwnerCaps};
 
+/// How long a call waits while another creates or restores the same sandbox
+/// (a first compile of a runtime can take minutes; so can a large restore).
+const RESERVED_PATIENCE: Duration = Duration::from_secs(300);
+
+/// How long a stop waits for forks and idle saves under way before saving
+/// what is live.
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
 /// Server-wide rules for sandboxes.
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
@@ -69,6 +77,9 @@ pub struct SandboxManager {
     settings: ManagerSettings,
     backends: Vec<Arc<dyn Backend>>,
     slots: Mutex<Slots>,
+    /// Cancelled when the server stops: creations and restores under way
+    /// are abandoned (a restore's sandbox stays saved) and none start.
+    stopping: CancellationToken,
 }
 
 /// The live sandboxes and the ones being made, by key ([`Owner::key`]).
@@ -232,6 +243,7 @@ impl SandboxManager {
             settings,
             backends,
             slots: Mutex::new(Slots::default()),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -278,7 +290,7 @@ impl SandboxManager {
         // Released however the creation ends: done, failed, panicked or dropped.
         let key = owner.key(&id);
         let claim = Claim::of(owner, kind, &limits);
-        let reservation = self.reserve(&key, claim, &request.caps)?;
+        let reservation = self.reserve(&key, claim, &request.caps).await?;
         if let Some(existing) = reservation.existing.clone() {
             return Ok((existing, false));
         }
@@ -289,7 +301,7 @@ impl SandboxManager {
             progress: request.progress,
             allow_hosts: request.allow_hosts,
         };
-        let interpreter = backend.create(spec).await?;
+        let interpreter = self.unless_stopping(backend.create(spec)).await??;
         let sandbox = Sandbox::new(owner, &id, kind, interpreter, limits);
         reservation.fulfil(sandbox.clone());
         Ok((sandbox, true))
@@ -348,7 +360,7 @@ impl SandboxManager {
             return Err(exists());
         }
         let claim = Claim::of(owner, source.backend, &source.limits);
-        let reservation = self.reserve(&key, claim, caps)?;
+        let reservation = self.reserve(&key, claim, caps).await?;
         if reservation.existing.is_some() {
             return Err(exists());
         }
@@ -423,11 +435,13 @@ impl SandboxManager {
     pub async fn close(&self, owner: &Owner, id: &str) -> Result<bool, SandboxError> {
         validate_id(id)?;
         let key = owner.key(id);
+        self.wait_while_reserved(&key).await;
         let sandbox = {
             let mut slots = lock(&self.slots);
             if slots.reserved.contains_key(&key) {
                 return Err(SandboxError::InvalidArgument(format!(
-                    "sandbox '{id}' is being created or restored by another call right now; close it once that call has finished"
+                    "sandbox '{id}' has been being created or restored by another call for {} s; close it once that call has finished",
+                    RESERVED_PATIENCE.as_secs()
                 )));
             }
             slots.live.remove(&key)
@@ -467,11 +481,12 @@ impl SandboxManager {
         // it is charged again, at the limits it will run with.
         let limits = self.restored_limits(backend.as_ref(), &key);
         let claim = Claim::of(owner, backend.kind(), &limits);
-        let reservation = self.reserve(&key, claim, caps)?;
+        let reservation = self.reserve(&key, claim, caps).await?;
         if let Some(existing) = reservation.existing.clone() {
             return Ok(existing);
         }
-        let Some(restoring) = backend.restore(&key, limits).await else {
+        // A stop abandons the restore, which leaves the sandbox saved.
+        let Some(restoring) = self.unless_stopping(backend.restore(&key, limits)).await? else {
             return Err(SandboxError::UnknownSandbox(missing));
         };
         let restored = restoring?;
@@ -505,49 +520,86 @@ impl SandboxManager {
         limits
     }
 
+    /// Runs `work` unless the server stops first, in which case `work` is
+    /// dropped (creations and restores undo what they did when dropped).
+    async fn unless_stopping<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, SandboxError> {
+        tokio::select! {
+            done = work => Ok(done),
+            () = self.stopping.cancelled() => Err(SandboxError::ShuttingDown),
+        }
+    }
+
     /// Waits (boundedly) while `key` is being created, restored or saved by
     /// another call, so that this call then finds it live or saved.
     async fn wait_while_reserved(&self, key: &str) {
-        const PATIENCE: Duration = Duration::from_secs(120);
         let started = std::time::Instant::now();
-        while lock(&self.slots).reserved.contains_key(key) && started.elapsed() < PATIENCE {
+        while lock(&self.slots).reserved.contains_key(key) && started.elapsed() < RESERVED_PATIENCE
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// Holds `key` against the server's and the owner's caps while its
     /// sandbox is created, forked or restored; a live sandbox of that key is
-    /// handed back in the reservation instead.
-    fn reserve<'a>(
+    /// handed back in the reservation instead. While another call holds the
+    /// key (creating or restoring that same sandbox), this one waits for it,
+    /// boundedly, and then finds what that call made.
+    async fn reserve<'a>(
         &'a self,
         key: &'a str,
         claim: Claim,
         caps: &OwnerCaps,
     ) -> Result<Reservation<'a>, SandboxError> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(reservation) = self.try_reserve(key, claim.clone(), caps)? {
+                return Ok(reservation);
+            }
+            if started.elapsed() >= RESERVED_PATIENCE {
+                let id = claim.owner.id_of(key).unwrap_or(key);
+                return Err(SandboxError::InvalidArgument(format!(
+                    "sandbox '{id}' has been being created or restored by another call for {} s; try again once that call has finished",
+                    RESERVED_PATIENCE.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// [`Self::reserve`] without waiting: `None` while another call holds `key`.
+    fn try_reserve<'a>(
+        &'a self,
+        key: &'a str,
+        claim: Claim,
+        caps: &OwnerCaps,
+    ) -> Result<Option<Reservation<'a>>, SandboxError> {
+        if self.stopping.is_cancelled() {
+            return Err(SandboxError::ShuttingDown);
+        }
         let mut slots = lock(&self.slots);
         if let Some(existing) = slots.live.get(key) {
-            return Ok(Reservation {
+            return Ok(Some(Reservation {
                 slots: &self.slots,
                 key,
                 existing: Some(existing.clone()),
-            });
+            }));
         }
         if slots.reserved.contains_key(key) {
-            let id = claim.owner.id_of(key).unwrap_or(key);
-            return Err(SandboxError::InvalidArgument(format!(
-                "sandbox '{id}' is being created or restored by another call right now; try again in a moment"
-            )));
+            return Ok(None);
         }
         if slots.live.len() + slots.reserved.len() >= self.settings.max_sandboxes {
             return Err(SandboxError::TooManySandboxes(self.settings.max_sandboxes));
         }
         slots.check_owner_caps(&claim, caps)?;
         slots.reserved.insert(key.to_owned(), claim);
-        Ok(Reservation {
+        Ok(Some(Reservation {
             slots: &self.slots,
             key,
             existing: None,
-        })
+        }))
     }
 
     /// `owner`'s sandboxes saved when the server last stopped, not restored
@@ -566,6 +618,14 @@ impl SandboxManager {
     /// Saves every sandbox that can be saved for the next start, and closes
     /// the rest (at shutdown).
     pub async fn close_all(&self) {
+        // Nothing new starts; creations and restores under way give up, and
+        // forks and idle saves under way are waited for (boundedly), so that
+        // every sandbox is either live here or already saved.
+        self.stopping.cancel();
+        let started = std::time::Instant::now();
+        while !lock(&self.slots).reserved.is_empty() && started.elapsed() < STOP_PATIENCE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let all: Vec<Arc<Sandbox>> = lock(&self.slots).live.drain().map(|(_, s)| s).collect();
         // One at a time: each save holds a copy of its interpreter's memory.
         for sandbox in &all {

@@ -36,6 +36,7 @@ mod protocol;
 mod real_wheels;
 mod requests;
 mod restore_caps;
+mod restore_races;
 mod sandboxes;
 mod scale_out;
 mod scientific;
