@@ -12,6 +12,7 @@ mod door;
 pub mod engine;
 pub mod error;
 mod file_check;
+mod files_on_loan;
 mod guest_io;
 mod guest_program;
 pub mod host_memory;
@@ -28,6 +29,7 @@ mod preinit;
 mod preinit_error;
 mod protocol;
 pub mod quota_gate;
+mod record_seal;
 pub mod runtime;
 mod sandbox;
 mod save_error;
@@ -361,6 +363,17 @@ impl WasmBackend {
     ) -> Result<Restored, SandboxError> {
         let image = self.image(runtime, None).await?;
         let key = image.state_key.clone();
+        // Reading the state takes its bytes and their parsed copy, on top of
+        // what the instance charges as it grows: charged first, so a restore
+        // that does not fit is refused before anything is read.
+        let reading = store.state_bytes(id).saturating_mul(2);
+        let _reading = self.memory_budget.try_hold(reading).ok_or_else(|| {
+            SandboxError::InvalidArgument(format!(
+                "cannot restore this sandbox now: reading its saved state needs {} MiB of the server's memory budget (SANDBOX_MEMORY_BUDGET_MB), which has {} MiB free; close sandboxes and try again (it stays saved)",
+                reading.div_ceil(1 << 20),
+                self.memory_budget.free() >> 20
+            ))
+        })?;
         let restorable = store
             .take(id, |_| Some(key.clone()))
             .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))??;

@@ -71,12 +71,44 @@ impl Budget {
             });
     }
 
+    /// Charges `bytes` if they fit, for as long as the returned hold lives.
+    pub fn try_hold(self: &Arc<Self>, bytes: u64) -> Option<Hold> {
+        self.try_charge(bytes).then(|| Hold {
+            budget: self.clone(),
+            bytes,
+        })
+    }
+
+    /// Charges `bytes` whether or not they fit, for as long as the returned
+    /// hold lives (for work that must not be refused, such as the save that
+    /// keeps a sandbox at shutdown: other charges still see it).
+    pub fn hold(self: &Arc<Self>, bytes: u64) -> Hold {
+        self.charge(bytes);
+        Hold {
+            budget: self.clone(),
+            bytes,
+        }
+    }
+
     /// The figures status shows.
     pub fn view(&self) -> BudgetView {
         BudgetView {
             limit_bytes: self.limit,
             used_bytes: self.used(),
         }
+    }
+}
+
+/// Bytes charged to a [`Budget`] for a while: given back when dropped.
+#[derive(Debug)]
+pub struct Hold {
+    budget: Arc<Budget>,
+    bytes: u64,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
     }
 }
 

@@ -26,7 +26,10 @@ use super::error::SandboxError;
 use super::remove_tree::remove_tree;
 use crate::wasm::host_resources::default_disk_budget;
 
-const INSTANCE_PREFIX: &str = "server-";
+/// How the directory of each server under the root begins.
+pub const SERVER_PREFIX: &str = "server-";
+/// How each sandbox directory begins.
+pub const SANDBOX_PREFIX: &str = "sb-";
 const LOCK_FILE: &str = ".lock";
 
 /// This server's directory under the sandbox root.
@@ -52,7 +55,7 @@ impl SandboxRoot {
         if removed > 0 {
             tracing::info!(removed, root = %root.display(), "removed sandbox directories left by a server that did not shut down");
         }
-        let dir = root.join(format!("{INSTANCE_PREFIX}{}", random_name()));
+        let dir = root.join(format!("{SERVER_PREFIX}{}", random_name()));
         fs::create_dir(&dir).map_err(err)?;
         let lock = OpenOptions::new()
             .create(true)
@@ -96,7 +99,7 @@ impl SandboxRoot {
     /// Creates a new sandbox directory with a random name, holding only an
     /// empty `tmp/` (the guest's `/tmp`).
     pub fn create_sandbox_dir(&self) -> Result<PathBuf, SandboxError> {
-        let path = self.dir.join(format!("sb-{}", random_name()));
+        let path = self.dir.join(format!("{SANDBOX_PREFIX}{}", random_name()));
         let made = fs::create_dir(&path).and_then(|()| fs::create_dir(path.join("tmp")));
         if let Err(source) = made {
             let _ = remove_tree(&path);
@@ -105,15 +108,10 @@ impl SandboxRoot {
         Ok(path)
     }
 
-    /// Moves the directory `from` (on the same file system) in as a new
-    /// sandbox directory; returns its new path.
-    pub fn adopt_dir(&self, from: &Path) -> Result<PathBuf, SandboxError> {
-        let path = self.dir.join(format!("sb-{}", random_name()));
-        fs::rename(from, &path).map_err(|source| SandboxError::Root {
-            path: from.to_owned(),
-            source,
-        })?;
-        Ok(path)
+    /// A fresh path for a sandbox directory (nothing is there yet), for a
+    /// directory to be moved in from the same file system.
+    pub fn new_sandbox_path(&self) -> PathBuf {
+        self.dir.join(format!("{SANDBOX_PREFIX}{}", random_name()))
     }
 
     /// Removes a sandbox directory and everything in it (symbolic links are
@@ -146,26 +144,25 @@ fn remove_stale(root: &Path) -> usize {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !name.starts_with(INSTANCE_PREFIX) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+        if !name.starts_with(SERVER_PREFIX) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let path = entry.path();
-        let lock = match File::open(path.join(LOCK_FILE)) {
-            Ok(f) => f,
-            // No lock file: a server died while creating its directory.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if remove_tree(&path).is_ok() {
-                    removed += 1;
-                }
-                continue;
-            }
-            Err(_) => continue,
-        };
-        if lock.try_lock().is_ok() && remove_tree(&path).is_ok() {
+        if is_abandoned(&path) && remove_tree(&path).is_ok() {
             removed += 1;
         }
     }
     removed
+}
+
+/// Whether the server directory `server_dir` belongs to no running server
+/// (its lock is free, or it never got one): what is left in it is nobody's.
+pub fn is_abandoned(server_dir: &Path) -> bool {
+    match File::open(server_dir.join(LOCK_FILE)) {
+        Ok(lock) => lock.try_lock().is_ok(),
+        // No lock file: a server died while creating its directory.
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
 }
 
 fn random_name() -> String {

@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
 use super::error::WasmError;
+use super::files_on_loan::FilesOnLoan;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome};
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
-use super::saved::{Restorable, SavedMeta, SavedStore, unix_now};
+use super::saved::{Restorable, SavedMeta, SavedStore, retire_record, unix_now};
 use super::start_error::StartError;
 use super::state_image::StateImage;
 use crate::door::DoorHandler;
@@ -164,14 +165,16 @@ impl WasmSandbox {
     }
 
     /// A sandbox brought back from `restorable` (its files moved into a new
-    /// directory under `root`); on failure the files go back where they were.
+    /// directory under `root`); on failure, or when the restore is dropped
+    /// unfinished, the files go back where they were.
     pub(crate) async fn restore(
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         restorable: Restorable,
         limits: SandboxLimits,
     ) -> Result<Self, SandboxError> {
-        let host_dir = root.adopt_dir(&restorable.files)?;
+        let loan = FilesOnLoan::lend(&root, &restorable.entry, &restorable.files)?;
+        let host_dir = loan.dir().to_owned();
         let files_only = restorable.state.is_none();
         let started = async {
             let ledger = open_ledger(&host_dir, &limits, &root)?;
@@ -220,13 +223,14 @@ impl WasmSandbox {
                         "the sandbox was restored after the server restarted with its files only: {why}, so variables, imports and definitions are lost"
                     ));
                 }
+                retire_record(&restorable.entry);
+                loan.keep();
                 let _ = tokio::task::spawn_blocking(move || remove_tree(&restorable.entry)).await;
                 Ok(sandbox)
             }
-            Err(e) => {
-                let _ = std::fs::rename(&host_dir, &restorable.files);
-                Err(e)
-            }
+            // Dropping the loan (here, or with this future when a stop
+            // abandons it) moves the files back into the saved entry.
+            Err(e) => Err(e),
         }
     }
 
@@ -568,6 +572,10 @@ impl CodeInterpreter for WasmSandbox {
             return Ok(false);
         }
         let alive = self.interpreter.as_ref().filter(|i| i.is_alive());
+        // The copy of its memory is charged while the save holds it, never
+        // refused (refusing would lose the sandbox); saves at a stop run one
+        // at a time.
+        let _copy = alive.map(|i| self.image.memory_budget.hold(i.memory_bytes()));
         let state = match alive {
             Some(interpreter) if self.image.turns => match interpreter.capture().await {
                 Ok(state) => Some(state),

@@ -23,6 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::files_on_loan::recover_loans;
+use super::record_seal::RecordSeal;
 use super::save_error::SaveError;
 use super::state_image::StateImage;
 use crate::digest::hex;
@@ -32,6 +34,7 @@ use crate::sandbox::{SandboxError, SavedLimits, SavedSandbox};
 const META: &str = "meta.json";
 const STATE: &str = "state.bin";
 const FILES: &str = "files";
+const SEAL: &str = "meta.seal";
 
 /// What `meta.json` records about a saved sandbox.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -71,26 +74,51 @@ pub(crate) struct Restorable {
     pub entry: PathBuf,
 }
 
+/// Marks the saved entry `entry` as no longer saved, once its sandbox runs
+/// again: its record goes first, so that a stop while the rest is removed
+/// leaves nothing that looks saved.
+pub(crate) fn retire_record(entry: &Path) {
+    let _ = fs::remove_file(entry.join(META));
+}
+
 /// The saved sandboxes of one sandbox root.
 #[derive(Debug)]
 pub(crate) struct SavedStore {
     dir: PathBuf,
     keep: Duration,
     max_bytes: u64,
+    seal: RecordSeal,
 }
 
 impl SavedStore {
     /// The store under `root`, or `None` when saving is off (either setting
-    /// 0). Deletes entries older than `keep`.
+    /// 0). Gives back files a killed server's restore left on loan (see
+    /// [`super::files_on_loan`]), then deletes entries older than `keep`.
     pub(crate) fn open(root: &Path, keep: Duration, max_bytes: u64) -> Option<Self> {
         if keep.is_zero() || max_bytes == 0 {
             return None;
         }
+        let dir = root.join("saved");
+        let seal = match RecordSeal::open(&dir) {
+            Ok(seal) => seal,
+            Err(e) => {
+                tracing::error!(dir = %dir.display(), error = %e, "saving sandboxes across restarts is off: the key that seals their records cannot be read or made");
+                return None;
+            }
+        };
         let store = Self {
-            dir: root.join("saved"),
+            dir,
             keep,
             max_bytes,
+            seal,
         };
+        let recovered = recover_loans(root, &store.dir, |entry| entry.join(FILES));
+        if recovered > 0 {
+            tracing::info!(
+                recovered,
+                "moved back the files of saved sandboxes whose restore a killed server left unfinished"
+            );
+        }
         store.expire();
         Some(store)
     }
@@ -122,6 +150,7 @@ impl SavedStore {
             }
             let json = serde_json::to_vec_pretty(&meta)?;
             write_synced(&partial.join(META), &json)?;
+            write_synced(&partial.join(SEAL), self.seal.seal(&json).as_bytes())?;
             fs::rename(files, partial.join(FILES)).map_err(SaveError::io("move", files))?;
             fs::rename(&partial, &entry).map_err(SaveError::io("move", &partial))
         })();
@@ -142,7 +171,9 @@ impl SavedStore {
     ) -> Option<Result<Restorable, SandboxError>> {
         let entry = self.entry(id);
         let meta = fs::read(entry.join(META)).ok()?;
-        Some(check(id, &entry, &meta, image_key))
+        let sealed =
+            fs::read_to_string(entry.join(SEAL)).is_ok_and(|s| self.seal.verify(&meta, &s));
+        Some(check(id, &entry, &meta, sealed, image_key))
     }
 
     /// The runtime of the saved sandbox `id` when one is saved (inside:
@@ -165,6 +196,11 @@ impl SavedStore {
             memory_bytes: meta.memory_bytes,
             timeout: Duration::from_millis(meta.timeout_ms),
         })
+    }
+
+    /// The size of the saved sandbox `id`'s state file (0: none).
+    pub(crate) fn state_bytes(&self, id: &str) -> u64 {
+        fs::metadata(self.entry(id).join(STATE)).map_or(0, |m| m.len())
     }
 
     /// Deletes the saved sandbox `id`; whether there was one.
@@ -268,6 +304,7 @@ fn check(
     id: &str,
     entry: &Path,
     meta: &[u8],
+    sealed: bool,
     image_key: impl Fn(&str) -> Option<String>,
 ) -> Result<Restorable, SandboxError> {
     let refuse = |why: String| {
@@ -275,6 +312,11 @@ fn check(
             "sandbox '{id}' was saved when the server last stopped, but cannot be restored: {why}. Its files are kept; close_sandbox deletes it"
         ))
     };
+    if !sealed {
+        return Err(refuse(
+            "its record does not match its seal (it was changed after the save, or saved under another sandbox root)".into(),
+        ));
+    }
     let meta: SavedMeta = serde_json::from_slice(meta)
         .map_err(|e| refuse(format!("its record is unreadable ({e})")))?;
     if meta.session_id != id {
@@ -459,6 +501,18 @@ mod tests {
             stale.contains("has changed") && stale.contains("files are kept"),
             "{stale}"
         );
+        let record = back.entry.join(META);
+        let saved = fs::read(&record).unwrap();
+        let raised = String::from_utf8(saved.clone())
+            .unwrap()
+            .replace("536870912", "4294967296");
+        fs::write(&record, raised).unwrap();
+        let changed = match store.take("../../etc", key).unwrap() {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a record changed after its save must be refused"),
+        };
+        assert!(changed.contains("does not match its seal"), "{changed}");
+        fs::write(&record, saved).unwrap();
         fs::write(back.entry.join(STATE), b"tampered").unwrap();
         let damaged = match store.take("../../etc", key).unwrap() {
             Err(e) => e.to_string(),

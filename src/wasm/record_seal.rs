@@ -1,0 +1,125 @@
+//! [`RecordSeal`]: a keyed MAC (HMAC-SHA256) over each saved sandbox's
+//! record, so that a record changed after its save (its limits raised, its
+//! hosts widened, its state's hash swapped) is refused at restore, as is a
+//! record copied from another server's root.
+//!
+//! The key is 32 random bytes in `<SANDBOX_ROOT>/saved/.seal-key`, made by
+//! the first server to save there and readable by its user only; the record
+//! already holds the sha256 of the state, so the seal covers both.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::Path;
+
+use rand::Rng;
+use ring::hmac;
+
+use crate::digest::hex;
+
+const KEY_FILE: &str = ".seal-key";
+const KEY_BYTES: usize = 32;
+
+/// The key that seals the records of one saved store.
+pub(crate) struct RecordSeal {
+    key: hmac::Key,
+}
+
+impl std::fmt::Debug for RecordSeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordSeal(..)")
+    }
+}
+
+impl RecordSeal {
+    /// The key of the store in `dir`, made there when it has none yet.
+    pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let path = dir.join(KEY_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => make_key(dir, &path)?,
+            Err(e) => return Err(e),
+        };
+        if bytes.len() != KEY_BYTES {
+            return Err(std::io::Error::other(format!(
+                "{} holds {} bytes, not {KEY_BYTES}",
+                path.display(),
+                bytes.len()
+            )));
+        }
+        Ok(Self {
+            key: hmac::Key::new(hmac::HMAC_SHA256, &bytes),
+        })
+    }
+
+    /// The seal of `record`, as hex.
+    pub(crate) fn seal(&self, record: &[u8]) -> String {
+        hex(hmac::sign(&self.key, record).as_ref())
+    }
+
+    /// Whether `seal` (hex) is this key's seal of `record`, compared in
+    /// constant time.
+    pub(crate) fn verify(&self, record: &[u8], seal: &str) -> bool {
+        let Some(tag) = unhex(seal.trim()) else {
+            return false;
+        };
+        hmac::verify(&self.key, record, &tag).is_ok()
+    }
+}
+
+/// Writes a fresh key to `path`, unless another server got there first (the
+/// key is written aside and linked in, which never replaces one).
+fn make_key(dir: &Path, path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; KEY_BYTES];
+    rand::rng().fill(&mut bytes[..]);
+    let aside = dir.join(format!("{KEY_FILE}.{:016x}", rand::rng().random::<u64>()));
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let written = options
+        .open(&aside)
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()));
+    let linked = written.and_then(|()| fs::hard_link(&aside, path));
+    let _ = fs::remove_file(&aside);
+    match linked {
+        Ok(()) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fs::read(path),
+        Err(e) => Err(e),
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_verifies_only_unchanged_and_under_its_own_key() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let seal = RecordSeal::open(a.path()).unwrap();
+        let record = br#"{"memory_bytes": 536870912}"#;
+        let tag = seal.seal(record);
+        assert!(seal.verify(record, &tag));
+        assert!(!seal.verify(br#"{"memory_bytes": 4294967296}"#, &tag));
+        assert!(!seal.verify(record, "00"));
+        assert!(!seal.verify(record, "not hex"));
+        let again = RecordSeal::open(a.path()).unwrap();
+        assert!(again.verify(record, &tag), "the key is kept on disk");
+        let other = RecordSeal::open(b.path()).unwrap();
+        assert!(!other.verify(record, &tag), "another root's key");
+    }
+}
