@@ -45,7 +45,10 @@ pub fn headers(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
+        // Only an empty line ends the headers: a line of nothing but spaces
+        // continues the one before (as Python's email parser, and so pip,
+        // read it), as in licence texts pasted into `License:`.
+        if line.is_empty() {
             break;
         }
         if line.starts_with([' ', '\t']) {
@@ -232,6 +235,17 @@ Requires-Dist: not-a-header-this-is-the-description
         let text = "Name: x\r\nVersion: 1.0\r\nRequires-Dist: a\r\n  >=1\r\n";
         let m = CoreMetadata::parse(text).unwrap();
         assert_eq!(m.requires_dist[0].to_string(), "a>=1");
+    }
+
+    #[test]
+    fn a_line_of_spaces_inside_a_header_does_not_end_the_headers() {
+        // As polars 2.1.0's METADATA has it: a licence with blank-looking
+        // lines, and its one required dependency after it.
+        let text = "Name: polars\nVersion: 2.1.0\nLicense: Copyright\n        \n        Permission\n\
+                    Requires-Dist: polars-runtime-32==2.1.0\n\nbody\nRequires-Dist: not-a-header\n";
+        let m = CoreMetadata::parse(text).unwrap();
+        let deps: Vec<String> = m.requires_dist.iter().map(|r| r.to_string()).collect();
+        assert_eq!(deps, ["polars-runtime-32==2.1.0"]);
     }
 
     #[test]
