@@ -171,6 +171,16 @@ pub enum PackageError {
         second: String,
     },
 
+    /// No set of versions satisfies every requirement, for more than one
+    /// reason (the resolver's derivation, cut short).
+    #[error(
+        "no set of versions satisfies every requirement here: {explanation}. Relax or drop a requirement, pin versions whose dependencies are pure Python, or install in separate sandboxes"
+    )]
+    NoSolution {
+        /// The chain of reasons, in words.
+        explanation: String,
+    },
+
     /// A requirement rules out the version of a package the runtime carries.
     #[error(
         "{name} {version} is built into this sandbox's runtime and cannot be replaced, and {origin}, which {version} does not satisfy. Use the built-in {name} {version}: drop or relax that requirement, or pick a version of the package asking for it that accepts {name} {version}"
