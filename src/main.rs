@@ -39,17 +39,22 @@ fn main() -> ExitCode {
     status
 }
 
-/// The log filter: the setting, with rmcp's own messages (one per
+/// The log filter: the setting, with the package solver's steps kept to
+/// warnings, and rmcp's own messages (one per
 /// notification at INFO) kept to warnings unless the setting names rmcp, and
 /// its client worker's silenced: its errors can quote an upstream's response
 /// whole, an echoed bearer token included (the upstream code logs those
 /// failures itself, the token cut out).
 fn log_filter(setting: &str) -> String {
-    if setting.contains("rmcp") {
-        setting.to_owned()
-    } else {
-        format!("{setting},rmcp=warn,rmcp::transport::worker=off")
+    let mut filter = setting.to_owned();
+    if !setting.contains("rmcp") {
+        filter.push_str(",rmcp=warn,rmcp::transport::worker=off");
     }
+    // The resolver's solver logs every step it takes at INFO.
+    if !setting.contains("pubgrub") {
+        filter.push_str(",pubgrub=warn");
+    }
+    filter
 }
 
 async fn run(command: Command, mut config: Config) -> ExitCode {

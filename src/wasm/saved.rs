@@ -74,6 +74,13 @@ pub(crate) struct Restorable {
     pub entry: PathBuf,
 }
 
+/// Whether a directory entry of the store is a saved sandbox's (or a
+/// half-written one): a directory not named with a dot.
+fn is_entry(entry: &fs::DirEntry) -> bool {
+    entry.file_type().is_ok_and(|t| t.is_dir())
+        && !entry.file_name().to_string_lossy().starts_with('.')
+}
+
 /// Marks the saved entry `entry` as no longer saved, once its sandbox runs
 /// again: its record goes first, so that a stop while the rest is removed
 /// leaves nothing that looks saved.
@@ -247,6 +254,10 @@ impl SavedStore {
             return;
         };
         for entry in read.flatten() {
+            // The seal's key (and anything else not an entry) stays.
+            if !is_entry(&entry) {
+                continue;
+            }
             let path = entry.path();
             let meta: Option<SavedMeta> = fs::read(path.join(META))
                 .ok()
@@ -559,6 +570,10 @@ mod tests {
             ids,
             ["b"],
             "an entry past the keeping time is deleted at start"
+        );
+        assert!(
+            reopened.take("b", |_| None).unwrap().is_ok(),
+            "the seal's key survives a restart, so the record still verifies"
         );
         assert!(SavedStore::open(root.path(), Duration::ZERO, 1).is_none());
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, structured, text};
+use crate::support::{Server, scientific_cache, structured, text};
 
 /// The sandboxes saved under `root`, by id.
 fn saved_ids(root: &std::path::Path) -> Vec<String> {
@@ -35,14 +35,20 @@ async fn wait_saved(root: &std::path::Path, n: usize) {
     panic!("{:?} saved, not {n}", saved_ids(root));
 }
 
-/// A server on `root` that keeps sandboxes across restarts.
+/// A server on `root` whose sandboxes (of the scientific runtime, whose
+/// interpreter state can be saved) are kept across restarts.
 async fn server_on(root: &std::path::Path) -> Server {
-    Server::start_in(
-        tempfile::tempdir().unwrap(),
-        root.to_owned(),
-        &[("SANDBOX_POOL_SIZE", "0")],
-    )
-    .await
+    scientific_server(root, &[]).await
+}
+
+async fn scientific_server(root: &std::path::Path, env: &[(&str, &str)]) -> Server {
+    scientific_cache();
+    let mut all = vec![
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_RUNTIME", "scientific"),
+    ];
+    all.extend_from_slice(env);
+    Server::start_in(tempfile::tempdir().unwrap(), root.to_owned(), &all).await
 }
 
 #[tokio::test]
@@ -79,7 +85,7 @@ async fn calls_sent_at_once_to_saved_sandboxes_wait_for_their_restore() {
             ("get_sandbox_status", json!({"session_id": id})),
             (
                 "write_file",
-                json!({"session_id": id, "file_path": "/more.txt", "file_content": "m"}),
+                json!({"session_id": id, "file_path": "/more.txt", "content": "m"}),
             ),
         ]
         .map(|(tool, args)| (i, tool, args))
@@ -192,15 +198,7 @@ async fn a_restore_is_charged_to_the_memory_budget_before_its_state_is_read() {
     wait_saved(&root, 1).await;
 
     // Its state (over 300 MiB, read and parsed: over 600) does not fit.
-    let tight = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        root.clone(),
-        &[
-            ("SANDBOX_POOL_SIZE", "0"),
-            ("SANDBOX_MEMORY_BUDGET_MB", "600"),
-        ],
-    )
-    .await;
+    let tight = scientific_server(&root, &[("SANDBOX_MEMORY_BUDGET_MB", "600")]).await;
     let refused = tight
         .err(
             "execute_code",
