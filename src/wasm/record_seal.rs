@@ -9,7 +9,8 @@
 
 use std::fs;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rand::Rng;
 use ring::hmac;
@@ -19,9 +20,11 @@ use crate::digest::hex;
 const KEY_FILE: &str = ".seal-key";
 const KEY_BYTES: usize = 32;
 
-/// The key that seals the records of one saved store.
+/// The key that seals the records of one saved store: read (or made) on
+/// first use, so a store nothing was ever saved in holds no key file.
 pub(crate) struct RecordSeal {
-    key: hmac::Key,
+    dir: PathBuf,
+    key: Mutex<Option<hmac::Key>>,
 }
 
 impl std::fmt::Debug for RecordSeal {
@@ -31,13 +34,46 @@ impl std::fmt::Debug for RecordSeal {
 }
 
 impl RecordSeal {
-    /// The key of the store in `dir`, made there when it has none yet.
-    pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
-        fs::create_dir_all(dir)?;
-        let path = dir.join(KEY_FILE);
+    /// The seal of the store in `dir`.
+    pub(crate) fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            key: Mutex::new(None),
+        }
+    }
+
+    /// The seal of `record`, as hex (the key is made when there is none).
+    pub(crate) fn seal(&self, record: &[u8]) -> std::io::Result<String> {
+        let key = self
+            .key(true)?
+            .ok_or_else(|| std::io::Error::other("no key"))?;
+        Ok(hex(hmac::sign(&key, record).as_ref()))
+    }
+
+    /// Whether `seal` (hex) is this store's seal of `record`, compared in
+    /// constant time (never, when the key is missing or unreadable).
+    pub(crate) fn verify(&self, record: &[u8], seal: &str) -> bool {
+        let (Ok(Some(key)), Some(tag)) = (self.key(false), unhex(seal.trim())) else {
+            return false;
+        };
+        hmac::verify(&key, record, &tag).is_ok()
+    }
+
+    /// The key, read from its file (made first when `create` and there is
+    /// none).
+    fn key(&self, create: bool) -> std::io::Result<Option<hmac::Key>> {
+        let mut slot = self.key.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(key) = slot.as_ref() {
+            return Ok(Some(key.clone()));
+        }
+        let path = self.dir.join(KEY_FILE);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => make_key(dir, &path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                fs::create_dir_all(&self.dir)?;
+                make_key(&self.dir, &path)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         if bytes.len() != KEY_BYTES {
@@ -47,23 +83,9 @@ impl RecordSeal {
                 bytes.len()
             )));
         }
-        Ok(Self {
-            key: hmac::Key::new(hmac::HMAC_SHA256, &bytes),
-        })
-    }
-
-    /// The seal of `record`, as hex.
-    pub(crate) fn seal(&self, record: &[u8]) -> String {
-        hex(hmac::sign(&self.key, record).as_ref())
-    }
-
-    /// Whether `seal` (hex) is this key's seal of `record`, compared in
-    /// constant time.
-    pub(crate) fn verify(&self, record: &[u8], seal: &str) -> bool {
-        let Some(tag) = unhex(seal.trim()) else {
-            return false;
-        };
-        hmac::verify(&self.key, record, &tag).is_ok()
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &bytes);
+        *slot = Some(key.clone());
+        Ok(Some(key))
     }
 }
 
@@ -110,16 +132,22 @@ mod tests {
     fn a_record_verifies_only_unchanged_and_under_its_own_key() {
         let a = tempfile::tempdir().unwrap();
         let b = tempfile::tempdir().unwrap();
-        let seal = RecordSeal::open(a.path()).unwrap();
+        let seal = RecordSeal::new(a.path());
         let record = br#"{"memory_bytes": 536870912}"#;
-        let tag = seal.seal(record);
+        assert!(!seal.verify(record, "00"), "no key yet: nothing verifies");
+        assert!(
+            !a.path().join(KEY_FILE).exists(),
+            "nor is a key made to check"
+        );
+        let tag = seal.seal(record).unwrap();
         assert!(seal.verify(record, &tag));
         assert!(!seal.verify(br#"{"memory_bytes": 4294967296}"#, &tag));
         assert!(!seal.verify(record, "00"));
         assert!(!seal.verify(record, "not hex"));
-        let again = RecordSeal::open(a.path()).unwrap();
+        let again = RecordSeal::new(a.path());
         assert!(again.verify(record, &tag), "the key is kept on disk");
-        let other = RecordSeal::open(b.path()).unwrap();
+        let other = RecordSeal::new(b.path());
+        other.seal(b"x").unwrap();
         assert!(!other.verify(record, &tag), "another root's key");
     }
 }

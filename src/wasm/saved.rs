@@ -106,13 +106,7 @@ impl SavedStore {
             return None;
         }
         let dir = root.join("saved");
-        let seal = match RecordSeal::open(&dir) {
-            Ok(seal) => seal,
-            Err(e) => {
-                tracing::error!(dir = %dir.display(), error = %e, "saving sandboxes across restarts is off: the key that seals their records cannot be read or made");
-                return None;
-            }
-        };
+        let seal = RecordSeal::new(&dir);
         let store = Self {
             dir,
             keep,
@@ -157,7 +151,11 @@ impl SavedStore {
             }
             let json = serde_json::to_vec_pretty(&meta)?;
             write_synced(&partial.join(META), &json)?;
-            write_synced(&partial.join(SEAL), self.seal.seal(&json).as_bytes())?;
+            let seal = self
+                .seal
+                .seal(&json)
+                .map_err(SaveError::io("seal", &partial))?;
+            write_synced(&partial.join(SEAL), seal.as_bytes())?;
             fs::rename(files, partial.join(FILES)).map_err(SaveError::io("move", files))?;
             fs::rename(&partial, &entry).map_err(SaveError::io("move", &partial))
         })();
