@@ -250,7 +250,7 @@ impl Resolver<'_> {
     }
 
     /// Reads the metadata of `name` `version` into `known`; returns the
-    /// packages it may require (to fetch their offers alongside).
+    /// packages it requires without extras (to fetch their offers alongside).
     async fn read_metadata(
         &self,
         name: &PackageName,
@@ -282,7 +282,9 @@ impl Resolver<'_> {
         let deps: Vec<PackageName> = metadata
             .requires_dist
             .iter()
-            .filter(|d| d.marker.evaluate(self.env, &metadata.provides_extra))
+            // Only what the version needs without extras: an extra nobody
+            // asked for is never looked up.
+            .filter(|d| d.marker.evaluate(self.env, &[]))
             .map(|d| d.name.clone())
             .collect();
         let mut known = lock(known);
