@@ -51,7 +51,33 @@ impl FilesOnLoan {
         };
         let dir = root.new_sandbox_path();
         let note = entry.join(NOTE);
-        write_note(&note, &dir).map_err(|e| refuse("noted for restoring", e))?;
+        // The note is made only if there is none: another restore (of
+        // another server on this root) that holds the entry keeps it.
+        if let Err(e) = write_note(&note, &dir) {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                return Err(SandboxError::InvalidArgument(
+                    "the saved sandbox is being restored by another server on this sandbox root right now; call it there, or try again in a moment".into(),
+                ));
+            }
+            return Err(refuse("noted for restoring", e));
+        }
+        // Only a real directory is lent: a link in its place could hand the
+        // guest any directory of the host.
+        let is_dir = fs::symlink_metadata(home).map(|m| m.file_type().is_dir());
+        match is_dir {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = fs::remove_file(&note);
+                return Err(refuse(
+                    "used: they are not a directory",
+                    std::io::Error::from(std::io::ErrorKind::InvalidData),
+                ));
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&note);
+                return Err(refuse("found", e));
+            }
+        }
         if let Err(e) = fs::rename(home, &dir) {
             let _ = fs::remove_file(&note);
             return Err(refuse("moved for restoring", e));
@@ -112,17 +138,23 @@ pub(crate) fn recover_loans(
             continue;
         };
         let home = home_of(&entry);
-        if home.exists() {
-            // The files never left (a stop between the note and the move).
-            let _ = fs::remove_file(entry.join(NOTE));
-            continue;
-        }
         let Some((server, sandbox)) = parse_note(&note) else {
-            tracing::error!(entry = %entry.display(), "a saved sandbox's restoring note names no sandbox directory; left as it is");
+            if home.exists() {
+                let _ = fs::remove_file(entry.join(NOTE));
+            } else {
+                tracing::error!(entry = %entry.display(), "a saved sandbox's restoring note names no sandbox directory; left as it is");
+            }
             continue;
         };
         let server_dir = root.join(server);
-        if is_abandoned(&server_dir) && fs::rename(server_dir.join(sandbox), &home).is_ok() {
+        // A running server's restore (on this root) is its own business.
+        if !is_abandoned(&server_dir) {
+            continue;
+        }
+        if home.exists() {
+            // The files never left (a stop between the note and the move).
+            let _ = fs::remove_file(entry.join(NOTE));
+        } else if fs::rename(server_dir.join(sandbox), &home).is_ok() {
             let _ = fs::remove_file(entry.join(NOTE));
             recovered += 1;
         }
@@ -153,7 +185,7 @@ fn write_note(note: &Path, dir: &Path) -> std::io::Result<()> {
             .ok_or_else(|| std::io::Error::other("a sandbox directory without a plain name"))
     };
     let text = format!("{}/{}", name(dir.parent())?, name(Some(dir))?);
-    let mut file = fs::File::create(note)?;
+    let mut file = fs::File::create_new(note)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }
@@ -180,6 +212,34 @@ mod tests {
         assert_eq!(fs::read(loan.dir().join("data.txt")).unwrap(), b"kept");
         drop(loan);
         assert_eq!(fs::read(home.join("data.txt")).unwrap(), b"kept");
+        assert!(!entry.join(NOTE).exists());
+    }
+
+    #[test]
+    fn a_second_restore_of_a_held_entry_is_refused_and_takes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = SandboxRoot::open(tmp.path(), None).unwrap();
+        let other = SandboxRoot::open(tmp.path(), None).unwrap();
+        let (entry, home) = saved_entry(tmp.path());
+        let first = FilesOnLoan::lend(&root, &entry, &home).unwrap();
+        let refused = FilesOnLoan::lend(&other, &entry, &home).unwrap_err();
+        assert!(refused.to_string().contains("another server"), "{refused}");
+        assert!(entry.join(NOTE).exists(), "the first restore's note stays");
+        drop(first);
+        assert_eq!(fs::read(home.join("data.txt")).unwrap(), b"kept");
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_files_is_never_lent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = SandboxRoot::open(tmp.path(), None).unwrap();
+        let entry = tmp.path().join("saved").join("e1");
+        fs::create_dir_all(&entry).unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, entry.join("files")).unwrap();
+        let refused = FilesOnLoan::lend(&root, &entry, &entry.join("files")).unwrap_err();
+        assert!(refused.to_string().contains("not a directory"), "{refused}");
         assert!(!entry.join(NOTE).exists());
     }
 

@@ -76,13 +76,21 @@ impl RecordSeal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        if bytes.len() != KEY_BYTES {
+        let bytes = if bytes.len() == KEY_BYTES {
+            bytes
+        } else if create {
+            // A damaged key seals nothing that can be checked: a save makes
+            // a fresh one rather than fail (and lose its sandbox).
+            tracing::error!(path = %path.display(), len = bytes.len(), "replacing a damaged seal key; records sealed with it will be refused");
+            fs::remove_file(&path)?;
+            make_key(&self.dir, &path)?
+        } else {
             return Err(std::io::Error::other(format!(
                 "{} holds {} bytes, not {KEY_BYTES}",
                 path.display(),
                 bytes.len()
             )));
-        }
+        };
         let key = hmac::Key::new(hmac::HMAC_SHA256, &bytes);
         *slot = Some(key.clone());
         Ok(Some(key))

@@ -178,6 +178,7 @@ impl WasmSandbox {
         let files_only = restorable.state.is_none();
         let started = async {
             let ledger = open_ledger(&host_dir, &limits, &root)?;
+            check_restored_size(&ledger, &limits)?;
             let interpreter = match restorable.state {
                 Some(state) => {
                     Interpreter::start_from(
@@ -225,7 +226,11 @@ impl WasmSandbox {
                 }
                 retire_record(&restorable.entry);
                 loan.keep();
-                let _ = tokio::task::spawn_blocking(move || remove_tree(&restorable.entry)).await;
+                // From here nothing may be cancelled (a stop would drop the
+                // sandbox, its files with it): the old entry goes in a task
+                // of its own, not awaited.
+                let entry = restorable.entry;
+                drop(tokio::task::spawn_blocking(move || remove_tree(&entry)));
                 Ok(sandbox)
             }
             // Dropping the loan (here, or with this future when a stop
@@ -711,6 +716,27 @@ impl Drop for WasmSandbox {
 
 /// Opens the ledger that keeps a sandbox directory within its disk quota
 /// and the root's disk budget.
+/// Refuses a restore whose files are over the disk quota it comes back with
+/// (a server whose `SANDBOX_DISK_QUOTA_MB` is lower than the one that saved
+/// it): they would be kept uncounted past the quota.
+fn check_restored_size(ledger: &QuotaLedger, limits: &SandboxLimits) -> Result<(), SandboxError> {
+    let usage = ledger.usage().map_err(|e| {
+        SandboxError::InvalidArgument(format!(
+            "the saved sandbox's files cannot be measured ({e}); it stays saved: try again, or close_sandbox deletes it"
+        ))
+    })?;
+    if usage.bytes > limits.disk_bytes || usage.files > limits.disk_files {
+        return Err(SandboxError::InvalidArgument(format!(
+            "the saved sandbox's files take {} MiB in {} files and directories, over this server's disk quota of {} MiB and {} files (SANDBOX_DISK_QUOTA_MB, SANDBOX_DISK_FILES); it stays saved: restore it on a server with a larger quota, or close_sandbox deletes it",
+            usage.bytes.div_ceil(1 << 20),
+            usage.files,
+            limits.disk_bytes >> 20,
+            limits.disk_files
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn open_ledger(
     host_dir: &Path,
     limits: &SandboxLimits,

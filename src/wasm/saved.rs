@@ -74,6 +74,19 @@ pub(crate) struct Restorable {
     pub entry: PathBuf,
 }
 
+/// How long a half-written entry (no record yet) is left alone: another
+/// server on the root may be writing it.
+const HALF_WRITTEN_GRACE: Duration = Duration::from_secs(3600);
+
+/// Whether `path` was last changed more than `age` ago (unknown: no).
+fn older_than(path: &Path, age: Duration) -> bool {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed > age)
+}
+
 /// Whether a directory entry of the store is a saved sandbox's (or a
 /// half-written one): a directory not named with a dot.
 fn is_entry(entry: &fs::DirEntry) -> bool {
@@ -262,7 +275,9 @@ impl SavedStore {
                 .and_then(|m| serde_json::from_slice(&m).ok());
             let stale = match meta {
                 Some(meta) => now.saturating_sub(meta.saved_at) > self.keep.as_secs(),
-                None => true,
+                // Half-written: another server on this root may be saving
+                // it right now, so only an old one is left over.
+                None => older_than(&path, HALF_WRITTEN_GRACE),
             };
             if stale {
                 tracing::info!(path = %path.display(), "deleting a saved sandbox past SANDBOX_KEEP_SAVED_SECONDS");
@@ -290,7 +305,9 @@ impl SavedStore {
         let mut others: Vec<(PathBuf, u64, u64)> = Vec::new();
         for (path, meta) in self.entries() {
             if path != newest {
-                let bytes = tree_bytes(&path).map_err(refuse)?;
+                // Another entry may be deleted meanwhile (closed, restored,
+                // trimmed by another save): what is gone holds nothing.
+                let bytes = other_entry_bytes(&path).map_err(refuse)?;
                 others.push((path, meta.saved_at, bytes));
             }
         }
@@ -430,16 +447,40 @@ pub(crate) fn unix_now() -> u64 {
 /// overstate). The walk goes through every directory however many or deep
 /// they are; one that cannot be read is an error, never a smaller number.
 fn tree_bytes(path: &Path) -> std::io::Result<u64> {
+    walk_bytes(path, false)
+}
+
+/// [`tree_bytes`] of another entry, which another call may be deleting:
+/// what vanishes during the walk holds nothing; other errors still stop it.
+fn other_entry_bytes(path: &Path) -> std::io::Result<u64> {
+    walk_bytes(path, true)
+}
+
+fn walk_bytes(path: &Path, vanished_is_empty: bool) -> std::io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
+    let skip = |e: &std::io::Error| vanished_is_empty && e.kind() == std::io::ErrorKind::NotFound;
     let mut total: u64 = 0;
     let mut stack = vec![path.to_owned()];
     while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir)? {
-            let entry = entry?;
-            let meta = entry.path().symlink_metadata()?;
+        let read = match fs::read_dir(&dir) {
+            Ok(read) => read,
+            Err(e) if skip(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in read {
+            let path = match entry {
+                Ok(entry) => entry.path(),
+                Err(e) if skip(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let meta = match path.symlink_metadata() {
+                Ok(meta) => meta,
+                Err(e) if skip(&e) => continue,
+                Err(e) => return Err(e),
+            };
             total = total.saturating_add(meta.blocks().saturating_mul(512));
             if meta.is_dir() {
-                stack.push(entry.path());
+                stack.push(path);
             }
         }
     }
@@ -464,6 +505,25 @@ mod tests {
             executions: 3,
             allow_hosts: None,
         }
+    }
+
+    #[test]
+    fn another_entry_deleted_mid_walk_counts_as_nothing_and_a_young_half_written_one_stays() {
+        let root = tempfile::tempdir().unwrap();
+        let gone = root.path().join("gone");
+        assert_eq!(other_entry_bytes(&gone).unwrap(), 0);
+        assert!(
+            tree_bytes(&gone).is_err(),
+            "the entry saved itself must be measured"
+        );
+        // Another server is writing this one right now.
+        let partial = root.path().join("saved").join("0123.partial");
+        fs::create_dir_all(&partial).unwrap();
+        let _store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+        assert!(
+            partial.exists(),
+            "a half-written entry of a running save is kept"
+        );
     }
 
     #[test]

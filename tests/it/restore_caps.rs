@@ -153,3 +153,39 @@ async fn a_restored_sandbox_keeps_no_limit_above_the_new_servers_maximums() {
     eprintln!("{status}");
     tight.stop().await;
 }
+
+#[tokio::test]
+async fn a_restore_whose_files_are_over_the_new_disk_quota_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let roomy = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        root.clone(),
+        &[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_DISK_QUOTA_MB", "64")],
+    )
+    .await;
+    roomy
+        .ok("create_sandbox", json!({"session_id": "full"}))
+        .await;
+    roomy
+        .run("full", "open('/big.bin', 'wb').write(bytes([1]) * (40 << 20))")
+        .await;
+    roomy.stop().await;
+    wait_saved(&root, 1).await;
+
+    let tight = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        root.clone(),
+        &[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_DISK_QUOTA_MB", "16")],
+    )
+    .await;
+    let refused = tight
+        .err("list_files", json!({"session_id": "full"}))
+        .await;
+    assert!(
+        refused.contains("SANDBOX_DISK_QUOTA_MB") && refused.contains("it stays saved"),
+        "{refused}"
+    );
+    tight.stop().await;
+    assert_eq!(saved_ids(&root), ["full"], "still saved, files and all");
+}
