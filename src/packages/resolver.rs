@@ -177,7 +177,7 @@ impl Resolver<'_> {
     async fn fetch(&self, need: Need, known: &Mutex<Known>) -> Result<(), PackageError> {
         self.budget.spend(1)?;
         match need {
-            Need::Fail(e) => Err(e),
+            Need::Fail(e) => Err(*e),
             Need::Files(names) => self.fetch_offers(names, known).await,
             Need::Index(name) => {
                 let offer = lock(known).offers.get(&name).cloned().unwrap_or_default();

@@ -168,7 +168,10 @@ async fn a_restore_whose_files_are_over_the_new_disk_quota_is_refused_and_kept()
         .ok("create_sandbox", json!({"session_id": "full"}))
         .await;
     roomy
-        .run("full", "open('/big.bin', 'wb').write(bytes([1]) * (40 << 20))")
+        .run(
+            "full",
+            "open('/big.bin', 'wb').write(bytes([1]) * (40 << 20))",
+        )
         .await;
     roomy.stop().await;
     wait_saved(&root, 1).await;
@@ -179,9 +182,7 @@ async fn a_restore_whose_files_are_over_the_new_disk_quota_is_refused_and_kept()
         &[("SANDBOX_POOL_SIZE", "0"), ("SANDBOX_DISK_QUOTA_MB", "16")],
     )
     .await;
-    let refused = tight
-        .err("list_files", json!({"session_id": "full"}))
-        .await;
+    let refused = tight.err("list_files", json!({"session_id": "full"})).await;
     assert!(
         refused.contains("SANDBOX_DISK_QUOTA_MB") && refused.contains("it stays saved"),
         "{refused}"

@@ -77,7 +77,7 @@ impl Resolver<'_> {
                 _ => None,
             })
             .collect();
-        let users: Vec<Constraint> = all.iter().filter(|c| c.from_user()).cloned().collect();
+        let users: Vec<Constraint> = all.iter().filter(|c| c.asked_by_user()).cloned().collect();
         let used = if !users.is_empty() {
             users
         } else {
@@ -498,7 +498,7 @@ impl Resolver<'_> {
 fn wanted_by(name: &PackageName, constraints: &[Constraint]) -> String {
     let deps: Vec<&str> = constraints
         .iter()
-        .filter(|c| !c.from_user())
+        .filter(|c| !c.asked_by_user())
         .map(|c| c.origin.as_str())
         .collect();
     if deps.is_empty() {

@@ -107,7 +107,13 @@ pub(super) enum Need {
     Metadata(PackageName, Version),
     /// A failure to report.
     #[error(transparent)]
-    Fail(#[from] PackageError),
+    Fail(Box<PackageError>),
+}
+
+impl From<PackageError> for Need {
+    fn from(e: PackageError) -> Self {
+        Self::Fail(Box::new(e))
+    }
 }
 
 /// What a version's metadata says, as far as resolving goes.
@@ -134,7 +140,7 @@ pub(super) struct Constraint {
 
 impl Constraint {
     /// Whether the user asked for it.
-    pub fn from_user(&self) -> bool {
+    pub fn asked_by_user(&self) -> bool {
         self.from.0 == Node::Root
     }
 }
@@ -253,7 +259,7 @@ impl Provider<'_, '_> {
             .clone()
             .filter(fits)
             .find(|u| !u.version.any_prerelease())
-            .or_else(|| finals.filter(fits).next());
+            .or_else(|| finals.clone().find(fits));
         Ok(pick.map(|u| u.version.clone()))
     }
 
@@ -456,6 +462,9 @@ impl DependencyProvider for Provider<'_, '_> {
     }
 
     fn should_cancel(&self) -> Result<(), Need> {
-        self.resolver.budget.spend(1).map_err(Need::Fail)
+        self.resolver
+            .budget
+            .spend(1)
+            .map_err(|e| Need::Fail(Box::new(e)))
     }
 }
