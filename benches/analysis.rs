@@ -9,7 +9,7 @@
 //!
 //! The sandbox runs with the server's defaults (fuel metering off) and, for
 //! comparison, with `SANDBOX_FUEL` set. The native interpreter is
-//! `$NATIVE_PYTHON` (default `python3`; for the README's figures, CPython
+//! `$NATIVE_PYTHON` (default `python3`; for the book's figures (docs/src/performance.md), CPython
 //! 3.13 with numpy 2.5.2, pandas 3.0.6, scikit-learn 1.9.1, scipy 1.18.1 and
 //! matplotlib 3.11.2, the versions the runtime carries), run single-threaded
 //! (`OPENBLAS_NUM_THREADS=1`, `OMP_NUM_THREADS=1`) as the sandbox is. At the

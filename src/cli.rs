@@ -328,7 +328,7 @@ pub struct Settings {
     /// A TOML file naming upstream MCP servers (a stdio command or an HTTP
     /// URL each) whose tools the scientific runtime's code may call as
     /// `tools.<server>_<tool>(...)` (`from host import tools`); see the
-    /// README. Unset: none.
+    /// book (docs/src/network.md). Unset: none.
     #[arg(long, env = "SANDBOX_UPSTREAMS", global = true)]
     pub upstreams: Option<PathBuf>,
 

@@ -27,7 +27,7 @@ pub fn try_app(rt: &tokio::runtime::Runtime, bench: &str, flags: &[&str]) -> Opt
         "--root",
         root.to_str().unwrap(),
     ];
-    // The figures in the README are for python-3.12 unless a bench names
+    // The figures in docs/src/performance.md are for python-3.12 unless a bench names
     // its runtime.
     if !flags.contains(&"--runtime") {
         args.extend_from_slice(&["--runtime", "python-3.12"]);

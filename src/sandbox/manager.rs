@@ -258,7 +258,7 @@ impl SandboxManager {
             .find(|b| b.kind() == kind)
             .ok_or_else(|| {
                 SandboxError::BackendUnavailable(match kind {
-                    BackendKind::E2b => "the e2b backend is not configured on this server: set E2B_API_KEY (see the README's configuration table) and restart it".to_owned(),
+                    BackendKind::E2b => "the e2b backend is not configured on this server: set E2B_API_KEY (see docs/src/configuration.md) and restart it".to_owned(),
                     BackendKind::Wasm => "the local wasm backend is not available on this server".to_owned(),
                 })
             })

@@ -10,6 +10,7 @@ mod bundle;
 mod cli;
 mod deploy;
 mod disk_blocks;
+mod docs;
 mod e2b;
 mod e2b_fake;
 mod execution;
