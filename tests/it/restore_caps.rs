@@ -9,21 +9,25 @@ use crate::auth::mint_token;
 use crate::http_support::{Era, HttpServer, call};
 use crate::support::{Server, structured, text};
 
-/// The sandboxes saved under `root`, by id.
-fn saved_ids(root: &std::path::Path) -> Vec<String> {
+/// The sandboxes saved under `root`, by id (as their records name them).
+pub fn saved_ids(root: &std::path::Path) -> Vec<String> {
     let Ok(read) = std::fs::read_dir(root.join("saved")) else {
         return Vec::new();
     };
-    read.flatten()
+    let mut ids: Vec<String> = read
+        .flatten()
         .filter_map(|e| {
             let meta: Value =
                 serde_json::from_slice(&std::fs::read(e.path().join("meta.json")).ok()?).ok()?;
             Some(meta["session_id"].as_str()?.to_owned())
         })
-        .collect()
+        .collect();
+    ids.sort();
+    ids
 }
 
-async fn wait_saved(root: &std::path::Path, n: usize) {
+/// Waits until `n` sandboxes are saved under `root`.
+pub async fn wait_saved(root: &std::path::Path, n: usize) {
     for _ in 0..300 {
         if saved_ids(root).len() == n {
             return;

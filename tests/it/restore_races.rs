@@ -6,34 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::restore_caps::{saved_ids, wait_saved};
 use crate::support::{Server, scientific_cache, structured, text};
-
-/// The sandboxes saved under `root`, by id.
-fn saved_ids(root: &std::path::Path) -> Vec<String> {
-    let Ok(read) = std::fs::read_dir(root.join("saved")) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = read
-        .flatten()
-        .filter_map(|e| {
-            let meta: Value =
-                serde_json::from_slice(&std::fs::read(e.path().join("meta.json")).ok()?).ok()?;
-            Some(meta["session_id"].as_str()?.to_owned())
-        })
-        .collect();
-    ids.sort();
-    ids
-}
-
-async fn wait_saved(root: &std::path::Path, n: usize) {
-    for _ in 0..300 {
-        if saved_ids(root).len() == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{:?} saved, not {n}", saved_ids(root));
-}
 
 /// A server on `root` whose sandboxes (of the scientific runtime, whose
 /// interpreter state can be saved) are kept across restarts.
