@@ -66,6 +66,7 @@ pub(crate) mod pip_index;
 pub(crate) mod place;
 pub(crate) mod project_file;
 pub(crate) mod record;
+pub(crate) mod remote_wheel;
 pub mod requirement;
 pub(crate) mod resolver;
 pub(crate) mod session;

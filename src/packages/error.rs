@@ -181,6 +181,22 @@ pub enum PackageError {
         explanation: String,
     },
 
+    /// The resolver read as many versions of a package as it may, and none
+    /// of them could be used.
+    #[error(
+        "gave up on {name} after reading {reads} of its versions, newest first, down to {oldest}: {why}. Nothing was installed. An older {name} may work: ask for `{name}<{oldest}` or pin a version you know, e.g. `{name}==X.Y`"
+    )]
+    GaveUp {
+        /// The package.
+        name: String,
+        /// Versions read.
+        reads: usize,
+        /// The oldest version read.
+        oldest: String,
+        /// Why the versions read cannot be used, in words.
+        why: String,
+    },
+
     /// A requirement rules out the version of a package the runtime carries.
     #[error(
         "{name} {version} is built into this sandbox's runtime and cannot be replaced, and {origin}, which {version} does not satisfy. Use the built-in {name} {version}: drop or relax that requirement, or pick a version of the package asking for it that accepts {name} {version}"
@@ -271,6 +287,20 @@ pub enum PackageError {
         /// What is wrong.
         #[source]
         reason: PageError,
+    },
+
+    /// The versions of a package that fit could not be read, and were
+    /// passed over.
+    #[error(
+        "no version of {name} that fits could be used; the newest, {version}, was passed over because {detail}. Nothing was installed. Pin a version of {name} whose metadata is sound, or tell its maintainers"
+    )]
+    UnreadableVersion {
+        /// The package.
+        name: String,
+        /// The newest version passed over.
+        version: String,
+        /// What is wrong with it.
+        detail: String,
     },
 
     /// A package's metadata is unusable.
@@ -402,6 +432,18 @@ pub fn some_of<S: AsRef<str>>(items: &[S], shown: usize, separator: &str) -> Str
 }
 
 impl PackageError {
+    /// Whether it says the install must stop (cancelled, out of time, out of
+    /// work or download budget), rather than what is wrong with one file.
+    pub fn is_stop(&self) -> bool {
+        matches!(
+            self,
+            Self::Cancelled
+                | Self::TimedOut { .. }
+                | Self::TooComplex { .. }
+                | Self::InstallTooLarge { .. }
+        )
+    }
+
     /// An I/O error while doing `action` on `path`.
     pub fn io(action: &'static str, path: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {

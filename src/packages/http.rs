@@ -21,7 +21,9 @@ use std::io::SeekFrom;
 use std::sync::Once;
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION, RETRY_AFTER};
+use reqwest::header::{
+    ACCEPT, ACCEPT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, HeaderValue, LOCATION, RANGE, RETRY_AFTER,
+};
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
@@ -95,6 +97,74 @@ pub struct Downloaded {
     pub sha256: String,
     /// Its size.
     pub size: u64,
+}
+
+/// Which part of a file a range request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteRange {
+    /// The last this many bytes (all of a shorter file).
+    Last(u64),
+    /// From the first byte to the last, both included.
+    Span {
+        /// The first byte's offset.
+        first: u64,
+        /// The last byte's offset.
+        last: u64,
+    },
+}
+
+impl ByteRange {
+    fn header(self) -> String {
+        match self {
+            Self::Last(n) => format!("bytes=-{n}"),
+            Self::Span { first, last } => format!("bytes={first}-{last}"),
+        }
+    }
+
+    /// Whether a part from `start` to `end` of a file of `total` bytes is
+    /// what was asked for (a server may shorten a span at the file's end).
+    fn admits(self, start: u64, end: u64, total: u64) -> bool {
+        if end >= total || start > end {
+            return false;
+        }
+        match self {
+            Self::Last(n) => end + 1 == total && start == total.saturating_sub(n),
+            Self::Span { first, last } => start == first && end == last.min(total - 1),
+        }
+    }
+}
+
+/// `Content-Range: bytes START-END/TOTAL`, as numbers.
+fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (span, total) = rest.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    Some((
+        start.trim().parse().ok()?,
+        end.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    ))
+}
+
+/// A part of a file.
+#[derive(Debug)]
+pub struct Piece {
+    /// Where it starts in the file.
+    pub start: u64,
+    /// Its bytes.
+    pub body: Vec<u8>,
+    /// The whole file's size.
+    pub total: u64,
+}
+
+/// What a server gave for a range request.
+#[derive(Debug)]
+pub enum RangeAnswer {
+    /// The part asked for.
+    Piece(Piece),
+    /// Something else (the whole file, a compressed form): ranges are not
+    /// served.
+    Unsupported,
 }
 
 /// The installer's HTTP client.
@@ -189,11 +259,22 @@ impl HttpClient {
 
     /// One GET of `url`, following redirects hop by hop; each hop carries
     /// the credentials [`CredentialRule`] allows for the chain so far.
-    async fn send_once(&self, url: &Url, accept: &str) -> Result<reqwest::Response, Attempt> {
+    async fn send_once(
+        &self,
+        url: &Url,
+        accept: &str,
+        range: Option<&HeaderValue>,
+    ) -> Result<reqwest::Response, Attempt> {
         let mut chain = vec![without_userinfo(url)];
         loop {
             let current = chain.last().cloned().unwrap_or_else(|| url.clone());
             let mut request = self.client.get(current.clone()).header(ACCEPT, accept);
+            if let Some(range) = range {
+                // A range of the file as stored, never of a compressed form.
+                request = request
+                    .header(RANGE, range.clone())
+                    .header(ACCEPT_ENCODING, "identity");
+            }
             if let Some(credentials) = self.credentials.for_request(&chain) {
                 request = request.basic_auth(&credentials.user, credentials.password.as_ref());
             }
@@ -216,10 +297,15 @@ impl HttpClient {
     }
 
     /// Sends a GET, retrying transient failures. `Ok(None)` for 404 and 410.
-    async fn send(&self, url: &Url, accept: &str) -> Result<Option<reqwest::Response>, FetchError> {
+    async fn send(
+        &self,
+        url: &Url,
+        accept: &str,
+        range: Option<&HeaderValue>,
+    ) -> Result<Option<reqwest::Response>, FetchError> {
         let mut attempt = 0;
         loop {
-            let result = self.send_once(url, accept).await;
+            let result = self.send_once(url, accept, range).await;
             let wait = match result {
                 Ok(response) => {
                     let status = response.status();
@@ -287,7 +373,7 @@ impl HttpClient {
     ) -> Result<Option<Fetched>, FetchError> {
         let mut attempt = 0;
         loop {
-            let Some(mut response) = self.send(url, accept).await? else {
+            let Some(mut response) = self.send(url, accept, None).await? else {
                 return Ok(None);
             };
             if response.content_length().is_some_and(|n| n > max_bytes) {
@@ -332,6 +418,64 @@ impl HttpClient {
         }
     }
 
+    /// Fetches part of a file, at most `max_bytes` of it. `Ok(None)` when the
+    /// server says it does not exist; [`RangeAnswer::Unsupported`] when it
+    /// answers with something other than the part asked for (the body is
+    /// then left unread).
+    pub async fn get_range(
+        &self,
+        url: &Url,
+        range: ByteRange,
+        max_bytes: u64,
+    ) -> Result<Option<RangeAnswer>, FetchError> {
+        let header = HeaderValue::from_str(&range.header())
+            .map_err(|e| FetchError::Transport(e.to_string()))?;
+        let mut attempt = 0;
+        loop {
+            let Some(mut response) = self.send(url, "*/*", Some(&header)).await? else {
+                return Ok(None);
+            };
+            let content_range = response
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_content_range);
+            let Some((start, end, total)) = content_range.filter(|_| {
+                response.status() == StatusCode::PARTIAL_CONTENT
+                    && response.headers().get("content-encoding").is_none()
+            }) else {
+                return Ok(Some(RangeAnswer::Unsupported));
+            };
+            let wanted = end - start + 1;
+            if wanted > max_bytes || !range.admits(start, end, total) {
+                return Ok(Some(RangeAnswer::Unsupported));
+            }
+            let mut body = Vec::new();
+            let outcome: Result<(), reqwest::Error> = async {
+                while let Some(chunk) = response.chunk().await? {
+                    body.extend_from_slice(&chunk);
+                    if body.len() as u64 > wanted {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            match outcome {
+                Ok(()) if body.len() as u64 == wanted => {
+                    return Ok(Some(RangeAnswer::Piece(Piece { start, body, total })));
+                }
+                Ok(()) => return Ok(Some(RangeAnswer::Unsupported)),
+                Err(e) if attempt < self.settings.retries => {
+                    tracing::debug!(url = %redact(url), error = %describe(&e), "reading a range failed; retrying");
+                    tokio::time::sleep(self.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(FetchError::Transport(self.describe(&e))),
+            }
+        }
+    }
+
     /// Downloads `url` into `out` (replacing its content), at most
     /// `max_bytes`, hashing as it goes. `Ok(None)` when it does not exist.
     pub async fn download(
@@ -342,7 +486,7 @@ impl HttpClient {
     ) -> Result<Option<Downloaded>, FetchError> {
         let mut attempt = 0;
         loop {
-            let Some(mut response) = self.send(url, "*/*").await? else {
+            let Some(mut response) = self.send(url, "*/*", None).await? else {
                 return Ok(None);
             };
             if response.content_length().is_some_and(|n| n > max_bytes) {
@@ -395,6 +539,23 @@ impl HttpClient {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn a_part_is_taken_only_when_it_is_what_was_asked_for() {
+        assert_eq!(parse_content_range("bytes 10-19/100"), Some((10, 19, 100)));
+        assert_eq!(parse_content_range("bytes 10-19/*"), None);
+        assert_eq!(parse_content_range("items 1-2/3"), None);
+        let last = ByteRange::Last(30);
+        assert!(last.admits(70, 99, 100));
+        assert!(last.admits(0, 9, 10), "a short file comes whole");
+        assert!(!last.admits(60, 99, 100));
+        assert!(!last.admits(70, 100, 100));
+        let span = ByteRange::Span { first: 5, last: 50 };
+        assert!(span.admits(5, 50, 100));
+        assert!(span.admits(5, 19, 20), "cut at the end of the file");
+        assert!(!span.admits(0, 50, 100));
+        assert!(!span.admits(5, 40, 100));
+    }
 
     #[test]
     fn redirects_never_go_from_https_to_http_or_elsewhere() {

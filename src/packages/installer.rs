@@ -333,7 +333,8 @@ impl Installer {
                     &installed,
                 )),
                 Choice::New { file, wheel } => {
-                    let wheel_file = session.fetch(&file).await?;
+                    let mut wheel_file = session.fetch(&file).await?;
+                    session.check_metadata(&file, &mut wheel_file)?;
                     progress(format!(
                         "got {} from {}",
                         file.filename,

@@ -57,6 +57,11 @@ pub enum MetadataError {
     /// `WHEEL` names a major version other than 1.
     #[error("WHEEL says Wheel-Version {0}; only 1.x is understood")]
     UnsupportedWheelVersion(String),
+    /// The metadata the index gave for a wheel is not what the wheel says.
+    #[error(
+        "the wheel's own METADATA differs from the metadata the index gave for it (before download); the index is inconsistent, so nothing was installed: tell its owner, or use another index"
+    )]
+    Differs,
     /// The wheel is not pure Python.
     #[error("WHEEL does not say Root-Is-Purelib: true, so it is not a pure-Python wheel")]
     NotPurelib,

@@ -42,7 +42,9 @@ use super::project_file::ProjectFile;
 use super::requirement::Requirement;
 use super::wheel_name::{PythonMinor, WheelFilename};
 use offer::Offer;
-use provider::{Facts, Known, Need, Node, Provider, Worked, root_version};
+use provider::{
+    Facts, Known, MAX_READS_PER_PACKAGE, Need, Node, Provider, Worked, root_version,
+};
 
 /// Tags quoted in a "not pure" refusal.
 const SAMPLE_TAGS: usize = 6;
@@ -55,6 +57,9 @@ const MAX_NOTES: usize = 20;
 const SHOWN_TEXT_CHARS: usize = 200;
 /// Packages looked at (offers fetched) per package a resolution may pick.
 const LOOKED_AT_PER_PICKED: usize = 4;
+/// Older versions of a package read alongside the one the solver asks for
+/// when it goes back through them.
+const MAX_READ_AHEAD: usize = 16;
 
 /// What the resolver asks of the world (the installer, or a test double).
 #[async_trait]
@@ -194,7 +199,23 @@ impl Resolver<'_> {
                 Ok(())
             }
             Need::Metadata(name, version) => {
-                let deps = self.read_metadata(&name, &version, known).await?;
+                let older = self.older_unread(&name, &version, &lock(known));
+                let (deps, prefetched) = futures::future::join(
+                    self.read_metadata(&name, &version, known),
+                    futures::future::join_all(
+                        older.iter().map(|v| self.read_metadata(&name, v, known)),
+                    ),
+                )
+                .await;
+                let mut deps = deps?;
+                for read in prefetched {
+                    match read {
+                        Ok(more) => deps.extend(more),
+                        // Reported if the solver comes to that version.
+                        Err(e) if !e.is_stop() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
                 let missing: Vec<PackageName> = {
                     let known = lock(known);
                     deps.into_iter()
@@ -249,6 +270,26 @@ impl Resolver<'_> {
             .unwrap_or_default())
     }
 
+    /// When the solver goes back through the versions of `name` (it has
+    /// read some already and asks for `version`), the older versions to read
+    /// alongside it, unread, newest first: one more for each read so far,
+    /// up to [`MAX_READ_AHEAD`], within the reads allowed.
+    fn older_unread(&self, name: &PackageName, version: &Version, known: &Known) -> Vec<Version> {
+        let reads = known.reads.get(name).copied().unwrap_or(0);
+        let room = MAX_READS_PER_PACKAGE.saturating_sub(reads + 1);
+        let Some(offer) = known.offers.get(name) else {
+            return Vec::new();
+        };
+        offer
+            .all()
+            .map(|u| &u.version)
+            .filter(|v| *v < version && !v.any_prerelease())
+            .filter(|v| !known.facts.contains_key(&(name.clone(), (*v).clone())))
+            .take(reads.min(MAX_READ_AHEAD).min(room))
+            .cloned()
+            .collect()
+    }
+
     /// Reads the metadata of `name` `version` into `known`; returns the
     /// packages it requires without extras (to fetch their offers alongside).
     async fn read_metadata(
@@ -264,16 +305,41 @@ impl Resolver<'_> {
             .ok_or_else(|| {
                 PackageError::Internal(format!("no wheel of {name} {version} to read"))
             })?;
-        let metadata = self.source.metadata(&usable.file, &usable.wheel).await?;
-        if &metadata.name != name || metadata.version != usable.wheel.version {
-            return Err(PackageError::BadMetadata {
-                filename: usable.file.filename.clone(),
-                reason: MetadataError::NameMismatch {
-                    found: format!("{} {}", metadata.name, metadata.version),
-                    expected: format!("{} {}", usable.wheel.name, usable.wheel.version),
-                },
+        let read = self
+            .source
+            .metadata(&usable.file, &usable.wheel)
+            .await
+            .and_then(|metadata| {
+                if &metadata.name != name || metadata.version != usable.wheel.version {
+                    return Err(PackageError::BadMetadata {
+                        filename: usable.file.filename.clone(),
+                        reason: MetadataError::NameMismatch {
+                            found: format!("{} {}", metadata.name, metadata.version),
+                            expected: format!("{} {}", usable.wheel.name, usable.wheel.version),
+                        },
+                    });
+                }
+                Ok(metadata)
             });
-        }
+        let metadata = match read {
+            Ok(metadata) => metadata,
+            Err(e) => {
+                // As pip: a version whose metadata cannot be read is passed over.
+                let why = unreadable(&e).ok_or(e)?;
+                let mut known = lock(known);
+                *known.reads.entry(name.clone()).or_default() += 1;
+                known.facts.insert(
+                    (name.clone(), version.clone()),
+                    Arc::new(Facts {
+                        requires_dist: Vec::new(),
+                        provides_extra: None,
+                        wrong_python: None,
+                        broken: Some(clip(&why, SHOWN_TEXT_CHARS * 2)),
+                    }),
+                );
+                return Ok(Vec::new());
+            }
+        };
         let wrong_python = metadata
             .requires_python
             .as_ref()
@@ -295,6 +361,7 @@ impl Resolver<'_> {
                 requires_dist: metadata.requires_dist,
                 provides_extra: Some(metadata.provides_extra),
                 wrong_python,
+                broken: None,
             }),
         );
         Ok(deps)
@@ -367,6 +434,20 @@ impl Resolver<'_> {
             notes.push(format!("and {} more notes", known.notes.len() - MAX_NOTES));
         }
         Ok(Resolution { packages, notes })
+    }
+}
+
+/// What is wrong with a version whose metadata or wheel cannot be read
+/// (`None` for any other failure, which stops the install).
+fn unreadable(e: &PackageError) -> Option<String> {
+    match e {
+        PackageError::BadMetadata { filename, reason } => {
+            Some(format!("the metadata of {filename} is unusable: {reason}"))
+        }
+        PackageError::UnsafeWheel { filename, source } => {
+            Some(format!("{filename} cannot be read: {source}"))
+        }
+        _ => None,
     }
 }
 

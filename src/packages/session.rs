@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -18,6 +19,7 @@ use super::installer::Installer;
 use super::metadata::CoreMetadata;
 use super::metadata_error::MetadataError;
 use super::project_file::{FileLocation, ProjectFile, sha256_hex};
+use super::remote_wheel::{self, Ranged};
 use super::resolver::Source;
 use super::settings::redact;
 use super::unpack::{WheelError, read_metadata};
@@ -46,6 +48,13 @@ pub struct Session<'a> {
     /// What the install may spend.
     pub budget: &'a InstallBudget,
     metadata: Mutex<HashMap<String, CoreMetadata>>,
+    /// Metadata read from somewhere other than its wheel (a metadata file,
+    /// ranges of the wheel), by location: compared with the wheel's own
+    /// before that wheel is installed.
+    unchecked: Mutex<HashMap<String, CoreMetadata>>,
+    /// Whether the file host answered a range request with something else
+    /// (then wheels are downloaded whole for their metadata).
+    ranges_not_served: AtomicBool,
     downloaded: Mutex<HashSet<String>>,
 }
 
@@ -62,6 +71,8 @@ impl<'a> Session<'a> {
             wheelhouse,
             budget,
             metadata: Mutex::new(HashMap::new()),
+            unchecked: Mutex::new(HashMap::new()),
+            ranges_not_served: AtomicBool::new(false),
             downloaded: Mutex::new(HashSet::new()),
         }
     }
@@ -164,6 +175,62 @@ impl<'a> Session<'a> {
         self.downloaded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The METADATA of the wheel at `url`, read by range requests when the
+    /// index's file host serves them.
+    async fn metadata_by_ranges(&self, url: &reqwest::Url) -> Result<Option<String>, PackageError> {
+        if self.ranges_not_served.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let Ok(http) = self.installer.http() else {
+            return Ok(None);
+        };
+        let limits = self.installer.unpack_limits();
+        match remote_wheel::metadata_by_ranges(http, url, &limits, self.budget).await? {
+            Ranged::Read(text) => Ok(Some(text)),
+            Ranged::NotServed => {
+                self.ranges_not_served.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            Ranged::Unread => Ok(None),
+        }
+    }
+
+    /// Checks that a fetched wheel's own METADATA says what the metadata the
+    /// resolution went by (read beside it, or by ranges) said; the wheel is
+    /// left open at its start.
+    pub fn check_metadata(
+        &self,
+        file: &ProjectFile,
+        wheel: &mut WheelFile,
+    ) -> Result<(), PackageError> {
+        let key = format!("{:?}", file.location);
+        let Some(expected) = lock(&self.unchecked).get(&key).cloned() else {
+            return Ok(());
+        };
+        let unsafe_wheel = |source| PackageError::UnsafeWheel {
+            filename: file.filename.clone(),
+            source,
+        };
+        let limits = self.installer.unpack_limits();
+        let text =
+            read_metadata(std::io::BufReader::new(&wheel.file), &limits).map_err(unsafe_wheel)?;
+        wheel
+            .file
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| unsafe_wheel(WheelError::Corrupt(e.to_string())))?;
+        let own = CoreMetadata::parse(&text).map_err(|reason| PackageError::BadMetadata {
+            filename: file.filename.clone(),
+            reason,
+        })?;
+        if own != expected {
+            return Err(PackageError::BadMetadata {
+                filename: file.filename.clone(),
+                reason: MetadataError::Differs,
+            });
+        }
+        Ok(())
+    }
+
     /// The core metadata served beside a wheel (PEP 658), when the index
     /// offers it with a hash and it matches; `None` otherwise. Only a stop
     /// (cancellation, deadline, budget) is an error.
@@ -251,7 +318,11 @@ impl Source for Session<'_> {
             if !cached {
                 text = self.metadata_file(file, url).await?;
             }
+            if !cached && text.is_none() {
+                text = self.metadata_by_ranges(url).await?;
+            }
         }
+        let read_apart = text.is_some();
         let (text, from_wheel) = match text {
             Some(t) => (t, None),
             None => {
@@ -287,6 +358,9 @@ impl Source for Session<'_> {
             }
         };
         self.budget.spend(metadata.requires_dist.len() as u64)?;
+        if read_apart {
+            lock(&self.unchecked).insert(key.clone(), metadata.clone());
+        }
         self.metadata
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -297,4 +371,8 @@ impl Source for Session<'_> {
     fn searched(&self) -> String {
         self.installer.searched(self.wheelhouse.as_ref())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

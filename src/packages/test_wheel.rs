@@ -41,6 +41,8 @@ pub enum Tweak {
     /// Rewrite a member name in the archive (same length), e.g. to make a
     /// duplicate the zip writer would refuse.
     RenameMember(String, String),
+    /// Write METADATA as the first member, far from the directory at the end.
+    MetadataFirst,
 }
 
 /// A wheel under construction.
@@ -143,6 +145,10 @@ impl TestWheel {
             )
             .into_bytes(),
         ));
+        if has(&|t| matches!(t, Tweak::MetadataFirst)) {
+            let metadata = files.len() - 2;
+            files[..=metadata].rotate_right(1);
+        }
         let mut record = String::new();
         for (path, data) in &files {
             if has(&|t| matches!(t, Tweak::Unlisted(p) if p == path)) {

@@ -415,11 +415,10 @@ pub fn read_metadata<R: Read + Seek>(
 ) -> Result<String, WheelError> {
     let mut archive = open_archive(reader, limits.max_members)?;
     let mut found = Vec::new();
+    // Names from the central directory alone: nothing else of the archive
+    // is read but the one member (a wheel read by ranges fetches no more).
     for index in 0..archive.len() {
-        let file = archive
-            .by_index_raw(index)
-            .map_err(|e| WheelError::Corrupt(e.to_string()))?;
-        let Ok(name) = std::str::from_utf8(file.name_raw()) else {
+        let Some(name) = archive.name_for_index(index) else {
             continue;
         };
         let mut parts = name.split('/');

@@ -47,6 +47,12 @@ struct State {
     raw_pages: HashMap<String, (String, Vec<u8>)>,
     /// Paths whose body is sent one byte per interval.
     trickles: HashMap<String, Duration>,
+    /// Whether files are served by ranges (`Range: bytes=...`).
+    ranges: bool,
+    /// Bytes served for range requests of a path instead of its own.
+    range_lies: HashMap<String, Vec<u8>>,
+    /// Range requests: (path, the `Range` header).
+    range_requests: Vec<(String, String)>,
 }
 
 /// One answer.
@@ -56,6 +62,7 @@ struct Reply {
     body: Vec<u8>,
     location: Option<String>,
     trickle: Option<Duration>,
+    content_range: Option<String>,
 }
 
 impl Reply {
@@ -66,6 +73,7 @@ impl Reply {
             body,
             location: None,
             trickle: None,
+            content_range: None,
         }
     }
 }
@@ -128,12 +136,21 @@ impl IndexServer {
                             .eq_ignore_ascii_case("authorization")
                             .then(|| value.trim().to_owned())
                     });
-                    let reply = respond(&state, &path, authorization);
-                    let location = reply
+                    let range = head.lines().find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.trim()
+                            .eq_ignore_ascii_case("range")
+                            .then(|| value.trim().to_owned())
+                    });
+                    let reply = respond(&state, &path, authorization, range);
+                    let mut location = reply
                         .location
                         .as_ref()
                         .map(|l| format!("Location: {l}\r\n"))
                         .unwrap_or_default();
+                    if let Some(range) = &reply.content_range {
+                        location.push_str(&format!("Content-Range: {range}\r\n"));
+                    }
                     let header = format!(
                         "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{location}Connection: close\r\n\r\n",
                         reply.status,
@@ -297,6 +314,25 @@ impl IndexServer {
     }
 
     /// How many requests asked for exactly `path`.
+    /// Serves files by ranges from now on.
+    pub fn serve_ranges(&self) {
+        self.state.lock().unwrap().ranges = true;
+    }
+
+    /// Serves `bytes` instead of the file's own to range requests of `path`.
+    pub fn lie_in_ranges(&self, path: &str, bytes: Vec<u8>) {
+        self.state
+            .lock()
+            .unwrap()
+            .range_lies
+            .insert(path.to_owned(), bytes);
+    }
+
+    /// Range requests so far, served or not: (path, `Range` header).
+    pub fn range_requests(&self) -> Vec<(String, String)> {
+        self.state.lock().unwrap().range_requests.clone()
+    }
+
     pub fn count(&self, path: &str) -> usize {
         self.requests().iter().filter(|p| *p == path).count()
     }
@@ -314,12 +350,48 @@ fn metadata_of(wheel: &[u8]) -> Option<Vec<u8>> {
     Some(data)
 }
 
-fn respond(state: &Mutex<State>, path: &str, authorization: Option<String>) -> Reply {
+fn respond(
+    state: &Mutex<State>,
+    path: &str,
+    authorization: Option<String>,
+    range: Option<String>,
+) -> Reply {
     let mut reply = answer(state, path, authorization);
     if reply.status.starts_with("200") {
-        reply.trickle = state.lock().unwrap().trickles.get(path).copied();
+        let mut state = state.lock().unwrap();
+        reply.trickle = state.trickles.get(path).copied();
+        if let Some(range) = &range {
+            state.range_requests.push((path.to_owned(), range.clone()));
+        }
+        if let Some(range) = range
+            && state.ranges
+            && state.files.contains_key(path)
+        {
+            let body = state.range_lies.get(path).unwrap_or(&reply.body);
+            if let Some((start, end)) = byte_range(&range, body.len()) {
+                reply.content_range = Some(format!("bytes {start}-{end}/{}", body.len()));
+                reply.body = body[start..=end].to_vec();
+                reply.status = "206 Partial Content";
+            }
+        }
     }
     reply
+}
+
+/// The bytes `bytes=A-B` or `bytes=-N` asks for in a file of `len` bytes.
+fn byte_range(header: &str, len: usize) -> Option<(usize, usize)> {
+    let spec = header.strip_prefix("bytes=")?;
+    let (first, last) = spec.split_once('-')?;
+    if len == 0 {
+        return None;
+    }
+    if first.is_empty() {
+        let n: usize = last.parse().ok()?;
+        return Some((len.saturating_sub(n), len - 1));
+    }
+    let first: usize = first.parse().ok()?;
+    let last: usize = last.parse::<usize>().ok()?.min(len - 1);
+    (first <= last).then_some((first, last))
 }
 
 fn answer(state: &Mutex<State>, path: &str, authorization: Option<String>) -> Reply {

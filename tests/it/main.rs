@@ -33,6 +33,7 @@ mod notebook_pip_edges;
 mod notebook_threads;
 mod packages;
 mod packages_hostile;
+mod packages_ranges;
 mod protocol;
 mod real_wheels;
 mod requests;

@@ -13,7 +13,7 @@ use pubgrub::{DerivationTree, External};
 use super::super::error::{PackageError, clip, some_of};
 use super::super::project_file::{FileKind, ProjectFile};
 use super::super::wheel_name::{Fit, WheelFilename};
-use super::provider::{Constraint, Known, Node, Unusable, Versions};
+use super::provider::{Constraint, Known, Node, Unusable, Versions, Worked};
 use super::{Resolver, SAMPLE_TAGS, SHOWN_ORIGINS, SHOWN_TEXT_CHARS};
 
 /// Lines of a derivation quoted in one message.
@@ -36,7 +36,7 @@ impl Resolver<'_> {
                 External::Custom(_, _, Unusable::Dependency(on)) => {
                     culprits.insert(on.clone());
                 }
-                External::Custom(node, _, Unusable::Python(_)) => {
+                External::Custom(node, _, Unusable::Python(_) | Unusable::Broken(_)) => {
                     culprits.extend(node.package().cloned());
                 }
                 External::Custom(_, _, Unusable::NotTried) | External::NoVersions(..) => {
@@ -44,6 +44,9 @@ impl Resolver<'_> {
                 }
                 External::NotRoot(..) | External::FromDependencyOf(..) => {}
             }
+        }
+        if let Some(gave_up) = self.gave_up(&leaves, known) {
+            return gave_up;
         }
         if culprits.len() == 1
             && !other_leaves
@@ -57,6 +60,51 @@ impl Resolver<'_> {
             return conflict;
         }
         self.no_solution(&leaves, known)
+    }
+
+    /// When the solver ran out of versions it may read, which package, and
+    /// why the versions it read could not be used (the commonest reason).
+    fn gave_up(&self, leaves: &[&Leaf], known: &Known) -> Option<PackageError> {
+        let name = leaves.iter().find_map(|leaf| match leaf {
+            External::Custom(node, _, Unusable::NotTried) => node.package(),
+            _ => None,
+        })?;
+        let read: Vec<&Version> = known
+            .facts
+            .keys()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .collect();
+        let oldest = read.iter().min()?.to_string();
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for ((node, _), worked) in &known.worked {
+            if let (Node::Package(n), Worked::Unavailable(why)) = (node, worked)
+                && n == name
+            {
+                let reason = match why {
+                    Unusable::Dependency(on) => {
+                        let on_it = known.constraints.get(on).map_or(&[][..], Vec::as_slice);
+                        let first: Vec<Constraint> = on_it.iter().take(1).cloned().collect();
+                        format!(
+                            "they need {on}, and {}",
+                            self.explain_package(on, &first, known)
+                        )
+                    }
+                    other => format!("they cannot be used: {other}"),
+                };
+                *reasons.entry(reason).or_default() += 1;
+            }
+        }
+        let why = reasons
+            .into_iter()
+            .max_by_key(|(_, count)| *count)
+            .map_or_else(|| "none of them could be used".to_owned(), |(r, _)| r);
+        Some(PackageError::GaveUp {
+            name: name.to_string(),
+            reads: read.len(),
+            oldest,
+            why: clip(&why, MAX_EXPLANATION_CHARS / 2),
+        })
     }
 
     /// The precise reason `name` cannot be had, for the requirements on it
@@ -128,6 +176,22 @@ impl Resolver<'_> {
             .filter(|(v, _)| constraints.iter().all(|c| c.specifiers.contains(v)))
             .collect();
         skipped.sort_by(|a, b| b.0.cmp(&a.0));
+        if skipped.is_empty()
+            && let Some((version, detail)) = known
+                .facts
+                .iter()
+                .filter(|((n, v), _)| {
+                    n == name && constraints.iter().all(|c| c.specifiers.contains(v))
+                })
+                .filter_map(|((_, v), f)| Some((v, f.broken.as_ref()?)))
+                .max_by(|a, b| a.0.cmp(b.0))
+        {
+            return PackageError::UnreadableVersion {
+                name: name.to_string(),
+                version: version.to_string(),
+                detail: detail.clone(),
+            };
+        }
         self.explain(name, &files, &selection, constraints, &skipped)
     }
 

@@ -74,7 +74,8 @@ impl Offer {
 }
 
 /// The versions of a package a requirement with `specifiers` admits: those
-/// usable (a yanked one only when pinned with `==`), and what is installed.
+/// usable (a yanked one only when pinned with `==`, a pre-release only when
+/// asked for or alone), and what is installed.
 /// A built-in with compiled parts admits only itself.
 pub(super) fn admitted(
     offer: &Offer,
@@ -94,6 +95,12 @@ pub(super) fn admitted(
             .collect(),
     };
     versions.retain(|v| specifiers.contains(v));
+    // As pip: pre-releases only when asked for, or when nothing else fits
+    // (what is installed stays a candidate).
+    let asks_pre = specifiers.iter().any(|s| s.any_prerelease());
+    if !asks_pre && versions.iter().any(|v| !v.any_prerelease()) {
+        versions.retain(|v| !v.any_prerelease() || installed.is_some_and(|i| &i.version == v));
+    }
     versions.sort();
     versions.dedup();
     versions

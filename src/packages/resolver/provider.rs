@@ -35,7 +35,7 @@ pub(super) type Versions = Ranges<Version>;
 
 /// Reads of metadata allowed per package before its older versions are
 /// left untried.
-pub(super) const MAX_READS_PER_PACKAGE: usize = 100;
+pub(super) const MAX_READS_PER_PACKAGE: usize = 400;
 
 /// A node of the solver's graph.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,6 +78,8 @@ pub(super) enum Unusable {
     Python(String),
     /// Too many versions of the package were read already.
     NotTried,
+    /// Its metadata or wheel cannot be read (pip skips such a version too).
+    Broken(String),
 }
 
 impl fmt::Display for Unusable {
@@ -88,6 +90,7 @@ impl fmt::Display for Unusable {
             }
             Self::Python(why) => write!(f, "its {why} rules out this Python"),
             Self::NotTried => write!(f, "not tried (over {MAX_READS_PER_PACKAGE} versions were)"),
+            Self::Broken(why) => f.write_str(why),
         }
     }
 }
@@ -125,6 +128,8 @@ pub(super) struct Facts {
     pub provides_extra: Option<Vec<ExtraName>>,
     /// Its `Requires-Python`, when it rules out this Python.
     pub wrong_python: Option<String>,
+    /// Why its metadata or wheel cannot be read, when it cannot.
+    pub broken: Option<String>,
 }
 
 /// A requirement seen on a package, with who made it.
@@ -272,6 +277,9 @@ impl Provider<'_, '_> {
                     let Some(facts) = self.facts(name, version)? else {
                         return Ok(Worked::Unavailable(Unusable::NotTried));
                     };
+                    if let Some(why) = &facts.broken {
+                        return Ok(Worked::Unavailable(Unusable::Broken(why.clone())));
+                    }
                     if let Some(why) = &facts.wrong_python {
                         return Ok(Worked::Unavailable(Unusable::Python(why.clone())));
                     }
@@ -385,6 +393,7 @@ impl Provider<'_, '_> {
                 requires_dist: i.requires_dist.clone(),
                 provides_extra: None,
                 wrong_python: None,
+                broken: None,
             })));
         }
         let known = self.known();

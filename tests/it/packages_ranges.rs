@@ -1,0 +1,175 @@
+//! install_package against an index that serves no metadata files (as the
+//! public one does for most wheels): the resolver reads METADATA by range
+//! requests while it goes back through versions, downloads whole only what
+//! it installs, and refuses a wheel whose own METADATA is not what its
+//! ranges said.
+
+use serde_json::{Value, json};
+
+use crate::index_server::{IndexServer, Listed};
+use crate::support::Server;
+use crate::wheels::{Wheel, sha256_hex};
+
+/// Publishes `wheel` with no PEP 658 metadata file.
+fn publish_bare(index: &IndexServer, wheel: &Wheel) -> Vec<u8> {
+    let bytes = wheel.build();
+    index.add_file(
+        &wheel.name,
+        Listed {
+            filename: wheel.filename(),
+            sha256: sha256_hex(&bytes),
+            requires_python: None,
+            yanked: None,
+            metadata: None,
+        },
+        bytes.clone(),
+    );
+    bytes
+}
+
+/// 200 KiB that does not compress, so a whole download is worth avoiding.
+fn ballast() -> Vec<u8> {
+    let mut x: u32 = 3;
+    (0..200 * 1024)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// `svc` 1.0 to 30.0; from 6.0 on each needs `native`, which has no pure
+/// wheel (as openai's releases came to need jiter).
+fn long_history(index: &IndexServer) {
+    for i in 1..=30 {
+        let mut wheel = Wheel::module("svc", &format!("{i}.0"), &format!("RELEASE = {i}\n"))
+            .file("svc/ballast.bin", ballast());
+        if i >= 6 {
+            wheel = wheel.requires("native>=1");
+        }
+        publish_bare(index, &wheel);
+    }
+    publish_bare(
+        index,
+        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
+    );
+}
+
+async fn start(index: &IndexServer) -> Server {
+    Server::start_with(&[
+        ("SANDBOX_INDEX_URL", index.url.as_str()),
+        ("PIP_CONFIG_FILE", "/dev/null"),
+        ("SANDBOX_POOL_SIZE", "0"),
+    ])
+    .await
+}
+
+async fn install(server: &Server, id: &str, what: &str) -> Result<Value, String> {
+    let args = json!({"session_id": id, "package_name": what});
+    let result = server.call("install_package", args).await;
+    if result.is_error == Some(true) {
+        return Err(crate::support::text(&result));
+    }
+    Ok(result.structured_content.unwrap_or_default())
+}
+
+/// Whole (not range) requests of each `/files/svc-*` path.
+fn whole_downloads(index: &IndexServer) -> Vec<String> {
+    let ranged = index.range_requests();
+    let mut whole: Vec<String> = index
+        .requests()
+        .into_iter()
+        .filter(|p| p.starts_with("/files/svc-"))
+        .collect();
+    for (path, _) in ranged {
+        if let Some(at) = whole.iter().position(|p| *p == path) {
+            whole.remove(at);
+        }
+    }
+    whole
+}
+
+#[tokio::test]
+async fn going_back_through_versions_reads_metadata_by_ranges_and_downloads_one_wheel() {
+    let index = IndexServer::start().await;
+    index.serve_ranges();
+    long_history(&index);
+    let server = start(&index).await;
+    let id = server.create().await;
+
+    let result = install(&server, &id, "svc").await.unwrap();
+    let installed: Vec<&str> = result["installed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        installed,
+        ["5.0"],
+        "the newest without the compiled dependency: {result}"
+    );
+    assert_eq!(
+        server.run(&id, "import svc\nsvc.RELEASE").await["value"],
+        "5"
+    );
+    assert_eq!(
+        whole_downloads(&index),
+        ["/files/svc-5.0-py3-none-any.whl"],
+        "only what is installed is downloaded whole"
+    );
+    let read: std::collections::BTreeSet<String> =
+        index.range_requests().into_iter().map(|(p, _)| p).collect();
+    assert!(
+        read.contains("/files/svc-30.0-py3-none-any.whl")
+            && read.contains("/files/svc-6.0-py3-none-any.whl"),
+        "{read:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_without_ranges_is_asked_once_and_wheels_come_whole() {
+    let index = IndexServer::start().await;
+    long_history(&index);
+    let server = start(&index).await;
+    let id = server.create().await;
+
+    let result = install(&server, &id, "svc").await.unwrap();
+    assert_eq!(result["installed"][0]["version"], "5.0", "{result}");
+    let ranges = index.range_requests();
+    assert_eq!(
+        ranges.len(),
+        2,
+        "the first wheel's end and start only: {ranges:?}"
+    );
+    assert!(
+        ranges
+            .iter()
+            .all(|(p, _)| p == "/files/svc-30.0-py3-none-any.whl")
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_wheel_whose_metadata_differs_from_its_ranges_is_refused_and_nothing_is_installed() {
+    let index = IndexServer::start().await;
+    index.serve_ranges();
+    let honest = Wheel::module("svc", "1.0", "RELEASE = 1\n").requires("helper");
+    publish_bare(&index, &honest);
+    publish_bare(&index, &Wheel::module("helper", "1.0", "X = 1\n"));
+    // Its ranges say it needs nothing.
+    let liar = Wheel::module("svc", "1.0", "RELEASE = 1\n").build();
+    index.lie_in_ranges("/files/svc-1.0-py3-none-any.whl", liar);
+    let server = start(&index).await;
+    let id = server.create().await;
+
+    let err = install(&server, &id, "svc").await.unwrap_err();
+    assert!(
+        err.contains("svc-1.0-py3-none-any.whl") && err.contains("differs"),
+        "{err}"
+    );
+    let r = server.exec(&id, "import svc").await;
+    assert_eq!(r.is_error, Some(true), "nothing was installed");
+    server.stop().await;
+}
