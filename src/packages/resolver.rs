@@ -42,9 +42,7 @@ use super::project_file::ProjectFile;
 use super::requirement::Requirement;
 use super::wheel_name::{PythonMinor, WheelFilename};
 use offer::Offer;
-use provider::{
-    Facts, Known, MAX_READS_PER_PACKAGE, Need, Node, Provider, Worked, root_version,
-};
+use provider::{Facts, Known, MAX_READS_PER_PACKAGE, Need, Node, Provider, Worked, root_version};
 
 /// Tags quoted in a "not pure" refusal.
 const SAMPLE_TAGS: usize = 6;

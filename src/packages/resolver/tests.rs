@@ -310,7 +310,11 @@ async fn a_version_whose_metadata_does_not_parse_is_passed_over() {
 fn long_history(count: usize, needing: usize) -> FakeSource {
     let mut s = FakeSource::default();
     for i in 1..=count {
-        let requires: &[&str] = if i > count - needing { &["native"] } else { &[] };
+        let requires: &[&str] = if i > count - needing {
+            &["native"]
+        } else {
+            &[]
+        };
         s.add(&format!("p-{i}.0-py3-none-any.whl"), requires);
     }
     s.add("native-1.0-cp312-cp312-manylinux_2_17_x86_64.whl", &[]);
@@ -590,10 +594,7 @@ async fn metadata_that_contradicts_the_file_name_is_refused() {
             && text.contains("it says it is other 1.0, but the file name says liar 1.0"),
         "{err}"
     );
-    assert!(
-        text.contains("Nothing was installed"),
-        "{err}"
-    );
+    assert!(text.contains("Nothing was installed"), "{err}");
 }
 
 #[tokio::test]
