@@ -35,7 +35,7 @@ use pep508_rs::{MarkerEnvironment, PackageName};
 use pubgrub::{PubGrubError, SelectedDependencies};
 
 use super::budget::InstallBudget;
-use super::error::{PackageError, clip};
+use super::error::{PackageError, clip, some_of};
 use super::metadata::CoreMetadata;
 use super::metadata_error::MetadataError;
 use super::project_file::ProjectFile;
@@ -428,10 +428,42 @@ impl Resolver<'_> {
             });
         }
         let mut notes: Vec<String> = known.notes.iter().take(MAX_NOTES).cloned().collect();
+        notes.extend(self.older_built_ins(&packages, known));
         if known.notes.len() > MAX_NOTES {
             notes.push(format!("and {} more notes", known.notes.len() - MAX_NOTES));
         }
         Ok(Resolution { packages, notes })
+    }
+}
+
+impl Resolver<'_> {
+    /// A note naming the built-ins the resolution kept where the index
+    /// offers a newer pure release that fits every requirement seen (where
+    /// pip's answer may differ).
+    fn older_built_ins(&self, packages: &[Resolved], known: &Known) -> Option<String> {
+        let older: Vec<String> = packages
+            .iter()
+            .filter(|p| self.installed.get(&p.name).is_some_and(|i| i.built_in))
+            .filter_map(|p| {
+                let constraints = known.constraints.get(&p.name)?;
+                let newest = known
+                    .offers
+                    .get(&p.name)?
+                    .all()
+                    .filter(|u| !u.yanked && !u.version.any_prerelease())
+                    .map(|u| &u.version)
+                    .filter(|v| constraints.iter().all(|c| c.specifiers.contains(v)))
+                    .max()?;
+                (*newest > p.version)
+                    .then(|| format!("{} {} (the index has {newest})", p.name, p.version))
+            })
+            .collect();
+        (!older.is_empty()).then(|| {
+            format!(
+                "Built into this runtime and used as they are, though newer releases fit (pip, which has no built-ins, would try those): {}.",
+                some_of(&older, SHOWN_ORIGINS * 2, ", ")
+            )
+        })
     }
 }
 

@@ -457,6 +457,22 @@ async fn a_built_in_package_satisfies_dependencies_and_is_never_replaced() {
     let r = resolve_with(&s, &installed, &["plotter"]).await.unwrap();
     assert_eq!(picked(&r), ["plotter 1.0", "numpy 2.5.2"]);
     assert!(matches!(r.packages[1].choice, Choice::Installed));
+    assert!(
+        !r.notes.iter().any(|n| n.contains("Built into")),
+        "nothing newer fits: {:?}",
+        r.notes
+    );
+    // A newer pure release that fits: the result says the built-in was kept.
+    s.add("numpy-2.6.0-py3-none-any.whl", &[]);
+    let r = resolve_with(&s, &installed, &["plotter"]).await.unwrap();
+    assert_eq!(picked(&r), ["plotter 1.0", "numpy 2.5.2"]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("Built into") && n.contains("numpy 2.5.2 (the index has 2.6.0)")),
+        "{:?}",
+        r.notes
+    );
     let err = resolve_with(&s, &installed, &["oldplotter"])
         .await
         .unwrap_err();
