@@ -422,11 +422,15 @@ impl HttpClient {
     /// server says it does not exist; [`RangeAnswer::Unsupported`] when it
     /// answers with something other than the part asked for (the body is
     /// then left unread).
+    ///
+    /// `charge` is told of every chunk as it arrives (a failed attempt's
+    /// too), and stops the transfer by answering `false`.
     pub async fn get_range(
         &self,
         url: &Url,
         range: ByteRange,
         max_bytes: u64,
+        charge: &(dyn Fn(u64) -> bool + Sync),
     ) -> Result<Option<RangeAnswer>, FetchError> {
         let header = HeaderValue::from_str(&range.header())
             .map_err(|e| FetchError::Transport(e.to_string()))?;
@@ -451,8 +455,13 @@ impl HttpClient {
                 return Ok(Some(RangeAnswer::Unsupported));
             }
             let mut body = Vec::new();
+            let mut refused = false;
             let outcome: Result<(), reqwest::Error> = async {
                 while let Some(chunk) = response.chunk().await? {
+                    if !charge(chunk.len() as u64) {
+                        refused = true;
+                        break;
+                    }
                     body.extend_from_slice(&chunk);
                     if body.len() as u64 > wanted {
                         break;
@@ -461,6 +470,9 @@ impl HttpClient {
                 Ok(())
             }
             .await;
+            if refused {
+                return Err(FetchError::TooLarge(max_bytes));
+            }
             match outcome {
                 Ok(()) if body.len() as u64 == wanted => {
                     return Ok(Some(RangeAnswer::Piece(Piece { start, body, total })));

@@ -59,7 +59,7 @@ pub enum MetadataError {
     UnsupportedWheelVersion(String),
     /// The metadata the index gave for a wheel is not what the wheel says.
     #[error(
-        "the wheel's own METADATA differs from the metadata the index gave for it (before download); the index is inconsistent, so nothing was installed: tell its owner, or use another index"
+        "the wheel's own METADATA differs from the metadata read before downloading it (the index's metadata file, or ranges of the wheel from its file host): the index is inconsistent. Tell its owner, or use another index"
     )]
     Differs,
     /// The wheel is not pure Python.

@@ -16,7 +16,7 @@ use reqwest::Url;
 
 use super::budget::InstallBudget;
 use super::error::PackageError;
-use super::http::{ByteRange, HttpClient, Piece, RangeAnswer};
+use super::http::{ByteRange, FetchError, HttpClient, Piece, RangeAnswer};
 use super::unpack::{UnpackLimits, read_metadata};
 
 /// Bytes asked for at the end of a wheel: the directory of most wheels, and
@@ -42,12 +42,16 @@ pub enum Ranged {
     Unread,
 }
 
-/// The METADATA text of the wheel at `url`, read by ranges. Only a stop
-/// (cancellation, deadline, the download budget) is an error.
+/// The METADATA text of the wheel at `url`, read by ranges. A wheel said
+/// to be over `max_wheel_bytes` (which could never be installed) is not
+/// read: the zip reader sizes its work by the file's length, which here is
+/// only the server's word. Only a stop (cancellation, deadline, the
+/// download budget) is an error.
 pub async fn metadata_by_ranges(
     http: &HttpClient,
     url: &Url,
     limits: &UnpackLimits,
+    max_wheel_bytes: u64,
     budget: &InstallBudget,
 ) -> Result<Ranged, PackageError> {
     let fetcher = Fetcher { http, url, budget };
@@ -66,6 +70,10 @@ pub async fn metadata_by_ranges(
     let (Some(tail), Some(head)) = (tail?, head?) else {
         return Ok(Ranged::NotServed);
     };
+    if tail.total != head.total || tail.total > max_wheel_bytes {
+        tracing::debug!(url = %url, "a wheel's ranges give no size it could have; downloading the wheel");
+        return Ok(Ranged::Unread);
+    }
     let mut file = Sparse::new(tail.total);
     file.add(tail);
     file.add(head);
@@ -113,14 +121,19 @@ struct Fetcher<'a> {
 impl Fetcher<'_> {
     /// One part of the wheel: `None` when the server does not serve it.
     async fn piece(&self, range: ByteRange) -> Result<Option<Piece>, PackageError> {
-        let limit = self.budget.download_limit(MAX_RANGE_BYTES);
-        let answer = self.http.get_range(self.url, range, limit).await;
+        // Every byte is paid for as it arrives, a failed attempt's too.
+        let charge = |n: u64| self.budget.downloaded(n).is_ok();
+        let answer = self
+            .http
+            .get_range(self.url, range, MAX_RANGE_BYTES, &charge)
+            .await;
         match answer {
-            Ok(Some(RangeAnswer::Piece(piece))) => {
-                self.budget.downloaded(piece.body.len() as u64)?;
-                Ok(Some(piece))
-            }
+            Ok(Some(RangeAnswer::Piece(piece))) => Ok(Some(piece)),
             Ok(_) => Ok(None),
+            Err(FetchError::TooLarge(_)) if self.budget.download_limit(1) == 0 => {
+                // The budget ran out: that is the install's answer.
+                self.budget.downloaded(1).map(|()| None)
+            }
             Err(e) => {
                 tracing::debug!(url = %self.url, error = %e, "a range request failed; downloading the wheel");
                 Ok(None)

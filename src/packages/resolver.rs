@@ -78,6 +78,12 @@ pub trait Source: Send + Sync {
     ) -> Result<CoreMetadata, PackageError>;
     /// Where names are looked for, in words, for "not found" messages.
     fn searched(&self) -> String;
+    /// Whether reading a version's metadata costs little (a metadata file,
+    /// or ranges of the wheel), so older versions may be read ahead; not
+    /// when it means downloading whole wheels.
+    fn cheap_metadata(&self) -> bool {
+        true
+    }
 }
 
 /// A distribution already in the sandbox.
@@ -271,8 +277,13 @@ impl Resolver<'_> {
     /// When the solver goes back through the versions of `name` (it has
     /// read some already and asks for `version`), the older versions to read
     /// alongside it, unread, newest first: one more for each read so far,
-    /// up to [`MAX_READ_AHEAD`], within the reads allowed.
+    /// up to [`MAX_READ_AHEAD`], within the reads allowed; none when reading
+    /// metadata means downloading whole wheels (concurrent downloads would
+    /// each see the whole download budget).
     fn older_unread(&self, name: &PackageName, version: &Version, known: &Known) -> Vec<Version> {
+        if !self.source.cheap_metadata() {
+            return Vec::new();
+        }
         let reads = known.reads.get(name).copied().unwrap_or(0);
         let room = MAX_READS_PER_PACKAGE.saturating_sub(reads + 1);
         let Some(offer) = known.offers.get(name) else {

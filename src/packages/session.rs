@@ -176,8 +176,15 @@ impl<'a> Session<'a> {
     }
 
     /// The METADATA of the wheel at `url`, read by range requests when the
-    /// index's file host serves them.
-    async fn metadata_by_ranges(&self, url: &reqwest::Url) -> Result<Option<String>, PackageError> {
+    /// index's file host serves them. What does not parse, or names another
+    /// project or version than `wheel`, is not taken from ranges (which no
+    /// hash vouches for): the wheel is downloaded, so that a release is passed
+    /// over only for what its verified wheel says.
+    async fn metadata_by_ranges(
+        &self,
+        url: &reqwest::Url,
+        wheel: &WheelFilename,
+    ) -> Result<Option<String>, PackageError> {
         if self.ranges_not_served.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -185,8 +192,14 @@ impl<'a> Session<'a> {
             return Ok(None);
         };
         let limits = self.installer.unpack_limits();
-        match remote_wheel::metadata_by_ranges(http, url, &limits, self.budget).await? {
-            Ranged::Read(text) => Ok(Some(text)),
+        let max_wheel = self.installer.settings().limits.max_download_bytes;
+        let read =
+            remote_wheel::metadata_by_ranges(http, url, &limits, max_wheel, self.budget).await?;
+        match read {
+            Ranged::Read(text) => Ok(CoreMetadata::parse(&text)
+                .ok()
+                .filter(|m| m.name == wheel.name && m.version == wheel.version)
+                .map(|_| text)),
             Ranged::NotServed => {
                 self.ranges_not_served.store(true, Ordering::Relaxed);
                 Ok(None)
@@ -294,7 +307,7 @@ impl Source for Session<'_> {
     async fn metadata(
         &self,
         file: &ProjectFile,
-        _wheel: &WheelFilename,
+        wheel: &WheelFilename,
     ) -> Result<CoreMetadata, PackageError> {
         let key = format!("{:?}", file.location);
         if let Some(m) = self
@@ -319,7 +332,7 @@ impl Source for Session<'_> {
                 text = self.metadata_file(file, url).await?;
             }
             if !cached && text.is_none() {
-                text = self.metadata_by_ranges(url).await?;
+                text = self.metadata_by_ranges(url, wheel).await?;
             }
         }
         let read_apart = text.is_some();
@@ -370,6 +383,10 @@ impl Source for Session<'_> {
 
     fn searched(&self) -> String {
         self.installer.searched(self.wheelhouse.as_ref())
+    }
+
+    fn cheap_metadata(&self) -> bool {
+        !self.ranges_not_served.load(Ordering::Relaxed)
     }
 }
 

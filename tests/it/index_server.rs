@@ -53,6 +53,11 @@ struct State {
     range_lies: HashMap<String, Vec<u8>>,
     /// Range requests: (path, the `Range` header).
     range_requests: Vec<(String, String)>,
+    /// Paths whose ranges come from a made-up file: (its size, its first
+    /// bytes, its last bytes; zeros between).
+    made_up: HashMap<String, (u64, Vec<u8>, Vec<u8>)>,
+    /// Bytes of file bodies sent (whole or ranges).
+    bytes_served: u64,
 }
 
 /// One answer.
@@ -328,6 +333,23 @@ impl IndexServer {
             .insert(path.to_owned(), bytes);
     }
 
+    /// Answers range requests of `path` from a made-up file of `total`
+    /// bytes starting with `head` and ending with `tail` (whole requests
+    /// still get the real file).
+    pub fn make_up_ranges(&self, path: &str, total: u64, head: Vec<u8>, tail: Vec<u8>) {
+        self.state
+            .lock()
+            .unwrap()
+            .made_up
+            .insert(path.to_owned(), (total, head, tail));
+    }
+
+    /// Bytes of files sent so far, whole or by ranges (not a whole file
+    /// sent for a range request, which the client leaves unread).
+    pub fn bytes_served(&self) -> u64 {
+        self.state.lock().unwrap().bytes_served
+    }
+
     /// Range requests so far, served or not: (path, `Range` header).
     pub fn range_requests(&self) -> Vec<(String, String)> {
         self.state.lock().unwrap().range_requests.clone()
@@ -356,12 +378,47 @@ fn respond(
     authorization: Option<String>,
     range: Option<String>,
 ) -> Reply {
+    let asked_range = range.is_some();
+    let reply = ranged(state, path, authorization, range);
+    // A whole file sent for a range request is left unread by the client.
+    let read = !asked_range || reply.status.starts_with("206");
+    if path.starts_with("/files/") && read {
+        state.lock().unwrap().bytes_served += reply.body.len() as u64;
+    }
+    reply
+}
+
+fn ranged(
+    state: &Mutex<State>,
+    path: &str,
+    authorization: Option<String>,
+    range: Option<String>,
+) -> Reply {
     let mut reply = answer(state, path, authorization);
     if reply.status.starts_with("200") {
         let mut state = state.lock().unwrap();
         reply.trickle = state.trickles.get(path).copied();
         if let Some(range) = &range {
             state.range_requests.push((path.to_owned(), range.clone()));
+        }
+        if let Some(range) = &range
+            && let Some((total, head, tail)) = state.made_up.get(path)
+            && let Some((start, end)) = byte_range(range, *total as usize)
+        {
+            let (total, head, tail) = (*total as usize, head.clone(), tail.clone());
+            let byte = |at: usize| {
+                if at < head.len() {
+                    head[at]
+                } else if at >= total - tail.len() {
+                    tail[at - (total - tail.len())]
+                } else {
+                    0
+                }
+            };
+            reply.body = (start..=end).map(byte).collect();
+            reply.content_range = Some(format!("bytes {start}-{end}/{total}"));
+            reply.status = "206 Partial Content";
+            return reply;
         }
         if let Some(range) = range
             && state.ranges

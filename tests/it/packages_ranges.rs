@@ -173,3 +173,109 @@ async fn a_wheel_whose_metadata_differs_from_its_ranges_is_refused_and_nothing_i
     assert_eq!(r.is_error, Some(true), "nothing was installed");
     server.stop().await;
 }
+
+/// The first 4 KiB and last 96 KiB of a made-up zip that says it is
+/// `total` bytes long, with a zip64 end record claiming to be 2^62 bytes.
+fn zip64_claims(total: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut head = vec![0u8; 4096];
+    head[..4].copy_from_slice(b"PK\x03\x04");
+    let mut record = b"PK\x06\x06".to_vec();
+    for field in [1u64 << 62] {
+        record.extend_from_slice(&field.to_le_bytes());
+    }
+    record.extend_from_slice(&[45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    for field in [1u64, 1, 46, 0] {
+        record.extend_from_slice(&field.to_le_bytes());
+    }
+    head[64..64 + record.len()].copy_from_slice(&record);
+    let mut end = b"PK\x06\x07".to_vec();
+    end.extend_from_slice(&0u32.to_le_bytes());
+    end.extend_from_slice(&64u64.to_le_bytes());
+    end.extend_from_slice(&1u32.to_le_bytes());
+    end.extend_from_slice(b"PK\x05\x06");
+    end.extend_from_slice(&[0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+    end.extend_from_slice(&[0xFF; 8]);
+    end.extend_from_slice(&[0, 0]);
+    let mut tail = vec![0u8; 96 * 1024 - end.len()];
+    tail.extend_from_slice(&end);
+    assert!(total > (96 * 1024) as u64);
+    (head, tail)
+}
+
+#[tokio::test]
+async fn ranges_of_a_wheel_said_to_be_enormous_are_not_read_and_the_server_lives() {
+    // Found by the hostile review: a zip64 record in ranges of a "2^62-byte"
+    // wheel made the zip reader allocate that much, aborting the server.
+    let index = IndexServer::start().await;
+    index.serve_ranges();
+    publish_bare(&index, &Wheel::module("huge", "1.0", "X = 1\n"));
+    for total in [1u64 << 62, 64 << 30] {
+        let (head, tail) = zip64_claims(total);
+        index.make_up_ranges("/files/huge-1.0-py3-none-any.whl", total, head, tail);
+        let server = start(&index).await;
+        let bystander = server.create().await;
+        server.run(&bystander, "kept = 7").await;
+        let id = server.create().await;
+        let result = install(&server, &id, "huge").await.unwrap();
+        assert_eq!(result["installed"][0]["version"], "1.0", "{result}");
+        assert_eq!(server.run(&bystander, "kept").await["value"], "7");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn ranges_that_make_a_release_look_broken_do_not_pass_it_over() {
+    // Found by the hostile review: a file host lying in ranges (no hash
+    // vouches for them) could steer the install to an older release.
+    let index = IndexServer::start().await;
+    index.serve_ranges();
+    publish_bare(&index, &Wheel::module("svc", "1.0", "RELEASE = 1\n"));
+    publish_bare(&index, &Wheel::module("svc", "2.0", "RELEASE = 2\n"));
+    for lie in [
+        Wheel::module("svc", "2.0", "").requires("tornado (>=5.0<6.0)"),
+        Wheel::module("other", "2.0", ""),
+    ] {
+        index.lie_in_ranges("/files/svc-2.0-py3-none-any.whl", lie.build());
+        let server = start(&index).await;
+        let id = server.create().await;
+        let result = install(&server, &id, "svc").await.unwrap();
+        assert_eq!(result["installed"][0]["version"], "2.0", "{result}");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
+    // Found by the hostile review: read-ahead of whole downloads let each
+    // concurrent download see the whole 256 MiB budget.
+    const MIB: usize = 1 << 20;
+    let index = IndexServer::start().await;
+    let mut x: u32 = 5;
+    let ballast: Vec<u8> = (0..20 * MIB)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
+    for i in 1..=16 {
+        let wheel = Wheel::module("heavy", &format!("{i}.0"), "")
+            .file("heavy/ballast.bin", ballast.clone())
+            .requires("native");
+        publish_bare(&index, &wheel);
+    }
+    publish_bare(
+        &index,
+        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
+    );
+    let server = start(&index).await;
+    let id = server.create().await;
+    let err = install(&server, &id, "heavy").await.unwrap_err();
+    assert!(err.contains("more than 256 MiB"), "{err}");
+    let served = index.bytes_served();
+    assert!(
+        served <= (256 + 21) as u64 * MIB as u64,
+        "{} MiB served",
+        served / MIB as u64
+    );
+    server.stop().await;
+}
