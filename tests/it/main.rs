@@ -34,6 +34,7 @@ mod notebook_threads;
 mod packages;
 mod packages_hostile;
 mod packages_ranges;
+mod pip_corpus;
 mod protocol;
 mod real_wheels;
 mod requests;
