@@ -180,9 +180,7 @@ fn zip64_claims(total: u64) -> (Vec<u8>, Vec<u8>) {
     let mut head = vec![0u8; 4096];
     head[..4].copy_from_slice(b"PK\x03\x04");
     let mut record = b"PK\x06\x06".to_vec();
-    for field in [1u64 << 62] {
-        record.extend_from_slice(&field.to_le_bytes());
-    }
+    record.extend_from_slice(&(1u64 << 62).to_le_bytes());
     record.extend_from_slice(&[45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     for field in [1u64, 1, 46, 0] {
         record.extend_from_slice(&field.to_le_bytes());

@@ -233,7 +233,35 @@ impl Resolver<'_> {
                 lines.push(line);
             }
         };
-        for leaf in leaves {
+        // What was asked for first, its newest releases' reasons first: after
+        // a long walk back, those of ancient releases matter least.
+        let asked = |name: &PackageName| {
+            known
+                .constraints
+                .get(name)
+                .is_some_and(|cs| cs.iter().any(Constraint::asked_by_user))
+        };
+        let mut ordered: Vec<&Leaf> = leaves.to_vec();
+        ordered.sort_by_key(|leaf| {
+            let (name, newest) = match leaf {
+                External::Custom(node, versions, _)
+                | External::NoVersions(node, versions)
+                | External::FromDependencyOf(node, versions, _, _) => match node.package() {
+                    Some(n) => (
+                        Some(n),
+                        known.versions_in(n, self.installed.get(n), versions).pop(),
+                    ),
+                    None => (None, None),
+                },
+                External::NotRoot(..) => (None, None),
+            };
+            (
+                !name.is_some_and(asked),
+                newest.is_none(),
+                std::cmp::Reverse(newest),
+            )
+        });
+        for leaf in ordered {
             match leaf {
                 External::FromDependencyOf(from, fv, to, _) => {
                     if let Some(name) = to.package()

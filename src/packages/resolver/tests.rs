@@ -322,6 +322,32 @@ fn long_history(count: usize, needing: usize) -> FakeSource {
 }
 
 #[tokio::test]
+async fn after_a_long_walk_back_the_refusal_starts_with_the_newest_releases() {
+    // streamlit: its newest releases need pyarrow; 0.1 to 0.8 needed motor.
+    let mut s = FakeSource::default();
+    for i in 1..=5 {
+        s.add(&format!("app-0.{i}-py3-none-any.whl"), &["motor"]);
+    }
+    for i in 1..=5 {
+        s.add(&format!("app-{i}.0-py3-none-any.whl"), &["arrow-native"]);
+    }
+    s.add("motor-3.7-py3-none-any.whl", &["mongo-native"]);
+    s.add(
+        "arrow_native-1.0-cp312-cp312-manylinux_2_17_x86_64.whl",
+        &[],
+    );
+    s.add(
+        "mongo_native-1.0-cp312-cp312-manylinux_2_17_x86_64.whl",
+        &[],
+    );
+    let err = resolve(&s, &["app"]).await.unwrap_err().to_string();
+    let first = err.split(": ").nth(1).unwrap_or_default();
+    assert!(first.contains("app 5.0"), "{err}");
+    let mongo = err.find("mongo-native").unwrap_or(usize::MAX);
+    assert!(err.find("arrow-native").unwrap() < mongo, "{err}");
+}
+
+#[tokio::test]
 async fn going_back_through_hundreds_of_versions_finds_the_newest_that_works() {
     // openai, anthropic, langchain-core: pip goes back ~300 releases to
     // the last one before a compiled dependency came in.
