@@ -261,6 +261,7 @@ impl Resolver<'_> {
                 std::cmp::Reverse(newest),
             )
         });
+        let mut repeats: BTreeMap<(Node, PackageName), usize> = BTreeMap::new();
         for leaf in ordered {
             match leaf {
                 External::FromDependencyOf(from, fv, to, _) => {
@@ -271,6 +272,15 @@ impl Resolver<'_> {
                     }
                 }
                 External::Custom(node, versions, why) => {
+                    // One line per release needing the same thing: the newest.
+                    if let Unusable::Dependency(on) = why {
+                        let pair = (node.clone(), on.clone());
+                        if let Some(count) = repeats.get_mut(&pair) {
+                            *count += 1;
+                            continue;
+                        }
+                        repeats.insert(pair, 0);
+                    }
                     let what = self.summary(node, versions, known);
                     let line = match why {
                         Unusable::Dependency(on) => {
@@ -293,6 +303,12 @@ impl Resolver<'_> {
                 }
                 External::NotRoot(..) => {}
             }
+        }
+        let older = repeats.values().sum::<usize>();
+        if older > 0 {
+            lines.push(format!(
+                "{older} older releases cannot be used for the same reasons"
+            ));
         }
         let explanation = clip(&some_of(&lines, SHOWN_LINES, "; "), MAX_EXPLANATION_CHARS);
         PackageError::NoSolution { explanation }

@@ -345,6 +345,14 @@ async fn after_a_long_walk_back_the_refusal_starts_with_the_newest_releases() {
     assert!(first.contains("app 5.0"), "{err}");
     let mongo = err.find("mongo-native").unwrap_or(usize::MAX);
     assert!(err.find("arrow-native").unwrap() < mongo, "{err}");
+    assert!(
+        !err.contains("app 4.0 cannot"),
+        "one line for the same reason: {err}"
+    );
+    assert!(
+        err.contains("older releases cannot be used for the same reasons"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
