@@ -76,6 +76,16 @@ pub trait Source: Send + Sync {
         file: &ProjectFile,
         wheel: &WheelFilename,
     ) -> Result<CoreMetadata, PackageError>;
+    /// The core metadata of a wheel when it can be had without downloading
+    /// the wheel (`None` otherwise): what reading ahead uses, so that only
+    /// the versions the solver asks for are ever downloaded whole.
+    async fn metadata_without_download(
+        &self,
+        file: &ProjectFile,
+        wheel: &WheelFilename,
+    ) -> Result<Option<CoreMetadata>, PackageError> {
+        self.metadata(file, wheel).await.map(Some)
+    }
     /// Where names are looked for, in words, for "not found" messages.
     fn searched(&self) -> String;
     /// Whether reading a version's metadata costs little (a metadata file,
@@ -205,9 +215,11 @@ impl Resolver<'_> {
             Need::Metadata(name, version) => {
                 let older = self.older_unread(&name, &version, &lock(known));
                 let (deps, prefetched) = futures::future::join(
-                    self.read_metadata(&name, &version, known),
+                    self.read_metadata(&name, &version, known, true),
                     futures::future::join_all(
-                        older.iter().map(|v| self.read_metadata(&name, v, known)),
+                        older
+                            .iter()
+                            .map(|v| self.read_metadata(&name, v, known, false)),
                     ),
                 )
                 .await;
@@ -301,11 +313,14 @@ impl Resolver<'_> {
 
     /// Reads the metadata of `name` `version` into `known`; returns the
     /// packages it requires without extras (to fetch their offers alongside).
+    /// Unless `may_download`, a version whose metadata would take a whole
+    /// download is left unread.
     async fn read_metadata(
         &self,
         name: &PackageName,
         version: &Version,
         known: &Mutex<Known>,
+        may_download: bool,
     ) -> Result<Vec<PackageName>, PackageError> {
         let usable = lock(known)
             .offers
@@ -314,22 +329,31 @@ impl Resolver<'_> {
             .ok_or_else(|| {
                 PackageError::Internal(format!("no wheel of {name} {version} to read"))
             })?;
-        let read = self
-            .source
-            .metadata(&usable.file, &usable.wheel)
-            .await
-            .and_then(|metadata| {
-                if &metadata.name != name || metadata.version != usable.wheel.version {
-                    return Err(PackageError::BadMetadata {
-                        filename: usable.file.filename.clone(),
-                        reason: MetadataError::NameMismatch {
-                            found: format!("{} {}", metadata.name, metadata.version),
-                            expected: format!("{} {}", usable.wheel.name, usable.wheel.version),
-                        },
-                    });
-                }
-                Ok(metadata)
-            });
+        let read = if may_download {
+            self.source.metadata(&usable.file, &usable.wheel).await
+        } else {
+            match self
+                .source
+                .metadata_without_download(&usable.file, &usable.wheel)
+                .await
+            {
+                Ok(Some(metadata)) => Ok(metadata),
+                Ok(None) => return Ok(Vec::new()),
+                Err(e) => Err(e),
+            }
+        };
+        let read = read.and_then(|metadata| {
+            if &metadata.name != name || metadata.version != usable.wheel.version {
+                return Err(PackageError::BadMetadata {
+                    filename: usable.file.filename.clone(),
+                    reason: MetadataError::NameMismatch {
+                        found: format!("{} {}", metadata.name, metadata.version),
+                        expected: format!("{} {}", usable.wheel.name, usable.wheel.version),
+                    },
+                });
+            }
+            Ok(metadata)
+        });
         let metadata = match read {
             Ok(metadata) => metadata,
             Err(e) => {

@@ -309,6 +309,38 @@ impl Source for Session<'_> {
         file: &ProjectFile,
         wheel: &WheelFilename,
     ) -> Result<CoreMetadata, PackageError> {
+        self.read_metadata(file, wheel, true)
+            .await?
+            .ok_or_else(|| PackageError::Internal(format!("no metadata of {}", file.filename)))
+    }
+
+    async fn metadata_without_download(
+        &self,
+        file: &ProjectFile,
+        wheel: &WheelFilename,
+    ) -> Result<Option<CoreMetadata>, PackageError> {
+        self.read_metadata(file, wheel, false).await
+    }
+
+    fn searched(&self) -> String {
+        self.installer.searched(self.wheelhouse.as_ref())
+    }
+
+    fn cheap_metadata(&self) -> bool {
+        !self.ranges_not_served.load(Ordering::Relaxed)
+    }
+}
+
+impl Session<'_> {
+    /// The core metadata of a wheel: from memory, the wheel cache or the
+    /// wheelhouse, a metadata file, ranges of the wheel, or (when
+    /// `may_download`, else `None`) the downloaded wheel.
+    async fn read_metadata(
+        &self,
+        file: &ProjectFile,
+        wheel: &WheelFilename,
+        may_download: bool,
+    ) -> Result<Option<CoreMetadata>, PackageError> {
         let key = format!("{:?}", file.location);
         if let Some(m) = self
             .metadata
@@ -316,7 +348,7 @@ impl Source for Session<'_> {
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
         {
-            return Ok(m.clone());
+            return Ok(Some(m.clone()));
         }
         let bad = |reason: MetadataError| PackageError::BadMetadata {
             filename: file.filename.clone(),
@@ -333,6 +365,9 @@ impl Source for Session<'_> {
             }
             if !cached && text.is_none() {
                 text = self.metadata_by_ranges(url, wheel).await?;
+            }
+            if !cached && text.is_none() && !may_download {
+                return Ok(None);
             }
         }
         let read_apart = text.is_some();
@@ -378,15 +413,7 @@ impl Source for Session<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, metadata.clone());
-        Ok(metadata)
-    }
-
-    fn searched(&self) -> String {
-        self.installer.searched(self.wheelhouse.as_ref())
-    }
-
-    fn cheap_metadata(&self) -> bool {
-        !self.ranges_not_served.load(Ordering::Relaxed)
+        Ok(Some(metadata))
     }
 }
 

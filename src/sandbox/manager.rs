@@ -316,7 +316,7 @@ impl SandboxManager {
         if let Some(memory) = request.memory_bytes {
             if memory > self.settings.max_memory_bytes {
                 return Err(SandboxError::InvalidArgument(format!(
-                    "memory_mb {} is over this server's maximum of {}",
+                    "memory_mb {} is over this server's maximum of {} (SANDBOX_MAX_MEMORY_MB): ask for at most that, or have the operator raise it",
                     memory >> 20,
                     self.settings.max_memory_bytes >> 20
                 )));

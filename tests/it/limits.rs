@@ -69,6 +69,13 @@ async fn a_timeout_over_the_server_maximum_is_refused_as_at_creation() {
         .err("create_sandbox", json!({"timeout_seconds": 100}))
         .await;
     assert!(over.contains("maximum"), "{over}");
+    let greedy = server
+        .err("create_sandbox", json!({"memory_mb": 1 << 20}))
+        .await;
+    assert!(
+        greedy.contains("memory_mb") && greedy.contains("SANDBOX_MAX_MEMORY_MB"),
+        "the refusal names the setting: {greedy}"
+    );
     server.stop().await;
 }
 

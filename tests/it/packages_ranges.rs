@@ -242,19 +242,25 @@ async fn ranges_that_make_a_release_look_broken_do_not_pass_it_over() {
     }
 }
 
-#[tokio::test]
-async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
-    // Found by the hostile review: read-ahead of whole downloads let each
-    // concurrent download see the whole 256 MiB budget.
-    const MIB: usize = 1 << 20;
-    let index = IndexServer::start().await;
+const MIB: usize = 1 << 20;
+
+/// `n` bytes that do not compress.
+fn incompressible(n: usize) -> Vec<u8> {
     let mut x: u32 = 5;
-    let ballast: Vec<u8> = (0..20 * MIB)
+    (0..n)
         .map(|_| {
             x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             (x >> 24) as u8
         })
-        .collect();
+        .collect()
+}
+
+#[tokio::test]
+async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
+    // Found by the hostile review: read-ahead of whole downloads let each
+    // concurrent download see the whole 256 MiB budget.
+    let index = IndexServer::start().await;
+    let ballast = incompressible(20 * MIB);
     for i in 1..=16 {
         let wheel = Wheel::module("heavy", &format!("{i}.0"), "")
             .file("heavy/ballast.bin", ballast.clone())
@@ -268,6 +274,44 @@ async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
     let server = start(&index).await;
     let id = server.create().await;
     let err = install(&server, &id, "heavy").await.unwrap_err();
+    assert!(err.contains("more than 256 MiB"), "{err}");
+    let served = index.bytes_served();
+    assert!(
+        served <= (256 + 21) as u64 * MIB as u64,
+        "{} MiB served",
+        served / MIB as u64
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn reading_ahead_never_downloads_whole_wheels_even_where_ranges_fail() {
+    // Found by the second hostile review: on a host serving ranges for some
+    // wheels only, read-ahead fell back to whole downloads, each seeing the
+    // whole budget.
+    let index = IndexServer::start().await;
+    index.serve_ranges();
+    let ballast = incompressible(20 * MIB);
+    for i in 1..=16 {
+        let wheel = Wheel::module("mixed", &format!("{i}.0"), "")
+            .file("mixed/ballast.bin", ballast.clone())
+            .requires("native");
+        publish_bare(&index, &wheel);
+        // Their ranges claim a size no wheel may have: read whole, or not.
+        let (head, tail) = zip64_claims(1 << 40);
+        index.make_up_ranges(&format!("/files/{}", wheel.filename()), 1 << 40, head, tail);
+    }
+    for i in 17..=30 {
+        let wheel = Wheel::module("mixed", &format!("{i}.0"), "").requires("native");
+        publish_bare(&index, &wheel);
+    }
+    publish_bare(
+        &index,
+        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
+    );
+    let server = start(&index).await;
+    let id = server.create().await;
+    let err = install(&server, &id, "mixed").await.unwrap_err();
     assert!(err.contains("more than 256 MiB"), "{err}");
     let served = index.bytes_served();
     assert!(
