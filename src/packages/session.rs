@@ -309,7 +309,7 @@ impl Source for Session<'_> {
         file: &ProjectFile,
         wheel: &WheelFilename,
     ) -> Result<CoreMetadata, PackageError> {
-        self.read_metadata(file, wheel, true)
+        self.metadata_of(file, wheel, true)
             .await?
             .ok_or_else(|| PackageError::Internal(format!("no metadata of {}", file.filename)))
     }
@@ -319,7 +319,7 @@ impl Source for Session<'_> {
         file: &ProjectFile,
         wheel: &WheelFilename,
     ) -> Result<Option<CoreMetadata>, PackageError> {
-        self.read_metadata(file, wheel, false).await
+        self.metadata_of(file, wheel, false).await
     }
 
     fn searched(&self) -> String {
@@ -335,7 +335,7 @@ impl Session<'_> {
     /// The core metadata of a wheel: from memory, the wheel cache or the
     /// wheelhouse, a metadata file, ranges of the wheel, or (when
     /// `may_download`, else `None`) the downloaded wheel.
-    async fn read_metadata(
+    async fn metadata_of(
         &self,
         file: &ProjectFile,
         wheel: &WheelFilename,
