@@ -13,15 +13,9 @@ use crate::wheels::{Wheel, sha256_hex};
 /// Where the runtime's site-packages is, relative to a sandbox directory.
 const SITE: &str = ".local/lib/python3.12/site-packages";
 
-/// A server using only `index`, with no warm pool, so its one sandbox
-/// directory is the one the test created.
+/// A server using only `index`.
 async fn start(index: &IndexServer) -> Server {
-    Server::start_with(&[
-        ("SANDBOX_INDEX_URL", index.url.as_str()),
-        ("PIP_CONFIG_FILE", "/dev/null"),
-        ("SANDBOX_POOL_SIZE", "0"),
-    ])
-    .await
+    Server::start_on_index(&index.url).await
 }
 
 async fn install(server: &Server, id: &str, what: &str) -> Value {

@@ -55,13 +55,9 @@ fn long_history(index: &IndexServer) {
     );
 }
 
+/// A server using only `index`.
 async fn start(index: &IndexServer) -> Server {
-    Server::start_with(&[
-        ("SANDBOX_INDEX_URL", index.url.as_str()),
-        ("PIP_CONFIG_FILE", "/dev/null"),
-        ("SANDBOX_POOL_SIZE", "0"),
-    ])
-    .await
+    Server::start_on_index(&index.url).await
 }
 
 async fn install(server: &Server, id: &str, what: &str) -> Result<Value, String> {
@@ -255,6 +251,27 @@ fn incompressible(n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Publishes `native` (compiled only), installs `what`, whose every release
+/// needs it, and checks the install is refused at the 256 MiB download
+/// budget with no more than one 21 MiB wheel past it served.
+async fn refused_within_the_download_budget(index: &IndexServer, what: &str) {
+    publish_bare(
+        index,
+        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
+    );
+    let server = start(index).await;
+    let id = server.create().await;
+    let err = install(&server, &id, what).await.unwrap_err();
+    assert!(err.contains("more than 256 MiB"), "{err}");
+    let served = index.bytes_served();
+    assert!(
+        served <= (256 + 21) as u64 * MIB as u64,
+        "{} MiB served",
+        served / MIB as u64
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
     // Found by the hostile review: read-ahead of whole downloads let each
@@ -267,21 +284,7 @@ async fn going_back_through_whole_downloads_stays_within_the_download_budget() {
             .requires("native");
         publish_bare(&index, &wheel);
     }
-    publish_bare(
-        &index,
-        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
-    );
-    let server = start(&index).await;
-    let id = server.create().await;
-    let err = install(&server, &id, "heavy").await.unwrap_err();
-    assert!(err.contains("more than 256 MiB"), "{err}");
-    let served = index.bytes_served();
-    assert!(
-        served <= (256 + 21) as u64 * MIB as u64,
-        "{} MiB served",
-        served / MIB as u64
-    );
-    server.stop().await;
+    refused_within_the_download_budget(&index, "heavy").await;
 }
 
 #[tokio::test]
@@ -305,19 +308,5 @@ async fn reading_ahead_never_downloads_whole_wheels_even_where_ranges_fail() {
         let wheel = Wheel::module("mixed", &format!("{i}.0"), "").requires("native");
         publish_bare(&index, &wheel);
     }
-    publish_bare(
-        &index,
-        &Wheel::new("native", "1.0").tag("cp312-cp312-manylinux_2_17_x86_64"),
-    );
-    let server = start(&index).await;
-    let id = server.create().await;
-    let err = install(&server, &id, "mixed").await.unwrap_err();
-    assert!(err.contains("more than 256 MiB"), "{err}");
-    let served = index.bytes_served();
-    assert!(
-        served <= (256 + 21) as u64 * MIB as u64,
-        "{} MiB served",
-        served / MIB as u64
-    );
-    server.stop().await;
+    refused_within_the_download_budget(&index, "mixed").await;
 }

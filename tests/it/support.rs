@@ -119,6 +119,18 @@ impl Server {
         Self::start_in(tmp, root, env).await
     }
 
+    /// Starts the server with `index_url` as its only package index (pip's
+    /// configuration ignored) and no warm pool, so its one sandbox
+    /// directory is the one the test created.
+    pub async fn start_on_index(index_url: &str) -> Self {
+        Self::start_with(&[
+            ("SANDBOX_INDEX_URL", index_url),
+            ("PIP_CONFIG_FILE", "/dev/null"),
+            ("SANDBOX_POOL_SIZE", "0"),
+        ])
+        .await
+    }
+
     /// Starts the server on a given sandbox root.
     pub async fn start_in(tmp: TempDir, root: PathBuf, env: &[(&str, &str)]) -> Self {
         Server::start_handled((), tmp, root, env).await
