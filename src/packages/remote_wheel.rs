@@ -17,6 +17,7 @@ use reqwest::Url;
 use super::budget::InstallBudget;
 use super::error::PackageError;
 use super::http::{ByteRange, FetchError, HttpClient, Piece, RangeAnswer};
+use super::settings::redact;
 use super::unpack::{UnpackLimits, read_metadata};
 
 /// Bytes asked for at the end of a wheel: the directory of most wheels, and
@@ -71,7 +72,7 @@ pub async fn metadata_by_ranges(
         return Ok(Ranged::NotServed);
     };
     if tail.total != head.total || tail.total > max_wheel_bytes {
-        tracing::debug!(url = %url, "a wheel's ranges give no size it could have; downloading the wheel");
+        tracing::debug!(url = %redact(url), "a wheel's ranges give no size it could have; downloading the wheel");
         return Ok(Ranged::Unread);
     }
     let mut file = Sparse::new(tail.total);
@@ -85,7 +86,7 @@ pub async fn metadata_by_ranges(
             return Ok(match read {
                 Ok(text) => Ranged::Read(text),
                 Err(e) => {
-                    tracing::debug!(url = %url, error = %e, "reading METADATA by ranges failed; downloading the wheel");
+                    tracing::debug!(url = %redact(url), error = %e, "reading METADATA by ranges failed; downloading the wheel");
                     Ranged::Unread
                 }
             });
@@ -107,7 +108,7 @@ pub async fn metadata_by_ranges(
         file.add(piece);
         miss_bytes = miss_bytes.saturating_mul(2);
     }
-    tracing::debug!(url = %url, "METADATA lies too far from the wheel's directory; downloading the wheel");
+    tracing::debug!(url = %redact(url), "METADATA lies too far from the wheel's directory; downloading the wheel");
     Ok(Ranged::Unread)
 }
 
@@ -135,7 +136,7 @@ impl Fetcher<'_> {
                 self.budget.downloaded(1).map(|()| None)
             }
             Err(e) => {
-                tracing::debug!(url = %self.url, error = %e, "a range request failed; downloading the wheel");
+                tracing::debug!(url = %redact(self.url), error = %e, "a range request failed; downloading the wheel");
                 Ok(None)
             }
         }
