@@ -183,12 +183,7 @@ fn closure(c: &mut Criterion) {
                         assert_eq!(report.installed.len(), PACKAGES);
                         let expected = if backtrack { "2.0" } else { "4.0" };
                         assert!(report.installed.iter().all(|p| p.version == expected));
-                        let id = sandbox.id().to_owned();
-                        drop(sandbox);
-                        app.manager
-                            .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
-                            .await
-                            .unwrap();
+                        common::close(&app, sandbox).await;
                     }
                     total
                 })

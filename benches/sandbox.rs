@@ -44,12 +44,7 @@ fn create(c: &mut Criterion) {
                         let (sandbox, _) =
                             app.manager.create(CreateRequest::default()).await.unwrap();
                         total += started.elapsed();
-                        let id = sandbox.id().to_owned();
-                        drop(sandbox);
-                        app.manager
-                            .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
-                            .await
-                            .unwrap();
+                        common::close(&app, sandbox).await;
                     }
                     total
                 })

@@ -51,12 +51,7 @@ fn fresh(rt: &tokio::runtime::Runtime, app: &App, code: &str, iters: u64) -> Dur
             let started = Instant::now();
             run(&sandbox, code).await;
             total += started.elapsed();
-            let id = sandbox.id().to_owned();
-            drop(sandbox);
-            app.manager
-                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
-                .await
-                .unwrap();
+            common::close(app, sandbox).await;
         }
         total
     })
@@ -70,12 +65,7 @@ fn create_cold(rt: &tokio::runtime::Runtime, app: &App, iters: u64) -> Duration 
             let started = Instant::now();
             let (sandbox, _) = app.manager.create(CreateRequest::default()).await.unwrap();
             total += started.elapsed();
-            let id = sandbox.id().to_owned();
-            drop(sandbox);
-            app.manager
-                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
-                .await
-                .unwrap();
+            common::close(app, sandbox).await;
         }
         total
     })
@@ -93,12 +83,7 @@ fn fork(rt: &tokio::runtime::Runtime, app: &App, source: &str, iters: u64) -> Du
                 .await
                 .unwrap();
             total += started.elapsed();
-            let id = fork.id().to_owned();
-            drop(fork);
-            app.manager
-                .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
-                .await
-                .unwrap();
+            common::close(app, fork).await;
         }
         total
     })

@@ -65,3 +65,14 @@ pub async fn run_ok(sandbox: &Sandbox, code: &str) -> Execution {
     assert!(e.error.is_none() && e.limit.is_none(), "{e:?}");
     e
 }
+
+/// Closes `sandbox` (dropping the caller's handle first, as a client's
+/// `close_sandbox` would find it).
+pub async fn close(app: &App, sandbox: std::sync::Arc<Sandbox>) {
+    let id = sandbox.id().to_owned();
+    drop(sandbox);
+    app.manager
+        .close(&mcp_code_sandbox::sandbox::Owner::anyone(), &id)
+        .await
+        .unwrap();
+}

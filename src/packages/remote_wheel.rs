@@ -251,6 +251,17 @@ mod tests {
         }
     }
 
+    /// `n` bytes that do not compress, from `seed`.
+    fn noise(n: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
     /// Reads METADATA from `bytes` as the range reader would, fetching a
     /// miss from the bytes themselves; returns the text and the fetches.
     fn read_in_pieces(bytes: &[u8]) -> (Option<String>, usize) {
@@ -292,12 +303,7 @@ mod tests {
     fn a_large_wheel_costs_a_few_parts_not_the_whole() {
         // METADATA first, then 3 MiB of members that do not compress.
         let mut wheel = TestWheel::new("big", "2.0");
-        let mut noise = vec![0u8; 3 << 20];
-        let mut x: u32 = 7;
-        for b in noise.iter_mut() {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            *b = (x >> 24) as u8;
-        }
+        let noise = noise(3 << 20, 7);
         for i in 0..3 {
             wheel = wheel.file(&format!("big/blob{i}.bin"), &noise[i << 20..(i + 1) << 20]);
         }
@@ -312,14 +318,8 @@ mod tests {
     fn a_wheel_of_thousands_of_members_costs_a_few_parts() {
         // transformers: ~2,000 members, a directory of a few hundred KiB.
         let mut wheel = TestWheel::new("many", "3.0");
-        let mut x: u32 = 11;
         for i in 0..3000 {
-            let blob: Vec<u8> = (0..1500)
-                .map(|_| {
-                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (x >> 24) as u8
-                })
-                .collect();
+            let blob = noise(1500, i);
             wheel = wheel.file(&format!("many/models/module_number_{i}/weights.py"), blob);
         }
         let bytes = wheel.tweak(Tweak::MetadataFirst).build();
