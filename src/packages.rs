@@ -44,6 +44,8 @@
 //! - `offload`: running an install on a blocking thread.
 //! - `session`: one install's view of the sources, fetching wheels and
 //!   their metadata.
+//! - [`bytecode`]: the installed modules' bytecode, compiled once per wheel
+//!   and runtime by the backend and kept on the host.
 //! - `place`: unpacking into staging and moving the result into place.
 //! - [`installer`]: the [`Installer`] that ties these together.
 //! - [`settings`]: where packages come from and the caps on an install.
@@ -51,6 +53,7 @@
 
 pub(crate) mod budget;
 pub mod built_in;
+pub mod bytecode;
 pub(crate) mod cache;
 pub(crate) mod credentials;
 pub(crate) mod environment;

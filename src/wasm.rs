@@ -7,6 +7,7 @@
 //! cache, linked) once per server and then instantiated per sandbox.
 
 mod capture;
+mod compiler;
 mod cpu_clock;
 mod door;
 pub mod engine;

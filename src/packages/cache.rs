@@ -17,7 +17,7 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use rand::Rng;
@@ -101,23 +101,9 @@ impl WheelCache {
 
     /// A new partial download in the cache directory.
     pub fn partial(&self) -> std::io::Result<PartialWheel> {
-        std::fs::create_dir_all(&self.dir)?;
-        let name = format!("{PARTIAL_PREFIX}{:016x}", rand::rng().random::<u64>());
-        let path = self.dir.join(name);
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        Ok(PartialWheel {
-            path: Some(path),
-            file,
-        })
+        partial_in(&self.dir)
     }
 
-    /// Keeps a verified download as the wheel with this sha256; returns it
-    /// open at its start. Older wheels may be deleted to stay in bounds
-    /// (this one too, when it alone is over them: it can still be read).
     pub fn commit(&self, mut partial: PartialWheel, sha256: &str) -> std::io::Result<File> {
         let path = self.path_for(sha256).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a sha256 digest")
@@ -150,48 +136,85 @@ impl WheelCache {
     /// bound, and partial downloads left by a crash. Downloads in progress
     /// count towards the bound.
     pub fn evict(&self) {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the wheel cache to keep it in bounds");
-                return;
-            }
-        };
-        let now = SystemTime::now();
-        let mut wheels = Vec::new();
-        let mut total = 0u64;
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            if !meta.is_file() {
-                continue;
-            }
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let modified = meta.modified().unwrap_or(now);
-            if name.starts_with(PARTIAL_PREFIX) {
-                if now.duration_since(modified).unwrap_or_default() > STALE_PARTIAL {
-                    let _ = std::fs::remove_file(entry.path());
-                } else {
-                    total += meta.len();
-                }
-                continue;
-            }
-            let is_wheel = name
-                .strip_suffix(".whl")
-                .is_some_and(|stem| sha256_hex(stem).as_deref() == Some(stem));
-            if is_wheel {
-                total += meta.len();
-                wheels.push((modified, meta.len(), entry.path()));
-            }
+        keep_within(&self.dir, self.max_bytes, |name| {
+            name.strip_suffix(".whl")
+                .is_some_and(|stem| sha256_hex(stem).as_deref() == Some(stem))
+        });
+    }
+}
+
+/// A new temporary file in `dir` (created if missing), deleted when dropped
+/// unless renamed into place.
+pub fn partial_in(dir: &Path) -> std::io::Result<PartialWheel> {
+    std::fs::create_dir_all(dir)?;
+    let name = format!("{PARTIAL_PREFIX}{:016x}", rand::rng().random::<u64>());
+    let path = dir.join(name);
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    Ok(PartialWheel {
+        path: Some(path),
+        file,
+    })
+}
+
+impl PartialWheel {
+    /// Renames the file to `path` (replacing what is there), so readers see
+    /// it whole or not at all.
+    pub fn persist(mut self, path: &Path) -> std::io::Result<()> {
+        let temp = self.path.take().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "already persisted")
+        })?;
+        std::fs::rename(&temp, path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&temp);
+        })
+    }
+}
+
+/// Keeps the files of `dir` that `is_entry` names to `max_bytes` in all,
+/// deleting the least recently used first (by modification time, which a
+/// use renews); partial files left by a crash are deleted after an hour.
+pub fn keep_within(dir: &Path, max_bytes: u64, is_entry: impl Fn(&str) -> bool) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not list a cache to keep it in bounds");
+            return;
         }
-        wheels.sort();
-        for (_, len, path) in wheels {
-            if total <= self.max_bytes {
-                break;
+    };
+    let now = SystemTime::now();
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let modified = meta.modified().unwrap_or(now);
+        if name.starts_with(PARTIAL_PREFIX) {
+            if now.duration_since(modified).unwrap_or_default() > STALE_PARTIAL {
+                let _ = std::fs::remove_file(entry.path());
+            } else {
+                total += meta.len();
             }
-            if std::fs::remove_file(&path).is_ok() {
-                total -= len;
-            }
+            continue;
+        }
+        if is_entry(&name) {
+            total += meta.len();
+            kept.push((modified, meta.len(), entry.path()));
+        }
+    }
+    kept.sort();
+    for (_, len, path) in kept {
+        if total <= max_bytes {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
         }
     }
 }

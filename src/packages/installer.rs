@@ -27,8 +27,11 @@
 //! No code from a package runs on the host; nothing is built from source.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Seek, SeekFrom};
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use cap_std::fs::Dir;
 use pep440_rs::Version;
@@ -37,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::InstallBudget;
 use super::built_in::BuiltInPackages;
+use super::bytecode::{self, BytecodeCache, Compiler};
 use super::cache::WheelCache;
 use super::credentials::CredentialRule;
 use super::environment::{PythonVersionError, wasi_environment};
@@ -52,11 +56,15 @@ use super::session::Session;
 use super::settings::PackageSettings;
 use super::site_packages::{self, InstalledDist, SiteScan};
 use super::stop::InstallStop;
-use super::unpack::UnpackLimits;
+use super::unpack::{UnpackLimits, python_sources};
 use super::wheel_name::PythonMinor;
 use super::wheelhouse::Wheelhouse;
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{GuestPath, InstallReport, InstalledPackage, PackageSource};
+
+/// Most time an install spends compiling the bytecode of what it fetched;
+/// past it, the wheels install without (their modules compile when imported).
+const MAX_COMPILE_TIME: Duration = Duration::from_secs(120);
 
 /// Where an install goes.
 #[derive(Clone, Debug)]
@@ -72,6 +80,9 @@ pub struct InstallTarget {
     pub ledger: Arc<QuotaLedger>,
     /// Packages the runtime carries itself.
     pub built_in: Arc<BuiltInPackages>,
+    /// What compiles installed modules for the sandbox's runtime (`None`:
+    /// they are installed as sources only).
+    pub compiler: Option<Arc<dyn Compiler>>,
 }
 
 /// Installs packages; one per server, shared by its sandboxes (a clone
@@ -81,6 +92,7 @@ pub struct Installer {
     settings: PackageSettings,
     index: Arc<IndexClient>,
     cache: WheelCache,
+    bytecode: BytecodeCache,
     http: Arc<OnceLock<Result<HttpClient, ClientSetupError>>>,
     /// With nothing configured: an installer for the index pip names, made
     /// by the first install that needs it.
@@ -97,10 +109,15 @@ impl Installer {
             settings.limits.max_page_bytes,
         ));
         let cache = WheelCache::new(settings.cache_dir.clone(), settings.wheel_cache_bytes);
+        let bytecode = BytecodeCache::new(
+            bytecode::cache_dir(&settings.cache_dir),
+            settings.wheel_cache_bytes,
+        );
         Self {
             settings,
             index,
             cache,
+            bytecode,
             http: Arc::new(OnceLock::new()),
             from_pip: Arc::default(),
         }
@@ -347,10 +364,13 @@ impl Installer {
                         wheel: *wheel,
                         filename: file.filename,
                         wheel_file,
+                        bytecode: Vec::new(),
                     });
                 }
             }
         }
+        self.compile_bytecode(target, &mut fetched, budget.stop(), progress)
+            .await;
         report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
         if report
             .installed
@@ -361,6 +381,51 @@ impl Installer {
         }
         report.output = (!notes.is_empty()).then(|| notes.join("\n"));
         Ok(report)
+    }
+
+    /// Gives each fetched wheel its modules' bytecode: from the host's
+    /// cache, or compiled now by the sandbox's runtime (and kept). A wheel
+    /// whose bytecode cannot be had installs without it.
+    async fn compile_bytecode(
+        &self,
+        target: &InstallTarget,
+        fetched: &mut [Fetched],
+        stop: &InstallStop,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) {
+        let Some(compiler) = &target.compiler else {
+            return;
+        };
+        if fetched.is_empty() {
+            return;
+        }
+        progress("writing bytecode".into());
+        let files: Vec<&File> = fetched.iter().map(|f| &f.wheel_file.file).collect();
+        let hashes: Vec<Option<String>> = fetched
+            .iter()
+            .map(|f| f.wheel_file.sha256.clone())
+            .collect();
+        let limits = self.unpack_limits();
+        // Time left for placing the wheels afterwards, whatever the compile takes.
+        let time = (stop.remaining() * 3 / 4).min(MAX_COMPILE_TIME);
+        let found = bytecode::for_wheels(
+            &files,
+            &hashes,
+            compiler.as_ref(),
+            &self.bytecode,
+            time,
+            stop.token(),
+            |mut file, max_bytes| {
+                file.seek(SeekFrom::Start(0)).ok()?;
+                python_sources(BufReader::new(file), &limits, max_bytes)
+                    .ok()
+                    .flatten()
+            },
+        )
+        .await;
+        for (item, pycs) in fetched.iter_mut().zip(found) {
+            item.bytecode = pycs.unwrap_or_default();
+        }
     }
 
     /// Unpacks the fetched wheels into the sandbox (nothing when there are

@@ -6,22 +6,28 @@
 //! moved into place. The staging directory is removed in every case, and a
 //! wheel refused for what it holds is deleted from the wheel cache.
 
-use std::io::{Seek, SeekFrom};
+use std::collections::HashSet;
+use std::io::{Seek, SeekFrom, Write};
 
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptions};
 use pep440_rs::Version;
 use pep508_rs::PackageName;
 use rand::Rng;
+use sha2::Digest;
 
+use super::bytecode::{self, Pyc};
 use super::cache::WheelCache;
 use super::error::{PackageError, some_of};
 use super::installer::InstallTarget;
+use super::record::record_hash;
 use super::session::WheelFile;
 use super::settings::InstallLimits;
 use super::site_packages::{self, InstalledDist};
 use super::staging::{Free, NoRoom, StagingRoom};
 use super::stop::InstallStop;
-use super::unpack::{UnpackLimits, WheelError, unpack_wheel, write_installed_record};
+use super::unpack::{
+    InstalledFile, UnpackLimits, Unpacked, WheelError, unpack_wheel, write_installed_record,
+};
 use super::wheel_name::WheelFilename;
 use crate::sandbox::quota::RoomHold;
 use crate::sandbox::remove_tree::remove_tree_in;
@@ -44,6 +50,8 @@ pub struct Fetched {
     pub wheel_file: WheelFile,
     /// The installed version it replaces.
     pub replaces: Option<InstalledDist>,
+    /// Its modules' bytecode (empty when it has none).
+    pub bytecode: Vec<Pyc>,
 }
 
 /// The room staging has: what the sandbox's disk quota and the server's
@@ -254,12 +262,19 @@ fn stage_one(
         .map_err(reading)?;
     let reader = std::io::BufReader::new(&item.wheel_file.file);
     let stop = room.stop().clone();
-    let unpacked = unpack_wheel(reader, &item.wheel, &dest, limits, room)
-        .and_then(|unpacked| {
-            write_installed_record(&dest, &unpacked, INSTALLER_NAME, room).map(|()| unpacked)
-        })
+    let mut unpacked = unpack_wheel(reader, &item.wheel, &dest, limits, room)
         .map_err(|e| refused(e, item, &stop, cache))?;
     let mut notes = Vec::new();
+    let left_out =
+        add_bytecode(&dest, &mut unpacked, &item.bytecode, room).map_err(|e| no_room(e, &stop))?;
+    if left_out > 0 {
+        notes.push(format!(
+            "{} {}: the bytecode of {left_out} module(s) was left out, as the sandbox's disk quota has no room for it (they compile when imported)",
+            item.name, item.version
+        ));
+    }
+    write_installed_record(&dest, &unpacked, INSTALLER_NAME, room)
+        .map_err(|e| refused(e, item, &stop, cache))?;
     if !unpacked.dropped.is_empty() {
         notes.push(format!(
             "{} {}: {} file(s) meant for outside site-packages were not installed (only the importable package is): {}",
@@ -278,6 +293,66 @@ fn stage_one(
         ));
     }
     Ok(notes)
+}
+
+/// Writes the bytecode of the sources `unpacked` installed beside them
+/// (`__pycache__`), listing each file in what `RECORD` will say, as far as
+/// the room has space: bytecode is optional. Answers how many were left
+/// out for want of room.
+fn add_bytecode(
+    dest: &Dir,
+    unpacked: &mut Unpacked,
+    pycs: &[Pyc],
+    room: &mut StagingRoom,
+) -> Result<usize, NoRoom> {
+    let installed: HashSet<&str> = unpacked.files.iter().map(|f| f.path.as_str()).collect();
+    let wanted = bytecode::matching(pycs, &installed);
+    let mut made_dirs: HashSet<String> = HashSet::new();
+    let mut added = Vec::new();
+    let mut left_out = 0;
+    for (n, pyc) in wanted.iter().enumerate() {
+        let Some((dir, _)) = pyc.path.rsplit_once('/') else {
+            continue;
+        };
+        let new_dir = !made_dirs.contains(dir);
+        if !room.take_if_room(pyc.bytes.len() as u64, 1 + u64::from(new_dir))? {
+            left_out = wanted.len() - n;
+            break;
+        }
+        if new_dir {
+            match dest.create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
+                    break;
+                }
+            }
+            made_dirs.insert(dir.to_owned());
+        }
+        match dest.open_with(&pyc.path, OpenOptions::new().write(true).create_new(true)) {
+            Ok(mut file) => {
+                if let Err(e) = file.write_all(&pyc.bytes) {
+                    tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
+                    let _ = dest.remove_file(&pyc.path);
+                    break;
+                }
+            }
+            // The wheel ships its own: it stays, as RECORD lists it.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
+                break;
+            }
+        }
+        added.push(InstalledFile {
+            path: pyc.path.clone(),
+            hash: record_hash(&sha2::Sha256::digest(&pyc.bytes)),
+            size: pyc.bytes.len() as u64,
+        });
+    }
+    unpacked.files.extend(added);
+    Ok(left_out)
 }
 
 #[cfg(test)]

@@ -189,6 +189,23 @@ impl StagingRoom {
         Ok(())
     }
 
+    /// Charges an optional write (`bytes` in `entries` new files and
+    /// directories) when the room has it, and answers whether it did; a
+    /// write that does not fit leaves the room as it was, so what must be
+    /// written can still be. [`NoRoom::Stopped`] when the install must stop.
+    pub fn take_if_room(&mut self, bytes: u64, entries: u64) -> Result<bool, NoRoom> {
+        self.check_stop()?;
+        let total = entries.saturating_mul(self.block).saturating_add(bytes);
+        self.reclaim_short(total, entries);
+        if total > self.cap_left || total > self.quota_left || entries > self.entries_left {
+            return Ok(false);
+        }
+        self.quota_left -= total;
+        self.cap_left -= total;
+        self.entries_left -= entries;
+        Ok(true)
+    }
+
     /// [`NoRoom::Stopped`] when the install must stop.
     pub fn check_stop(&self) -> Result<(), NoRoom> {
         self.stop.check().map_err(|_| NoRoom::Stopped)

@@ -63,6 +63,16 @@ impl InstallStop {
         }
     }
 
+    /// The time left before the deadline.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The cancellation it watches.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
     fn timed_out(&self) -> PackageError {
         PackageError::TimedOut {
             limit: describe(self.timeout),

@@ -25,7 +25,9 @@
 //! quota, the install's cap, its stop condition), so unpacking stops at the
 //! first chunk that does not fit. Files that run when the interpreter starts
 //! (`.pth` files, `sitecustomize`, `usercustomize`) are listed for the
-//! install's result.
+//! install's result. Python sources get one fixed modification time, so the
+//! bytecode compiled once for a wheel matches every install of it (see
+//! `bytecode.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -36,6 +38,7 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 use sha2::Digest;
 
+use super::bytecode::{PythonSource, source_mtime};
 use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::metadata_error::MetadataError;
@@ -406,6 +409,50 @@ fn read_member<R: Read + Seek>(
         });
     }
     Ok(data)
+}
+
+/// Whether an installed path is a Python module's source (what bytecode is
+/// compiled from).
+fn is_python_source(target: &GuestPath) -> bool {
+    target
+        .components()
+        .last()
+        .is_some_and(|name| name.ends_with(".py"))
+}
+
+/// The Python sources a wheel installs, each with its path relative to
+/// site-packages, read from the (verified) wheel itself: what its bytecode
+/// is compiled from. Checked as [`unpack_wheel`] checks names and sizes;
+/// `None` when they come to more than `max_bytes`.
+pub fn python_sources<R: Read + Seek>(
+    reader: R,
+    limits: &UnpackLimits,
+    max_bytes: u64,
+) -> Result<Option<Vec<PythonSource>>, WheelError> {
+    let mut archive = open_archive(reader, limits.max_members)?;
+    let listing = list_members(&mut archive, limits)?;
+    let mut sources = Vec::new();
+    let mut total: u64 = 0;
+    for member in &listing.members {
+        if member.is_dir || !is_python_source(&member.target) {
+            continue;
+        }
+        let text = read_member(
+            &mut archive,
+            member.index,
+            &member.name,
+            limits.max_member_bytes,
+        )?;
+        total += text.len() as u64;
+        if total > max_bytes {
+            return Ok(None);
+        }
+        sources.push(PythonSource {
+            path: member.target.components().join("/"),
+            text,
+        });
+    }
+    Ok(Some(sources))
 }
 
 /// The text of the wheel's sole `*.dist-info/METADATA`.
@@ -960,6 +1007,12 @@ fn write_member<R: Read + Seek>(
         out.write_all(chunk).map_err(write_err)?;
     }
     out.flush().map_err(write_err)?;
+    if is_python_source(&member.target) {
+        // The bytecode compiled for this wheel, once, matches every install of it.
+        out.into_std()
+            .set_modified(source_mtime())
+            .map_err(write_err)?;
+    }
     if let Some(expected) = entry.size
         && expected != size
     {

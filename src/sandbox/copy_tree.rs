@@ -87,7 +87,7 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
                 depth: depth + 1,
             });
         } else if file_type.is_file() {
-            // The copy leaves holes holes (see copy_data), so it takes the
+            // The copy leaves holes (see copy_data), so it takes the
             // blocks the source holds, not its length.
             let meta = entry.metadata()?;
             charge(ledger, held_bytes(&meta))?;
@@ -96,6 +96,11 @@ pub fn copy_tree(from: &Dir, to: &Dir, ledger: &QuotaLedger) -> Result<CopyRepor
             options.write(true).create_new(true);
             let target = level.to.open_with(&name, &options)?.into_std();
             copy_data(&source, &target, meta.len())?;
+            // As `cp -p` does: the installed modules' bytecode, checked
+            // against their sources' times, stays valid in the copy.
+            if let Ok(modified) = meta.modified() {
+                target.set_modified(modified.into_std())?;
+            }
         } else if file_type.is_symlink() {
             charge(ledger, ledger.allocation().block)?;
             let target = level.from.read_link(&name)?;
@@ -167,6 +172,13 @@ mod tests {
         std::fs::create_dir_all(src.path().join("a/b")).unwrap();
         std::fs::write(src.path().join("a/b/data.txt"), "hello").unwrap();
         std::fs::write(src.path().join("top.bin"), [0u8, 1, 2]).unwrap();
+        let installed_at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800);
+        std::fs::File::options()
+            .write(true)
+            .open(src.path().join("top.bin"))
+            .unwrap()
+            .set_modified(installed_at)
+            .unwrap();
         std::os::unix::fs::symlink("a/b/data.txt", src.path().join("link")).unwrap();
         let ledger = QuotaLedger::new(
             Arc::new(open(dst.path())),
@@ -184,6 +196,14 @@ mod tests {
         assert_eq!(
             std::fs::read(dst.path().join("top.bin")).unwrap(),
             [0, 1, 2]
+        );
+        assert_eq!(
+            std::fs::metadata(dst.path().join("top.bin"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            installed_at,
+            "modification times are kept (installed bytecode stays valid)"
         );
         assert_eq!(
             std::fs::read_link(dst.path().join("link")).unwrap(),

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{OutputCapture, SpillTarget};
+use super::compiler::GuestCompiler;
 use super::error::WasmError;
 use super::files_on_loan::FilesOnLoan;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome};
@@ -247,6 +248,11 @@ impl WasmSandbox {
             python_version: self.image.manifest.python_version.clone(),
             ledger: self.ledger.clone(),
             built_in: self.image.built_in.clone(),
+            compiler: Some(Arc::new(GuestCompiler::new(
+                self.image.clone(),
+                self.root.clone(),
+                self.limits.memory_bytes,
+            ))),
         })
     }
 

@@ -32,6 +32,7 @@ mod notebook_pip;
 mod notebook_pip_edges;
 mod notebook_threads;
 mod packages;
+mod packages_bytecode;
 mod packages_hostile;
 mod packages_ranges;
 mod pip_corpus;
