@@ -443,9 +443,10 @@ fn use_bundle(
 // ---- Package sources (install_package) ----------------------------------
 
 /// The installer's settings: the indexes (see [`index_urls`]), the
-/// wheelhouse, and the wheel cache under the cache directory.
+/// wheelhouse, and the wheel and bytecode caches under the cache directory.
 fn package_settings(p: &PackageArgs, cache_dir: &Path) -> Result<PackageSettings, ConfigError> {
     let mut settings = PackageSettings::new(cache_dir.join("wheels"));
+    settings.bytecode_dir = cache_dir.join("bytecode");
     settings.indexes = index_urls(p, &pip_conf_files(p.pip_config_file.as_deref()))?;
     let pip_python = p.pip_python.trim();
     let no_index = p

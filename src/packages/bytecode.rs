@@ -8,8 +8,8 @@
 //!   from what a sandbox holds: nothing a guest writes reaches the cache or
 //!   another sandbox.
 //! - Kept on the host by the wheel's sha256 and the runtime
-//!   ([`BytecodeCache`], `<cache>/bytecode/`), bounded on disk like the
-//!   wheel cache, so later installs of the wheel only copy it.
+//!   ([`BytecodeCache`], `<cache>/bytecode/` beside `<cache>/wheels/`),
+//!   bounded on disk like the wheel cache, so later installs of the wheel only copy it.
 //! - Timestamp-checked `.pyc` files, as CPython writes them: every installed
 //!   `.py` gets the same modification time ([`SOURCE_MTIME_SECONDS`]), so bytecode
 //!   compiled once matches the sources of every install of that wheel. A
@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -287,11 +287,6 @@ pub fn matching<'p>(pycs: &'p [Pyc], installed: &HashSet<&str>) -> Vec<&'p Pyc> 
                 && seen.insert(pyc.path.as_str())
         })
         .collect()
-}
-
-/// Where the bytecode cache is kept, beside the wheel cache in `wheel_cache`.
-pub fn cache_dir(wheel_cache: &Path) -> PathBuf {
-    wheel_cache.join("bytecode")
 }
 
 #[cfg(test)]

@@ -109,10 +109,8 @@ impl Installer {
             settings.limits.max_page_bytes,
         ));
         let cache = WheelCache::new(settings.cache_dir.clone(), settings.wheel_cache_bytes);
-        let bytecode = BytecodeCache::new(
-            bytecode::cache_dir(&settings.cache_dir),
-            settings.wheel_cache_bytes,
-        );
+        let bytecode =
+            BytecodeCache::new(settings.bytecode_dir.clone(), settings.wheel_cache_bytes);
         Self {
             settings,
             index,

@@ -286,6 +286,9 @@ pub struct PackageSettings {
     pub wheelhouse: Option<PathBuf>,
     /// Where downloaded wheels are kept, by sha256.
     pub cache_dir: PathBuf,
+    /// Where the installed modules' bytecode is kept, by wheel and runtime
+    /// (bounded like the wheel cache, by [`Self::wheel_cache_bytes`]).
+    pub bytecode_dir: PathBuf,
     /// Most bytes the wheel cache keeps on disk; the least recently used
     /// wheels are deleted past it.
     pub wheel_cache_bytes: u64,
@@ -306,11 +309,13 @@ pub const DEFAULT_INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_WHEEL_CACHE_BYTES: u64 = 1 << 30;
 
 impl PackageSettings {
-    /// Settings with no index and no wheelhouse, caching under `cache_dir`.
+    /// Settings with no index and no wheelhouse, caching wheels in
+    /// `cache_dir` (and bytecode in its `bytecode` directory).
     pub fn new(cache_dir: PathBuf) -> Self {
         Self {
             indexes: Vec::new(),
             wheelhouse: None,
+            bytecode_dir: cache_dir.join("bytecode"),
             cache_dir,
             wheel_cache_bytes: DEFAULT_WHEEL_CACHE_BYTES,
             install_timeout: DEFAULT_INSTALL_TIMEOUT,
