@@ -450,6 +450,7 @@ impl CodeInterpreter for E2bSandbox {
                     installed,
                     already_present,
                     output: Some(log),
+                    ..InstallReport::default()
                 })
             }
             status => Err(PipError::Failed {

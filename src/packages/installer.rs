@@ -363,6 +363,7 @@ impl Installer {
                         filename: file.filename,
                         wheel_file,
                         bytecode: Vec::new(),
+                        modules: Vec::new(),
                     });
                 }
             }
@@ -370,6 +371,7 @@ impl Installer {
         self.compile_bytecode(target, &mut fetched, budget.stop(), progress)
             .await;
         report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
+        report.modules = fetched.iter().flat_map(|f| f.modules.clone()).collect();
         if report
             .installed
             .iter()

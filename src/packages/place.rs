@@ -52,6 +52,8 @@ pub struct Fetched {
     pub replaces: Option<InstalledDist>,
     /// Its modules' bytecode (empty when it has none).
     pub bytecode: Vec<Pyc>,
+    /// The top-level modules it installs, once staged.
+    pub modules: Vec<String>,
 }
 
 /// The room staging has: what the sandbox's disk quota and the server's
@@ -275,6 +277,7 @@ fn stage_one(
     }
     write_installed_record(&dest, &unpacked, INSTALLER_NAME, room)
         .map_err(|e| refused(e, item, &stop, cache))?;
+    item.modules = top_level_modules(&unpacked.files);
     if !unpacked.dropped.is_empty() {
         notes.push(format!(
             "{} {}: {} file(s) meant for outside site-packages were not installed (only the importable package is): {}",
@@ -293,6 +296,50 @@ fn stage_one(
         ));
     }
     Ok(notes)
+}
+
+/// Most modules of one wheel whose import is checked after the install.
+const MAX_MODULES_CHECKED: usize = 5;
+
+/// The public top-level modules and packages among installed files (what
+/// `import name` finds), at most [`MAX_MODULES_CHECKED`]: not private ones
+/// (`_name`), test or documentation trees, metadata or bytecode.
+fn top_level_modules(files: &[InstalledFile]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for file in files {
+        let (top, rest) = file.path.split_once('/').unwrap_or((&file.path, ""));
+        let name = if rest.is_empty() {
+            match top.strip_suffix(".py") {
+                Some(stem) => stem,
+                None => continue,
+            }
+        } else if rest.ends_with(".py") {
+            top
+        } else {
+            continue;
+        };
+        let public = !name.starts_with('_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && !matches!(
+                name,
+                "test"
+                    | "tests"
+                    | "testing"
+                    | "docs"
+                    | "doc"
+                    | "examples"
+                    | "benchmarks"
+                    | "setup"
+                    | "conftest"
+            );
+        if public && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    names.truncate(MAX_MODULES_CHECKED);
+    names
 }
 
 /// Writes the bytecode of the sources `unpacked` installed beside them
@@ -358,6 +405,30 @@ fn add_bytecode(
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    #[test]
+    fn the_modules_checked_are_the_public_top_level_ones() {
+        let files: Vec<InstalledFile> = [
+            "black/__init__.py",
+            "black/nodes.py",
+            "blib2to3/pgen2/driver.py",
+            "_black_version.py",
+            "six.py",
+            "tests/test_black.py",
+            "black-24.1.0.dist-info/METADATA",
+            "black/__pycache__/nodes.cpython-315.pyc",
+            "data/grammar.txt",
+            "3rdparty.py",
+        ]
+        .iter()
+        .map(|p| InstalledFile {
+            path: (*p).into(),
+            hash: String::new(),
+            size: 0,
+        })
+        .collect();
+        assert_eq!(top_level_modules(&files), ["black", "blib2to3", "six"]);
+    }
 
     use tokio_util::sync::CancellationToken;
 

@@ -495,6 +495,23 @@ pub struct InstallReport {
     /// Log text from the installer, when it produced one (remote backends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// Installed modules whose import fails in the sandbox (tried in an
+    /// interpreter of its own right after the install).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub import_failures: Vec<ImportFailure>,
+    /// The top-level modules the new packages install, for that check.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub modules: Vec<String>,
+}
+
+/// An installed module whose import fails.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ImportFailure {
+    /// The module, e.g. `black`.
+    pub module: String,
+    /// What its import raised, e.g. `ImportError: cannot import name 'getuid' from 'os'`.
+    pub error: String,
 }
 
 /// Formats a byte count for people: `512 MiB`, `1.5 KiB`, `12 bytes`.

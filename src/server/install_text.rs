@@ -38,7 +38,20 @@ pub fn install_message(report: &InstallReport) -> String {
         );
     }
     message.push('.');
-    if !report.installed.is_empty() {
+    if !report.import_failures.is_empty() {
+        message.push_str(" But importing them fails in this sandbox: ");
+        message.push_str(
+            &report
+                .import_failures
+                .iter()
+                .map(|f| format!("`import {}` raised {}", f.module, f.error))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        message.push_str(
+            " (pure-Python packages may still need what this runtime lacks: another version, or a package with compiled code).",
+        );
+    } else if !report.installed.is_empty() {
         message.push_str(" Import them now; no restart is needed.");
     }
     if let Some(notes) = &report.output {

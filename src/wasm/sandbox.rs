@@ -33,8 +33,8 @@ use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::server_files::OUTPUT_DIR;
 
 use crate::sandbox::{
-    CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, InstallReport,
-    OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
+    CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, ImportFailure,
+    InstallReport, OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
 };
 
 /// How long an interpreter may take to start.
@@ -42,6 +42,9 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest the import of one installed module may take when it is checked
+/// after an install.
+const IMPORT_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A sandbox of the local WASI backend.
 pub(crate) struct WasmSandbox {
@@ -313,6 +316,77 @@ impl WasmSandbox {
         }
     }
 
+    /// Imports each of `modules` in an interpreter of its own started on
+    /// the sandbox's directory (the sandbox's own interpreter keeps its
+    /// state, and a module whose import hangs costs nothing but time):
+    /// the imports that fail, with what they raised.
+    async fn check_imports(&self, modules: &[String], stop: &StopSignal) -> Vec<ImportFailure> {
+        if modules.is_empty() {
+            return Vec::new();
+        }
+        let started = Interpreter::start(
+            &self.image,
+            &self.host_dir,
+            DirState::Used,
+            self.ledger.clone(),
+            &self.limits,
+            START_TIMEOUT,
+        )
+        .await;
+        let mut interpreter = match started {
+            Ok(interpreter) => interpreter,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start an interpreter to check the installed modules");
+                return Vec::new();
+            }
+        };
+        let limits = CallLimits {
+            fuel: self.limits.fuel,
+            cpu: self.limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
+            timeout: IMPORT_CHECK_TIMEOUT,
+            reply_bytes: 64 << 10,
+        };
+        let mut failures = Vec::new();
+        for module in modules {
+            let (outcome, _, _) = interpreter
+                .call(
+                    &Request::Preload {
+                        modules: std::slice::from_ref(module),
+                    },
+                    limits,
+                    stop.token(),
+                    OutputCapture::discard(),
+                    OutputCapture::discard(),
+                )
+                .await;
+            let error = match outcome {
+                Outcome::Reply { body, .. } => match decode_reply(&body) {
+                    Ok(reply) => reply.error.map(|e| format!("{}: {}", e.name, e.value)),
+                    Err(_) => None,
+                },
+                Outcome::TimedOut => Some(format!(
+                    "its import took longer than {} s",
+                    IMPORT_CHECK_TIMEOUT.as_secs()
+                )),
+                Outcome::Exited(exit) => {
+                    Some(format!("its import stopped the interpreter: {exit}"))
+                }
+                Outcome::Cancelled => break,
+            };
+            if let Some(error) = error {
+                failures.push(ImportFailure {
+                    module: module.clone(),
+                    error,
+                });
+            }
+            if !interpreter.is_alive() {
+                break;
+            }
+        }
+        interpreter.kill();
+        failures
+    }
+
     /// Starts a replacement interpreter in the background.
     fn restart_in_background(&mut self) {
         let image = self.image.clone();
@@ -539,6 +613,7 @@ impl CodeInterpreter for WasmSandbox {
             }
             output.push_str(&note);
         }
+        report.import_failures = self.check_imports(&report.modules, &stop).await;
         Ok(report)
     }
 

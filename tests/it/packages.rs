@@ -872,3 +872,56 @@ async fn closing_a_sandbox_stops_an_install_waiting_for_pip_to_answer() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_install_whose_import_fails_says_so_and_the_sandbox_keeps_its_state() {
+    let index = IndexServer::start().await;
+    index.add_wheel(
+        &Wheel::module("shaky", "1.0", "import not_in_this_sandbox\n")
+            .file("shaky_helpers.py", "OK = True\n"),
+    );
+    let server = start(&index).await;
+    let id = server.create().await;
+    server.run(&id, "kept = 41").await;
+    let result = server
+        .call(
+            "install_package",
+            json!({"session_id": id, "package_name": "shaky"}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let report = result.structured_content.clone().unwrap();
+    assert_eq!(installed(&report), ["shaky 1.0 index"]);
+    let failures = report["import_failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{report}");
+    assert_eq!(failures[0]["module"], "shaky");
+    assert!(
+        failures[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("ModuleNotFoundError: No module named 'not_in_this_sandbox'"),
+        "{report}"
+    );
+    let said = text(&result);
+    assert!(
+        said.contains(
+            "importing them fails in this sandbox: `import shaky` raised ModuleNotFoundError"
+        ) && !said.contains("no restart is needed"),
+        "{said}"
+    );
+    let after = server
+        .run(
+            &id,
+            "import sys, shaky_helpers\n(kept + 1, 'shaky' in sys.modules, shaky_helpers.OK)",
+        )
+        .await;
+    assert_eq!(
+        after["value"], "(42, False, True)",
+        "checked in an interpreter of its own: {after}"
+    );
+
+    index.add_wheel(&Wheel::module("steady", "1.0", "X = 1\n"));
+    let fine = install(&server, &id, "steady").await;
+    assert!(fine.get("import_failures").is_none(), "{fine}");
+    server.stop().await;
+}
