@@ -11,10 +11,12 @@
 //!   ([`BytecodeCache`], `<cache>/bytecode/` beside `<cache>/wheels/`),
 //!   bounded on disk like the wheel cache, so later installs of the wheel only copy it.
 //! - Timestamp-checked `.pyc` files, as CPython writes them: every installed
-//!   `.py` gets the same modification time ([`SOURCE_MTIME_SECONDS`]), so bytecode
-//!   compiled once matches the sources of every install of that wheel. A
-//!   source edited in the sandbox no longer matches, and CPython compiles it
-//!   again, as it would anywhere.
+//!   `.py` of a wheel gets a modification time drawn from the wheel's hash
+//!   ([`source_time`]), so bytecode compiled once matches the sources of
+//!   every install of that wheel and no other's. A source edited in the
+//!   sandbox no longer matches, and CPython compiles it again, as it would
+//!   anywhere. A `.pyc` the wheel ships itself gives way to the one
+//!   compiled here, as pip's compile replaces it.
 //! - Optional: a wheel whose bytecode cannot be had (a source that does not
 //!   compile, a compile that fails or runs out of time, no room left in the
 //!   sandbox's quota) is installed without it, and imports as before.
@@ -23,6 +25,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -34,18 +37,33 @@ use super::project_file::sha256_hex;
 use super::unpack::member_components;
 use crate::digest::hash_reader;
 
-/// The modification time of every installed Python source, in seconds
-/// since the epoch (2000-01-01 UTC): what each `.pyc` written for it records.
-pub const SOURCE_MTIME_SECONDS: u64 = 946_684_800;
+/// The earliest time given to installed Python sources (2000-01-01 UTC,
+/// in seconds since the epoch).
+const EARLIEST_SOURCE_TIME: u64 = 946_684_800;
 
-/// [`SOURCE_MTIME_SECONDS`] as a time.
-pub fn source_mtime() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(SOURCE_MTIME_SECONDS)
+/// The modification time, in seconds since the epoch, that every Python
+/// source of the wheel with this sha256 gets when installed, and that each
+/// `.pyc` compiled for it records: the same for every install of that
+/// wheel, and (but for one chance in 2^28) different from any other
+/// wheel's, so bytecode another package left on the same path never
+/// passes for this one's. Between 2000 and 2008, so an edit made in the
+/// sandbox always gets a later one.
+pub fn source_time(wheel_sha256: &str) -> u64 {
+    let spread = wheel_sha256
+        .get(..7)
+        .and_then(|digits| u64::from_str_radix(digits, 16).ok())
+        .unwrap_or(0);
+    EARLIEST_SOURCE_TIME + spread
+}
+
+/// [`source_time`] as a time.
+pub fn as_system_time(seconds: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(seconds)
 }
 
 /// Most source bytes one install compiles; the wheels past it are installed
 /// without bytecode.
-pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+pub const MAX_SOURCE_BYTES: u64 = 32 << 20;
 
 /// Most bytes of one wheel's cached bytecode that are read back.
 const MAX_CACHED_BYTES: u64 = 256 << 20;
@@ -79,11 +97,35 @@ impl Pyc {
         if is_dir || *cache_dir != "__pycache__" || !name.ends_with(".pyc") {
             return None;
         }
-        let (stem, _) = name.split_once('.')?;
+        // `{stem}.{tag}[.opt-N].pyc`; the tag (`cpython-315`) has no dot.
+        let mut rest = name.strip_suffix(".pyc")?;
+        if let Some((before, opt)) = rest.rsplit_once('.')
+            && opt.starts_with("opt-")
+        {
+            rest = before;
+        }
+        let (stem, _tag) = rest.rsplit_once('.')?;
         let mut source: Vec<&str> = dirs.to_vec();
         let file = format!("{stem}.py");
         source.push(&file);
         Some(source.join("/"))
+    }
+}
+
+/// One wheel's sources, to be compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WheelSources {
+    /// The modification time its sources get ([`source_time`]), which
+    /// each `.pyc` records.
+    pub time: u64,
+    /// Its Python sources.
+    pub sources: Vec<PythonSource>,
+}
+
+impl WheelSources {
+    /// Bytes of source.
+    pub fn bytes(&self) -> u64 {
+        self.sources.iter().map(|s| s.text.len() as u64).sum()
     }
 }
 
@@ -94,30 +136,50 @@ pub trait Compiler: Send + Sync + std::fmt::Debug {
     /// beside the wheel's hash.
     fn runtime_key(&self) -> String;
 
-    /// Compiles each wheel's sources (one list per wheel) within `time`,
-    /// answering one list of [`Pyc`]s per wheel, in order (a source that
-    /// does not compile has none). Errors say why nothing was compiled.
+    /// Compiles each wheel's sources within `within`, answering for each
+    /// wheel, in order, its [`Pyc`]s (a source that does not compile has
+    /// none) or why it has none.
     async fn compile(
         &self,
-        wheels: Vec<Vec<PythonSource>>,
-        time: Duration,
+        wheels: Vec<WheelSources>,
+        within: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Vec<Pyc>>, String>;
+    ) -> Vec<Result<Vec<Pyc>, String>>;
 }
 
 /// Bytecode kept on the host, one file per wheel and runtime
 /// (`<sha256>-<runtime>.pycs`, a zip archive), written under a temporary
 /// name and renamed into place whole.
+/// Wheels whose compile failed are remembered (for the server's life), so
+/// a wheel built to be costly to compile costs that once.
 #[derive(Clone, Debug)]
 pub struct BytecodeCache {
     dir: PathBuf,
     max_bytes: u64,
+    failed: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 impl BytecodeCache {
     /// A cache in `dir`, kept to about `max_bytes` on disk.
     pub fn new(dir: PathBuf, max_bytes: u64) -> Self {
-        Self { dir, max_bytes }
+        Self {
+            dir,
+            max_bytes,
+            failed: Arc::default(),
+        }
+    }
+
+    /// Whether compiling this wheel for this runtime failed before.
+    fn failed_before(&self, wheel_sha256: &str, runtime_key: &str) -> bool {
+        self.path_for(wheel_sha256, runtime_key)
+            .is_some_and(|path| self.failed.lock().unwrap().contains(&path))
+    }
+
+    /// Remembers that compiling this wheel for this runtime failed.
+    fn remember_failure(&self, wheel_sha256: &str, runtime_key: &str) {
+        if let Some(path) = self.path_for(wheel_sha256, runtime_key) {
+            self.failed.lock().unwrap().insert(path);
+        }
     }
 
     /// Where a wheel's bytecode for a runtime is kept; `None` for a hash
@@ -200,70 +262,94 @@ fn read_archive(mut file: &File) -> Result<Vec<Pyc>, String> {
     Ok(pycs)
 }
 
-/// The bytecode of each wheel, from the cache or compiled now in one call
-/// (`None` for a wheel that has none): `read_sources` reads a wheel's
-/// sources (`None` when they are too many to compile). Never fails: a
-/// wheel without bytecode installs without it.
+/// What one fetched wheel gets for its Python sources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WheelBytecode {
+    /// The modification time its sources get ([`source_time`]); `None`
+    /// when the wheel's hash could not be had (they keep the install's).
+    pub source_time: Option<u64>,
+    /// Its modules' bytecode (empty when it has none).
+    pub pycs: Vec<Pyc>,
+}
+
+/// The bytecode of each wheel, from the cache or compiled now (all in one
+/// call): `read_sources` reads a wheel's sources (`None` when they come to
+/// more than the bytes it is given). Never fails: a wheel without bytecode
+/// installs without it.
 pub async fn for_wheels(
-    wheels: &[&File],
-    sha256s: &[Option<String>],
+    wheels: &[(&File, Option<String>)],
     compiler: &dyn Compiler,
     cache: &BytecodeCache,
-    time: Duration,
+    within: Duration,
     cancel: &CancellationToken,
     mut read_sources: impl FnMut(&File, u64) -> Option<Vec<PythonSource>>,
-) -> Vec<Option<Vec<Pyc>>> {
+) -> Vec<WheelBytecode> {
     let key = compiler.runtime_key();
     let hashes: Vec<Option<String>> = wheels
         .iter()
-        .zip(sha256s)
         .map(|(file, known)| known.clone().or_else(|| hash_file(file)))
         .collect();
-    let mut found: Vec<Option<Vec<Pyc>>> = hashes
+    let mut found: Vec<WheelBytecode> = hashes
         .iter()
-        .map(|sha| sha.as_deref().and_then(|sha| cache.get(sha, &key)))
+        .map(|sha| WheelBytecode {
+            source_time: sha.as_deref().map(source_time),
+            pycs: Vec::new(),
+        })
         .collect();
     let mut to_compile = Vec::new();
     let mut sources = Vec::new();
     let mut budget = MAX_SOURCE_BYTES;
-    for (i, file) in wheels.iter().enumerate() {
-        if found[i].is_some() {
+    for (i, (file, _)) in wheels.iter().enumerate() {
+        let Some(sha) = hashes[i].as_deref() else {
+            continue;
+        };
+        if let Some(pycs) = cache.get(sha, &key) {
+            found[i].pycs = pycs;
+            continue;
+        }
+        if cache.failed_before(sha, &key) {
             continue;
         }
         let Some(read) = read_sources(file, budget) else {
             continue;
         };
-        budget -= read.iter().map(|s| s.text.len() as u64).sum::<u64>();
-        if read.is_empty() {
-            found[i] = Some(Vec::new());
-            continue;
+        let wheel = WheelSources {
+            time: source_time(sha),
+            sources: read,
+        };
+        budget -= wheel.bytes();
+        if !wheel.sources.is_empty() {
+            to_compile.push(i);
+            sources.push(wheel);
         }
-        to_compile.push(i);
-        sources.push(read);
     }
     if to_compile.is_empty() {
         return found;
     }
     let started = std::time::Instant::now();
-    let modules: usize = sources.iter().map(Vec::len).sum();
-    match compiler.compile(sources, time, cancel).await {
-        Ok(compiled) => {
-            tracing::info!(
-                modules,
-                pycs = compiled.iter().map(Vec::len).sum::<usize>(),
-                seconds = started.elapsed().as_secs_f64(),
-                "compiled the bytecode of newly fetched wheels"
-            );
-            for (i, pycs) in to_compile.into_iter().zip(compiled) {
-                if let Some(sha) = &hashes[i]
-                    && let Err(e) = cache.put(sha, &key, &pycs)
-                {
+    let modules: usize = sources.iter().map(|w| w.sources.len()).sum();
+    let compiled = compiler.compile(sources, within, cancel).await;
+    tracing::info!(
+        modules,
+        seconds = started.elapsed().as_secs_f64(),
+        "compiled the bytecode of newly fetched wheels"
+    );
+    for (i, result) in to_compile.into_iter().zip(compiled) {
+        let sha = hashes[i].as_deref().unwrap_or_default();
+        match result {
+            Ok(pycs) => {
+                if let Err(e) = cache.put(sha, &key, &pycs) {
                     tracing::warn!(error = %e, "could not keep compiled bytecode");
                 }
-                found[i] = Some(pycs);
+                found[i].pycs = pycs;
+            }
+            Err(why) => {
+                tracing::warn!(%why, "installing a wheel without bytecode");
+                if !cancel.is_cancelled() {
+                    cache.remember_failure(sha, &key);
+                }
             }
         }
-        Err(why) => tracing::warn!(%why, "installing without bytecode"),
     }
     found
 }
@@ -311,6 +397,7 @@ mod tests {
             ),
             ("pkg/mod.cpython-315.pyc", None),
             ("pkg/__pycache__/mod.py", None),
+            ("pkg/__pycache__/x.y.cpython-315.pyc", Some("pkg/x.y.py")),
             ("../__pycache__/x.cpython-315.pyc", None),
             ("/abs/__pycache__/x.cpython-315.pyc", None),
         ];
@@ -364,5 +451,102 @@ mod tests {
             "a damaged file is dropped"
         );
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn each_wheel_gives_its_sources_a_time_of_its_own() {
+        let a = source_time(&"0".repeat(64));
+        let b = source_time(&format!("fffffff{}", "0".repeat(57)));
+        let c = source_time(&format!("1234567{}", "a".repeat(57)));
+        assert_eq!(a, 946_684_800);
+        assert_eq!(b, 946_684_800 + 0x0fff_ffff);
+        assert!(a < c && c < b);
+        assert!(b < u64::from(u32::MAX), "fits the pyc header");
+        assert_eq!(
+            c,
+            source_time(&format!("1234567{}", "b".repeat(57))),
+            "set by the hash"
+        );
+    }
+
+    /// A compiler that fails for wheels whose first source says so, and
+    /// counts its calls.
+    #[derive(Debug, Default)]
+    struct Fake {
+        calls: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl Compiler for Fake {
+        fn runtime_key(&self) -> String {
+            "fake".into()
+        }
+
+        async fn compile(
+            &self,
+            wheels: Vec<WheelSources>,
+            _: Duration,
+            _: &CancellationToken,
+        ) -> Vec<Result<Vec<Pyc>, String>> {
+            *self.calls.lock().unwrap() += 1;
+            wheels
+                .iter()
+                .map(|w| match w.sources[0].text.as_slice() {
+                    b"fail" => Err("no".into()),
+                    _ => Ok(vec![pyc("__pycache__/m.fake-1.pyc")]),
+                })
+                .collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn wheels_compile_once_and_a_failure_is_not_tried_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = BytecodeCache::new(tmp.path().join("bytecode"), u64::MAX);
+        let (good, bad) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
+        let wheels = [
+            (&good, Some("aa".repeat(32))),
+            (&bad, Some("bb".repeat(32))),
+        ];
+        let compiler = Fake::default();
+        let read = |file: &File, _: u64| {
+            let text = if std::ptr::eq(file, &bad) {
+                "fail"
+            } else {
+                "X = 1"
+            };
+            Some(vec![PythonSource {
+                path: "m.py".into(),
+                text: text.into(),
+            }])
+        };
+        let cancel = CancellationToken::new();
+        let first = for_wheels(
+            &wheels,
+            &compiler,
+            &cache,
+            Duration::from_secs(1),
+            &cancel,
+            read,
+        )
+        .await;
+        assert_eq!(first[0].pycs.len(), 1);
+        assert!(first[1].pycs.is_empty());
+        assert_eq!(first[1].source_time, Some(source_time(&"bb".repeat(32))));
+        let again = for_wheels(
+            &wheels,
+            &compiler,
+            &cache,
+            Duration::from_secs(1),
+            &cancel,
+            read,
+        )
+        .await;
+        assert_eq!(again, first);
+        assert_eq!(
+            *compiler.calls.lock().unwrap(),
+            1,
+            "the cache answered, and the failure was remembered"
+        );
     }
 }

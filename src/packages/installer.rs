@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::InstallBudget;
 use super::built_in::BuiltInPackages;
-use super::bytecode::{self, BytecodeCache, Compiler};
+use super::bytecode::{self, BytecodeCache, Compiler, WheelBytecode};
 use super::cache::WheelCache;
 use super::credentials::CredentialRule;
 use super::environment::{PythonVersionError, wasi_environment};
@@ -362,7 +362,7 @@ impl Installer {
                         wheel: *wheel,
                         filename: file.filename,
                         wheel_file,
-                        bytecode: Vec::new(),
+                        bytecode: WheelBytecode::default(),
                         modules: Vec::new(),
                     });
                 }
@@ -400,20 +400,18 @@ impl Installer {
             return;
         }
         progress("writing bytecode".into());
-        let files: Vec<&File> = fetched.iter().map(|f| &f.wheel_file.file).collect();
-        let hashes: Vec<Option<String>> = fetched
+        let wheels: Vec<(&File, Option<String>)> = fetched
             .iter()
-            .map(|f| f.wheel_file.sha256.clone())
+            .map(|f| (&f.wheel_file.file, f.wheel_file.sha256.clone()))
             .collect();
         let limits = self.unpack_limits();
         // Time left for placing the wheels afterwards, whatever the compile takes.
-        let time = (stop.remaining() * 3 / 4).min(MAX_COMPILE_TIME);
+        let within = (stop.remaining() * 3 / 4).min(MAX_COMPILE_TIME);
         let found = bytecode::for_wheels(
-            &files,
-            &hashes,
+            &wheels,
             compiler.as_ref(),
             &self.bytecode,
-            time,
+            within,
             stop.token(),
             |mut file, max_bytes| {
                 file.seek(SeekFrom::Start(0)).ok()?;
@@ -423,8 +421,8 @@ impl Installer {
             },
         )
         .await;
-        for (item, pycs) in fetched.iter_mut().zip(found) {
-            item.bytecode = pycs.unwrap_or_default();
+        for (item, bytecode) in fetched.iter_mut().zip(found) {
+            item.bytecode = bytecode;
         }
     }
 

@@ -15,7 +15,7 @@ use pep508_rs::PackageName;
 use rand::Rng;
 use sha2::Digest;
 
-use super::bytecode::{self, Pyc};
+use super::bytecode::{self, Pyc, WheelBytecode};
 use super::cache::WheelCache;
 use super::error::{PackageError, some_of};
 use super::installer::InstallTarget;
@@ -50,8 +50,8 @@ pub struct Fetched {
     pub wheel_file: WheelFile,
     /// The installed version it replaces.
     pub replaces: Option<InstalledDist>,
-    /// Its modules' bytecode (empty when it has none).
-    pub bytecode: Vec<Pyc>,
+    /// Its modules' bytecode, and the time its sources get.
+    pub bytecode: WheelBytecode,
     /// The top-level modules it installs, once staged.
     pub modules: Vec<String>,
 }
@@ -267,8 +267,11 @@ fn stage_one(
     let mut unpacked = unpack_wheel(reader, &item.wheel, &dest, limits, room)
         .map_err(|e| refused(e, item, &stop, cache))?;
     let mut notes = Vec::new();
-    let left_out =
-        add_bytecode(&dest, &mut unpacked, &item.bytecode, room).map_err(|e| no_room(e, &stop))?;
+    if let Some(time) = item.bytecode.source_time {
+        set_source_times(&dest, &unpacked, time).map_err(staging_io)?;
+    }
+    let left_out = add_bytecode(&dest, &mut unpacked, &item.bytecode.pycs, room)
+        .map_err(|e| no_room(e, &stop))?;
     if left_out > 0 {
         notes.push(format!(
             "{} {}: the bytecode of {left_out} module(s) was left out, as the sandbox's disk quota has no room for it (they compile when imported)",
@@ -277,7 +280,7 @@ fn stage_one(
     }
     write_installed_record(&dest, &unpacked, INSTALLER_NAME, room)
         .map_err(|e| refused(e, item, &stop, cache))?;
-    item.modules = top_level_modules(&unpacked.files);
+    item.modules = modules_to_check(&item.name, top_level_modules(&unpacked.files));
     if !unpacked.dropped.is_empty() {
         notes.push(format!(
             "{} {}: {} file(s) meant for outside site-packages were not installed (only the importable package is): {}",
@@ -300,6 +303,17 @@ fn stage_one(
 
 /// Most modules of one wheel whose import is checked after the install.
 const MAX_MODULES_CHECKED: usize = 5;
+
+/// The module named for the distribution when it has one (`black`, not
+/// the `blackd` its optional extra serves), else every public one.
+fn modules_to_check(name: &PackageName, modules: Vec<String>) -> Vec<String> {
+    let own = name.as_ref().replace('-', "_");
+    if modules.contains(&own) {
+        vec![own]
+    } else {
+        modules
+    }
+}
 
 /// The public top-level modules and packages among installed files (what
 /// `import name` finds), at most [`MAX_MODULES_CHECKED`]: not private ones
@@ -342,6 +356,18 @@ fn top_level_modules(files: &[InstalledFile]) -> Vec<String> {
     names
 }
 
+/// Gives every Python source `unpacked` installed the wheel's own time (see
+/// [`bytecode::source_time`]), which its bytecode records.
+fn set_source_times(dest: &Dir, unpacked: &Unpacked, seconds: u64) -> std::io::Result<()> {
+    let time = bytecode::as_system_time(seconds);
+    for file in unpacked.files.iter().filter(|f| f.path.ends_with(".py")) {
+        dest.open_with(&file.path, OpenOptions::new().write(true))?
+            .into_std()
+            .set_modified(time)?;
+    }
+    Ok(())
+}
+
 /// Writes the bytecode of the sources `unpacked` installed beside them
 /// (`__pycache__`), listing each file in what `RECORD` will say, as far as
 /// the room has space: bytecode is optional. Answers how many were left
@@ -352,7 +378,8 @@ fn add_bytecode(
     pycs: &[Pyc],
     room: &mut StagingRoom,
 ) -> Result<usize, NoRoom> {
-    let installed: HashSet<&str> = unpacked.files.iter().map(|f| f.path.as_str()).collect();
+    let installed: HashSet<String> = unpacked.files.iter().map(|f| f.path.clone()).collect();
+    let installed: HashSet<&str> = installed.iter().map(String::as_str).collect();
     let wanted = bytecode::matching(pycs, &installed);
     let mut made_dirs: HashSet<String> = HashSet::new();
     let mut added = Vec::new();
@@ -377,20 +404,22 @@ fn add_bytecode(
             }
             made_dirs.insert(dir.to_owned());
         }
-        match dest.open_with(&pyc.path, OpenOptions::new().write(true).create_new(true)) {
-            Ok(mut file) => {
-                if let Err(e) = file.write_all(&pyc.bytes) {
-                    tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
-                    let _ = dest.remove_file(&pyc.path);
-                    break;
-                }
-            }
-            // The wheel ships its own: it stays, as RECORD lists it.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
-                break;
-            }
+        // A `.pyc` the wheel ships for the same source gives way, as pip's
+        // compile replaces it.
+        let shipped = unpacked.files.iter().position(|f| f.path == pyc.path);
+        let written = dest
+            .open_with(
+                &pyc.path,
+                OpenOptions::new().write(true).create(true).truncate(true),
+            )
+            .and_then(|mut file| file.write_all(&pyc.bytes));
+        if let Some(at) = shipped {
+            unpacked.files.remove(at);
+        }
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
+            let _ = dest.remove_file(&pyc.path);
+            break;
         }
         added.push(InstalledFile {
             path: pyc.path.clone(),
@@ -404,6 +433,7 @@ fn add_bytecode(
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
     use std::time::Duration;
 
     #[test]
@@ -427,7 +457,12 @@ mod tests {
             size: 0,
         })
         .collect();
-        assert_eq!(top_level_modules(&files), ["black", "blib2to3", "six"]);
+        let modules = top_level_modules(&files);
+        assert_eq!(modules, ["black", "blib2to3", "six"]);
+        let black = PackageName::from_str("Black").unwrap();
+        assert_eq!(modules_to_check(&black, modules.clone()), ["black"]);
+        let bs4 = PackageName::from_str("beautifulsoup4").unwrap();
+        assert_eq!(modules_to_check(&bs4, modules.clone()), modules);
     }
 
     use tokio_util::sync::CancellationToken;

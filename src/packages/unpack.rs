@@ -25,9 +25,7 @@
 //! quota, the install's cap, its stop condition), so unpacking stops at the
 //! first chunk that does not fit. Files that run when the interpreter starts
 //! (`.pth` files, `sitecustomize`, `usercustomize`) are listed for the
-//! install's result. Python sources get one fixed modification time, so the
-//! bytecode compiled once for a wheel matches every install of it (see
-//! `bytecode.rs`).
+//! install's result.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -38,7 +36,7 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 use sha2::Digest;
 
-use super::bytecode::{PythonSource, source_mtime};
+use super::bytecode::PythonSource;
 use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::metadata_error::MetadataError;
@@ -1007,12 +1005,6 @@ fn write_member<R: Read + Seek>(
         out.write_all(chunk).map_err(write_err)?;
     }
     out.flush().map_err(write_err)?;
-    if is_python_source(&member.target) {
-        // The bytecode compiled for this wheel, once, matches every install of it.
-        out.into_std()
-            .set_modified(source_mtime())
-            .map_err(write_err)?;
-    }
     if let Some(expected) = entry.size
         && expected != size
     {

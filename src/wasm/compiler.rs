@@ -22,7 +22,7 @@ use super::capture::OutputCapture;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
 use super::sandbox::{START_TIMEOUT, open_ledger};
-use crate::packages::bytecode::{Compiler, Pyc, PythonSource, SOURCE_MTIME_SECONDS};
+use crate::packages::bytecode::{Compiler, Pyc, WheelSources};
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::root::SandboxRoot;
 
@@ -33,30 +33,32 @@ const SOURCES: &str = "src";
 /// Most bytes of bytecode read back from one compile.
 const MAX_PYC_BYTES: u64 = 512 << 20;
 
-/// Compiles every `.py` under `/src`, writing each one's timestamp-checked
-/// `.pyc` where CPython looks for it (a source that does not compile is
-/// left without, as pip leaves it).
+/// Compiles every `.py` under `/src/<n>`, writing each one's
+/// timestamp-checked `.pyc` (recording wheel `n`'s time) where CPython
+/// looks for it; a source that does not compile is left without, as pip
+/// leaves it.
 const COMPILE_ALL: &str = r#"
-def _compile_all(top, mtime):
+def _compile_all(top, times):
     import os
     import importlib.util
     from importlib._bootstrap_external import _code_to_timestamp_pyc
-    for root, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                source = f.read()
-            try:
-                code = compile(source, path, "exec", dont_inherit=True)
-            except Exception:
-                continue
-            target = importlib.util.cache_from_source(path)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as f:
-                f.write(_code_to_timestamp_pyc(code, mtime, len(source)))
+    for wheel, mtime in times.items():
+        for root, dirs, files in os.walk(os.path.join(top, wheel)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    source = f.read()
+                try:
+                    code = compile(source, path, "exec", dont_inherit=True)
+                except Exception:
+                    continue
+                target = importlib.util.cache_from_source(path)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(_code_to_timestamp_pyc(code, mtime, len(source)))
 "#;
 
 /// The runtime's compiler of installed modules.
@@ -88,9 +90,9 @@ impl GuestCompiler {
 
     /// Limits of the compiling interpreter: room on disk for the sources
     /// and their bytecode.
-    fn limits(&self, wheels: &[Vec<PythonSource>]) -> SandboxLimits {
-        let files: u64 = wheels.iter().map(|w| w.len() as u64).sum();
-        let bytes: u64 = wheels.iter().flatten().map(|s| s.text.len() as u64).sum();
+    fn limits(&self, wheels: &[WheelSources]) -> SandboxLimits {
+        let files: u64 = wheels.iter().map(|w| w.sources.len() as u64).sum();
+        let bytes: u64 = wheels.iter().map(WheelSources::bytes).sum();
         SandboxLimits {
             timeout: START_TIMEOUT,
             max_timeout: START_TIMEOUT,
@@ -99,7 +101,9 @@ impl GuestCompiler {
             cpu: None,
             output_bytes: 16 << 10,
             output_file_bytes: 0,
-            disk_bytes: bytes.saturating_mul(4).saturating_add(64 << 20),
+            // Bytecode is about as large as its source; more is a wheel
+            // built to cost, and its compile fails (and is not tried again).
+            disk_bytes: bytes.saturating_mul(3).saturating_add(16 << 20),
             disk_files: files.saturating_mul(4).saturating_add(1024),
             image_bytes: 0,
             max_images: 0,
@@ -120,23 +124,33 @@ impl Compiler for GuestCompiler {
 
     async fn compile(
         &self,
-        wheels: Vec<Vec<PythonSource>>,
-        time: Duration,
+        wheels: Vec<WheelSources>,
+        within: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Vec<Pyc>>, String> {
+    ) -> Vec<Result<Vec<Pyc>, String>> {
         let groups = share_out(&wheels, compilers_for(&wheels));
         let compiled = futures::future::join_all(groups.iter().map(|group| {
-            let part: Vec<Vec<PythonSource>> = group.iter().map(|&n| wheels[n].clone()).collect();
-            async move { self.compile_group(&part, time, cancel).await }
+            let part: Vec<WheelSources> = group.iter().map(|&n| wheels[n].clone()).collect();
+            async move { self.compile_group(&part, within, cancel).await }
         }))
         .await;
-        let mut all: Vec<Vec<Pyc>> = vec![Vec::new(); wheels.len()];
-        for (group, pycs) in groups.iter().zip(compiled) {
-            for (&n, pycs) in group.iter().zip(pycs?) {
-                all[n] = pycs;
+        let mut all: Vec<Result<Vec<Pyc>, String>> =
+            vec![Err("not compiled".to_owned()); wheels.len()];
+        for (group, result) in groups.iter().zip(compiled) {
+            match result {
+                Ok(each) => {
+                    for (&n, pycs) in group.iter().zip(each) {
+                        all[n] = Ok(pycs);
+                    }
+                }
+                Err(why) => {
+                    for &n in group {
+                        all[n] = Err(why.clone());
+                    }
+                }
             }
         }
-        Ok(all)
+        all
     }
 }
 
@@ -146,8 +160,8 @@ const ONE_COMPILER_BYTES: u64 = 2 << 20;
 
 /// How many interpreters compile `wheels` side by side: one per core (at
 /// most four) for large installs.
-fn compilers_for(wheels: &[Vec<PythonSource>]) -> usize {
-    let bytes: u64 = wheels.iter().flatten().map(|s| s.text.len() as u64).sum();
+fn compilers_for(wheels: &[WheelSources]) -> usize {
+    let bytes: u64 = wheels.iter().map(WheelSources::bytes).sum();
     if bytes < ONE_COMPILER_BYTES {
         return 1;
     }
@@ -157,8 +171,8 @@ fn compilers_for(wheels: &[Vec<PythonSource>]) -> usize {
 
 /// The wheels' indices shared out into `groups` of about equal source
 /// bytes (largest first, each to the lightest group).
-fn share_out(wheels: &[Vec<PythonSource>], groups: usize) -> Vec<Vec<usize>> {
-    let size = |n: usize| -> u64 { wheels[n].iter().map(|s| s.text.len() as u64).sum() };
+fn share_out(wheels: &[WheelSources], groups: usize) -> Vec<Vec<usize>> {
+    let size = |n: usize| wheels[n].bytes();
     let mut order: Vec<usize> = (0..wheels.len()).collect();
     order.sort_by_key(|&n| std::cmp::Reverse(size(n)));
     let mut shared: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); groups.max(1)];
@@ -185,7 +199,7 @@ impl GuestCompiler {
     /// directory removed after.
     async fn compile_group(
         &self,
-        wheels: &[Vec<PythonSource>],
+        wheels: &[WheelSources],
         time: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Vec<Pyc>>, String> {
@@ -200,7 +214,7 @@ impl GuestCompiler {
     async fn compile_in(
         &self,
         dir: &Path,
-        wheels: &[Vec<PythonSource>],
+        wheels: &[WheelSources],
         time: Duration,
         cancel: &CancellationToken,
     ) -> Result<Vec<Vec<Pyc>>, String> {
@@ -221,7 +235,15 @@ impl GuestCompiler {
         .await
         .map_err(|_| "the compiler did not start in time".to_owned())?
         .map_err(|e| format!("the compiler did not start: {e}"))?;
-        let code = format!("{COMPILE_ALL}\n_compile_all('/{SOURCES}', {SOURCE_MTIME_SECONDS})\n");
+        let times: Vec<String> = wheels
+            .iter()
+            .enumerate()
+            .map(|(n, wheel)| format!("'{n}': {}", wheel.time))
+            .collect();
+        let code = format!(
+            "{COMPILE_ALL}\n_compile_all('/{SOURCES}', {{{}}})\n",
+            times.join(", ")
+        );
         let request = Request::Exec {
             filename: "<compile>",
             code: &code,
@@ -232,7 +254,7 @@ impl GuestCompiler {
         };
         let call_limits = CallLimits {
             fuel: None,
-            cpu: None,
+            cpu: Some(time),
             timeout: time,
             reply_bytes: 64 << 10,
         };
@@ -262,10 +284,10 @@ impl GuestCompiler {
 }
 
 /// Copies each wheel's sources under `dir/src/<n>/`.
-fn write_sources(dir: &Path, wheels: &[Vec<PythonSource>]) -> std::io::Result<()> {
-    for (n, sources) in wheels.iter().enumerate() {
+fn write_sources(dir: &Path, wheels: &[WheelSources]) -> std::io::Result<()> {
+    for (n, wheel) in wheels.iter().enumerate() {
         let top = dir.join(SOURCES).join(n.to_string());
-        for source in sources {
+        for source in &wheel.sources {
             let path = top.join(&source.path);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
@@ -322,12 +344,16 @@ fn read_bytecode(dir: &Path, wheels: usize) -> Result<Vec<Vec<Pyc>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packages::bytecode::PythonSource;
 
-    fn wheel(bytes: usize) -> Vec<PythonSource> {
-        vec![PythonSource {
-            path: "m.py".into(),
-            text: vec![b'#'; bytes],
-        }]
+    fn wheel(bytes: usize) -> WheelSources {
+        WheelSources {
+            time: 0,
+            sources: vec![PythonSource {
+                path: "m.py".into(),
+                text: vec![b'#'; bytes],
+            }],
+        }
     }
 
     #[test]

@@ -178,3 +178,46 @@ async fn bytecode_is_compiled_once_per_wheel_and_a_guest_cannot_change_it() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn bytecode_another_package_left_on_the_same_path_never_passes_for_this_ones() {
+    let index = IndexServer::start().await;
+    // Two packages writing one module of the same size; the second one's
+    // does not compile, so it comes with no bytecode of its own.
+    index.add_wheel(&Wheel::module("first", "1.0", "").file("shared/mod.py", "X = 'p1'\n"));
+    index.add_wheel(&Wheel::module("second", "1.0", "").file("shared/mod.py", "X = 'p2(\n"));
+    // A wheel that ships its own bytecode for its module.
+    index.add_wheel(
+        &Wheel::module("shipper", "1.0", "WHAT = 'the source'\n").file(
+            &format!("shipper/__pycache__/__init__.{TAG}.pyc"),
+            "shipped bytes",
+        ),
+    );
+    let server = Server::start_on_index(&index.url).await;
+    let id = server.create().await;
+    install(&server, &id, "first").await;
+    install(&server, &id, "second").await;
+    let stale = server.exec(&id, "import shared.mod").await;
+    assert_eq!(
+        stale.is_error,
+        Some(true),
+        "{}",
+        crate::support::text(&stale)
+    );
+    assert!(
+        crate::support::text(&stale).contains("SyntaxError"),
+        "the source installed last is what is imported: {}",
+        crate::support::text(&stale)
+    );
+
+    install(&server, &id, "shipper").await;
+    let value = server.run(&id, "import shipper\nshipper.WHAT").await;
+    assert_eq!(value["value"], "'the source'", "{value}");
+    let site = server.sandbox_dirs()[0].join(SITE);
+    let pyc = std::fs::read(site.join(format!("shipper/__pycache__/__init__.{TAG}.pyc"))).unwrap();
+    assert_ne!(
+        pyc, b"shipped bytes",
+        "the compiled pyc replaced the shipped one"
+    );
+    server.stop().await;
+}
