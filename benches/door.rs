@@ -88,26 +88,11 @@ fn upstreams_file() -> std::path::PathBuf {
     path
 }
 
-/// The pinned wheels of the notebook tests (requests and its dependencies),
-/// fetched by tests/fetch-notebook-wheels.sh when they are not there yet.
-fn notebook_wheels() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("notebook-wheels");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fetch-notebook-wheels.sh");
-    let status = std::process::Command::new("sh")
-        .arg(script)
-        .arg(&dir)
-        .status()
-        .expect("run tests/fetch-notebook-wheels.sh");
-    assert!(status.success(), "could not fetch the pinned wheels");
-    dir
-}
-
 fn door(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let origin = serve(&rt);
     let upstreams = upstreams_file();
-    let wheels = notebook_wheels();
+    let wheels = common::notebook_wheels();
     let Some(app) = common::try_app(
         &rt,
         "door",

@@ -5,7 +5,8 @@
 //! compiled wheels, so the solver goes back through 60 releases. Wheels come
 //! from the host's wheel cache after the first sample, as on a server that
 //! has installed them before; pages and metadata are asked of the index
-//! every time.
+//! every time. And the first import of real installed packages in a fresh
+//! scientific sandbox, with the bytecode the install wrote.
 
 mod common;
 
@@ -194,5 +195,58 @@ fn closure(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, closure);
+/// The first import of installed packages in a fresh scientific sandbox:
+/// `requests` (with urllib3, idna, certifi), `click` and `humanize` from
+/// the pinned real wheels (tests/fetch-notebook-wheels.sh), installed with
+/// their bytecode (the first install compiles it; each later one copies it
+/// from the host's cache). Only the import is timed.
+fn first_import(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wheels = common::notebook_wheels();
+    let wheels = wheels.to_str().unwrap();
+    let flags = [
+        "--pool-size",
+        "0",
+        "--runtime",
+        "scientific",
+        "--wheelhouse",
+        wheels,
+        "--index-url",
+        "none",
+    ];
+    let Some(app) = common::try_app(&rt, "packages-import", &flags) else {
+        return;
+    };
+    let mut group = c.benchmark_group("first_import_after_install");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("requests_click_humanize", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (sandbox, _) = app.manager.create(CreateRequest::default()).await.unwrap();
+                    sandbox
+                        .install(
+                            vec!["requests".into(), "click".into(), "humanize".into()],
+                            &|_| {},
+                            CancellationToken::new(),
+                        )
+                        .await
+                        .unwrap();
+                    let started = std::time::Instant::now();
+                    common::run_ok(&sandbox, "import requests, click, humanize").await;
+                    total += started.elapsed();
+                    common::close(&app, sandbox).await;
+                }
+                total
+            })
+        })
+    });
+    group.finish();
+    rt.block_on(app.manager.close_all());
+}
+
+criterion_group!(benches, closure, first_import);
 criterion_main!(benches);

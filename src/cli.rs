@@ -606,8 +606,9 @@ pub struct PackageArgs {
     )]
     pub install_timeout_seconds: f64,
 
-    /// Most MiB the cache of downloaded wheels keeps on disk; the least
-    /// recently used wheels are deleted past it (0: keep none).
+    /// Most MiB the cache of downloaded wheels keeps on disk, and the cache
+    /// of their compiled bytecode beside it; the least recently used go
+    /// first past it (0: keep none).
     #[arg(
         long,
         env = "SANDBOX_WHEEL_CACHE_MB",

@@ -76,3 +76,18 @@ pub async fn close(app: &App, sandbox: std::sync::Arc<Sandbox>) {
         .await
         .unwrap();
 }
+
+/// The pinned wheels of the notebook tests (requests and its dependencies),
+/// fetched by tests/fetch-notebook-wheels.sh when they are not there yet.
+pub fn notebook_wheels() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("notebook-wheels");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fetch-notebook-wheels.sh");
+    let status = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&dir)
+        .status()
+        .expect("run tests/fetch-notebook-wheels.sh");
+    assert!(status.success(), "could not fetch the pinned wheels");
+    dir
+}

@@ -303,7 +303,9 @@ pub async fn for_wheels(
         let Some(sha) = hashes[i].as_deref() else {
             continue;
         };
-        if let Some(pycs) = cache.get(sha, &key) {
+        if let Some(pycs) = cache.get(sha, &key)
+            && records_time(&pycs, source_time(sha))
+        {
             found[i].pycs = pycs;
             continue;
         }
@@ -352,6 +354,16 @@ pub async fn for_wheels(
         }
     }
     found
+}
+
+/// Whether every `.pyc` is timestamp-checked against `time` (its header:
+/// magic, flags 0, the source's time, its size), as those compiled for a
+/// wheel are; bytecode kept by an older server that wrote other times is
+/// compiled again.
+fn records_time(pycs: &[Pyc], time: u64) -> bool {
+    let time = (time as u32).to_le_bytes();
+    pycs.iter()
+        .all(|pyc| pyc.bytes.len() >= 16 && pyc.bytes[4..8] == [0; 4] && pyc.bytes[8..12] == time)
 }
 
 /// A file's sha256, read from its start (the file is left at its start).
@@ -493,7 +505,14 @@ mod tests {
                 .iter()
                 .map(|w| match w.sources[0].text.as_slice() {
                     b"fail" => Err("no".into()),
-                    _ => Ok(vec![pyc("__pycache__/m.fake-1.pyc")]),
+                    _ => {
+                        let mut bytes = vec![0u8; 16];
+                        bytes[8..12].copy_from_slice(&(w.time as u32).to_le_bytes());
+                        Ok(vec![Pyc {
+                            path: "__pycache__/m.fake-1.pyc".into(),
+                            bytes,
+                        }])
+                    }
                 })
                 .collect()
         }
