@@ -1,6 +1,9 @@
 //! [`App`]: the backends and the sandbox manager built from a [`Config`] —
 //! the factory that `INTERPRETER_TYPE` steers — the stdio server's life, and
-//! the shutdown every way of serving ends with.
+//! the shutdown every way of serving ends with; and [`make_bundle`], which
+//! starts the runtimes to prepare an air-gapped bundle.
+
+mod make_bundle;
 
 use std::sync::Arc;
 
@@ -12,11 +15,14 @@ use crate::config::Config;
 use crate::e2b::E2bBackend;
 use crate::metrics::{Metrics, Snapshot};
 use crate::packages::Installer;
+use crate::sandbox::host_resources;
 use crate::sandbox::manager::SandboxManager;
 use crate::sandbox::{Backend, BackendKind, SandboxError};
 use crate::server::offer::Offer;
 use crate::server::{SandboxServer, framing};
-use crate::wasm::{WasmBackend, host_resources};
+use crate::wasm::WasmBackend;
+
+pub use make_bundle::make_bundle;
 
 /// A configured server: its backends and its sandboxes.
 pub struct App {

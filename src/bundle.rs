@@ -16,13 +16,12 @@
 //! ```
 //!
 //! Its parts: [`sums`], the `SHA256SUMS` manifest, written and checked;
-//! [`info`], `bundle.toml`; [`make`], making a bundle; [`open`], checking a
-//! bundle before a server uses it.
+//! [`info`], `bundle.toml`; [`open`], checking a bundle before a server uses
+//! it. Making one starts the server's runtimes, so it lives with the app
+//! (`crate::app::make_bundle`).
 
 pub mod info;
-pub mod make;
 pub mod open;
 pub mod sums;
 
-pub use make::make_bundle;
 pub use open::{Bundle, BundleError};

@@ -18,7 +18,6 @@
 //! - [`install`]: `install_package` for the guest's own `%pip install` (and
 //!   pip run from code), through the host's installer.
 //! - [`toolbox`]: one sandbox's tools: the HTTP tool and the upstream ones.
-//! - [`usage`]: what an execution asked of the door, for its usage.
 //!
 //! The wasm side (reading a frame out of guest memory, writing the answer
 //! back) is in `crate::wasm`; a handler never sees guest memory.
@@ -32,14 +31,13 @@ pub mod resolve;
 pub mod session;
 pub mod toolbox;
 pub mod upstream;
-pub mod usage;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use usage::RequestRecord;
+use crate::sandbox::RequestRecord;
 
 /// The door's settings: guests' HTTP, upstream MCP servers and the
 /// per-execution caps.

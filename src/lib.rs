@@ -31,6 +31,17 @@
 //! - [`http`]: serving MCP over Streamable HTTP (`serve --http`), with the
 //!   operations routes (`/healthz`, `/readyz`, `/metrics`).
 //! - [`metrics`]: what the server counts, in the Prometheus text format.
+//! - [`bundle`]: reading and checking an air-gapped bundle ([`app`] makes one).
+//! - [`digest`]: sha256 of files and streams.
+//!
+//! Dependencies point one way, with no circle between these modules: `main`
+//! → [`app`], [`http`], [`oneshot`] → [`server`] and [`config`] (with [`cli`],
+//! [`auth`], [`bundle`]) → the manager and the backends ([`wasm`], [`e2b`]) →
+//! [`packages`] and [`door`] → the core, [`sandbox`] (its trait, types,
+//! errors, files and quotas), which imports none of them: each backend
+//! converts its errors into [`sandbox::SandboxError::Backend`] at its edge,
+//! the door's usage records are core types, and the machine's defaults are
+//! read by the core itself.
 #![deny(clippy::print_stdout, clippy::dbg_macro)]
 
 pub mod app;

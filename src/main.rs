@@ -104,7 +104,7 @@ fn report(result: anyhow::Result<i32>) -> ExitCode {
 
 async fn bundle(config: Config, out: &std::path::Path) -> anyhow::Result<i32> {
     let progress = |m: &str| eprintln!("{m}");
-    let made = mcp_code_sandbox::bundle::make_bundle(config, out, &progress).await?;
+    let made = mcp_code_sandbox::app::make_bundle(config, out, &progress).await?;
     println!(
         "bundle of the runtime '{}' in {}: {} files, {} MiB{}",
         made.info.runtime,

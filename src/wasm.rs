@@ -17,7 +17,6 @@ mod files_on_loan;
 mod guest_io;
 mod guest_program;
 pub mod host_memory;
-pub mod host_resources;
 mod interpreter;
 mod loading;
 mod manifest_error;
@@ -146,7 +145,7 @@ impl WasmBackend {
         let memory_budget = Budget::new(
             settings
                 .memory_budget_bytes
-                .or_else(host_resources::default_memory_budget)
+                .or_else(crate::sandbox::host_resources::default_memory_budget)
                 .unwrap_or(u64::MAX),
         );
         let engine = build_engine(settings.engine, settings.profiler)

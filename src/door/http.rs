@@ -17,8 +17,8 @@ use super::allowlist::{AllowList, origin};
 use super::frames::{bytes_value, value_bytes};
 use super::ranges::AddressPolicy;
 use super::resolve::{AddressRefused, CheckedResolver, Lookup, SystemLookup};
-use super::usage::RequestRecord;
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure, ToolValue};
+use crate::sandbox::RequestRecord;
 
 /// The tool's name, as guests call it.
 pub const TOOL: &str = "http_request";

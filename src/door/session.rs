@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::frames::{self, Frame, MAX_REQUEST_BYTES};
-use super::usage::{DoorUsage, ToolCallRecord};
 use super::{DoorHandler, FailureKind, RequestLog, ToolFailure};
+use crate::sandbox::{DoorUsage, ToolCallRecord};
 
 /// Requests (and tool calls) listed in an execution's usage; more are only
 /// counted.

@@ -291,6 +291,13 @@ fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The e2b backend's errors reach the core whole, as a backend error.
+impl From<E2bError> for crate::sandbox::SandboxError {
+    fn from(e: E2bError) -> Self {
+        Self::Backend(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::Router;
@@ -300,7 +307,7 @@ mod tests {
 
     use super::*;
     use crate::e2b::{ApiKey, E2bBackend, E2bSettings};
-    use crate::sandbox::{Backend, SandboxError, SandboxSpec};
+    use crate::sandbox::{Backend, SandboxSpec};
 
     /// A control plane on loopback that knows no template.
     async fn no_templates() -> String {
@@ -341,8 +348,8 @@ mod tests {
         };
         assert!(
             matches!(
-                &err,
-                SandboxError::Remote(E2bError::TemplateNotFound { template, .. })
+                err.backend::<E2bError>(),
+                Some(E2bError::TemplateNotFound { template, .. })
                     if template == "no-such-template"
             ),
             "{err:?}"

@@ -78,21 +78,24 @@ pub enum PipError {
     Encode(#[source] serde_json::Error),
 }
 
+/// Pip in an e2b sandbox's errors reach the core whole, as a backend error.
+impl From<PipError> for crate::sandbox::SandboxError {
+    fn from(e: PipError) -> Self {
+        Self::Backend(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::packages::PackageError;
-    use crate::sandbox::{InstallError, SandboxError};
 
     #[test]
     fn a_refused_requirement_stays_the_installers_error() {
         let err = super::super::pip::install_cell(&["./my-project".to_owned()]).unwrap_err();
-        let SandboxError::Install(install) = &err else {
-            panic!("not an install error: {err:?}");
-        };
         assert!(
             matches!(
-                **install,
-                InstallError::Package(PackageError::DirectReference { .. })
+                err.backend::<PackageError>(),
+                Some(PackageError::DirectReference { .. })
             ),
             "{err:?}"
         );

@@ -454,6 +454,13 @@ impl PackageError {
     }
 }
 
+/// The local installer's errors reach the core whole, as a backend error.
+impl From<PackageError> for crate::sandbox::SandboxError {
+    fn from(e: PackageError) -> Self {
+        Self::Backend(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

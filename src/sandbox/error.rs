@@ -3,11 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::e2b::E2bError;
-use crate::e2b::pip_error::PipError;
-use crate::packages::PackageError;
-use crate::wasm::error::WasmError;
-
 /// Why a sandbox operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -129,52 +124,32 @@ pub enum SandboxError {
         source: std::io::Error,
     },
 
-    /// The Python runtime is missing, corrupt, or failed to start: the wasm
-    /// backend's own error, kept whole.
+    /// A task doing blocking work for the sandbox panicked or was cancelled.
+    #[error("{what} failed: {source}")]
+    Task {
+        /// What the task was doing, e.g. "file operation".
+        what: &'static str,
+        /// Why the task ended.
+        source: tokio::task::JoinError,
+    },
+
+    /// A backend's own error, kept whole (the runtime missing or failing to
+    /// start, the installer's refusal, the remote service's answer): each
+    /// backend converts its errors at its edge, and its messages say what to
+    /// do next. [`SandboxError::backend`] looks inside.
     #[error(transparent)]
-    Runtime(#[from] WasmError),
-
-    /// Installing packages is not possible in this sandbox or failed (boxed:
-    /// the installer's errors are large next to the others).
-    #[error(transparent)]
-    Install(Box<InstallError>),
-
-    /// The E2B backend failed: its own error, kept whole.
-    #[error(transparent)]
-    Remote(#[from] E2bError),
-}
-
-/// Why packages could not be installed, by backend.
-#[derive(Debug, thiserror::Error)]
-pub enum InstallError {
-    /// The local installer refused or failed (wasm sandboxes).
-    #[error(transparent)]
-    Package(#[from] PackageError),
-
-    /// pip inside an E2B sandbox did not install the packages.
-    #[error(transparent)]
-    Pip(#[from] PipError),
-}
-
-impl From<InstallError> for SandboxError {
-    fn from(e: InstallError) -> Self {
-        Self::Install(Box::new(e))
-    }
-}
-
-impl From<PackageError> for SandboxError {
-    fn from(e: PackageError) -> Self {
-        InstallError::from(e).into()
-    }
-}
-
-impl From<PipError> for SandboxError {
-    fn from(e: PipError) -> Self {
-        InstallError::from(e).into()
-    }
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl SandboxError {
+    /// A backend's error of type `E`, when that is what this is.
+    pub fn backend<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Self::Backend(inner) => inner.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
     /// Wraps an I/O error on a guest path, mapping the common kinds to clear messages.
     pub fn io(action: &'static str, path: &str, source: std::io::Error) -> Self {
         use std::io::ErrorKind;

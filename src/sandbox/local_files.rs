@@ -22,7 +22,6 @@ use super::guest_path::GuestPath;
 use super::types::{ChangedFile, EntryKind, FileContent, FileEntry, Listing};
 use crate::sandbox::disk_usage::held_bytes;
 use crate::sandbox::quota::QuotaLedger;
-use crate::wasm::error::WasmError;
 
 /// File access to one sandbox directory on this machine.
 #[derive(Clone)]
@@ -46,7 +45,7 @@ impl LocalFiles {
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || f(&dir, &ledger))
             .await
-            .map_err(|source| WasmError::Task {
+            .map_err(|source| SandboxError::Task {
                 what: "file operation",
                 source,
             })?

@@ -23,8 +23,8 @@ use rand::Rng;
 use super::allocation::Allocation;
 use super::budget::Budget;
 use super::error::SandboxError;
+use super::host_resources::default_disk_budget;
 use super::remove_tree::remove_tree;
-use crate::wasm::host_resources::default_disk_budget;
 
 /// How the directory of each server under the root begins.
 pub const SERVER_PREFIX: &str = "server-";

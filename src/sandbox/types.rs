@@ -6,8 +6,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+pub use super::door_usage::{DoorUsage, RequestRecord, ToolCallRecord};
 use super::error::SandboxError;
-pub use crate::door::usage::{DoorUsage, RequestRecord, ToolCallRecord};
 
 /// The limits one execution runs under.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -166,6 +166,13 @@ pub enum WasmError {
     Save(#[source] SaveError),
 }
 
+/// The wasm backend's errors reach the core whole, as a backend error.
+impl From<WasmError> for crate::sandbox::SandboxError {
+    fn from(e: WasmError) -> Self {
+        Self::Backend(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::error::Error as _;
@@ -175,7 +182,6 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::sandbox::SandboxError;
     use crate::wasm::{WasmBackend, WasmSettings};
 
     /// The wasm settings the command line `args` gives, with `runtime_dir`
@@ -216,8 +222,8 @@ mod tests {
             "the catalog's error is lost: {err:?}"
         );
         assert!(matches!(
-            err,
-            SandboxError::Runtime(WasmError::DefaultRuntime(RuntimeError::Unknown { .. }))
+            err.backend::<WasmError>(),
+            Some(WasmError::DefaultRuntime(RuntimeError::Unknown { .. }))
         ));
     }
 
@@ -239,8 +245,8 @@ mod tests {
         let err = backend.preload(None).await.unwrap_err();
         assert!(
             matches!(
-                &err,
-                SandboxError::Runtime(WasmError::Runtime(RuntimeError::Missing { .. }))
+                err.backend::<WasmError>(),
+                Some(WasmError::Runtime(RuntimeError::Missing { .. }))
             ),
             "{err:?}"
         );

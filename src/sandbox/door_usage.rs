@@ -1,4 +1,6 @@
-//! What one execution asked of the door, as its result's usage lists it.
+//! What one execution asked of the guest's door to the host (HTTP requests,
+//! tool calls), as its result's usage lists it: records the door fills in
+//! and every backend's results carry.
 
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::info::{BundleInfo, INFO_FILE};
-use super::sums::{SUMS_FILE, render, sum_tree};
-use crate::app::App;
+use super::App;
+use crate::bundle::info::{BundleInfo, INFO_FILE};
+use crate::bundle::sums::{SUMS_FILE, render, sum_tree};
 use crate::config::Config;
 use crate::sandbox::SandboxError;
 use crate::wasm::runtime::{RuntimeCatalog, RuntimeError, built_in_manifest_text, load_runtime};
