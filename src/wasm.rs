@@ -17,6 +17,7 @@ mod files_on_loan;
 mod guest_io;
 mod guest_program;
 pub mod host_memory;
+mod import_check;
 mod interpreter;
 mod loading;
 mod manifest_error;

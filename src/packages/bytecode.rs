@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{keep_within, partial_in};
 use super::project_file::sha256_hex;
+pub use super::unpack::PythonSource;
 use super::unpack::member_components;
 use crate::digest::hash_reader;
 
@@ -67,15 +68,6 @@ pub const MAX_SOURCE_BYTES: u64 = 32 << 20;
 
 /// Most bytes of one wheel's cached bytecode that are read back.
 const MAX_CACHED_BYTES: u64 = 256 << 20;
-
-/// One Python source of a wheel.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PythonSource {
-    /// Its path relative to site-packages, `/`-separated (`pkg/mod.py`).
-    pub path: String,
-    /// Its bytes.
-    pub text: Vec<u8>,
-}
 
 /// One compiled module.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,7 +24,9 @@ use super::allocation::Allocation;
 use super::budget::Budget;
 use super::error::SandboxError;
 use super::host_resources::default_disk_budget;
+use super::quota::{DiskQuota, QuotaLedger};
 use super::remove_tree::remove_tree;
+use super::types::SandboxLimits;
 
 /// How the directory of each server under the root begins.
 pub const SERVER_PREFIX: &str = "server-";
@@ -94,6 +96,27 @@ impl SandboxRoot {
     /// What all sandboxes under this root may hold together.
     pub fn disk_budget(&self) -> &Arc<Budget> {
         &self.disk_budget
+    }
+
+    /// The quota account of the sandbox directory `host_dir` under this
+    /// root, with `limits`' disk quota, charged to the root's disk budget.
+    pub fn open_ledger(
+        &self,
+        host_dir: &Path,
+        limits: &SandboxLimits,
+    ) -> Result<Arc<QuotaLedger>, SandboxError> {
+        let dir = cap_std::fs::Dir::open_ambient_dir(host_dir, cap_std::ambient_authority())
+            .map_err(|source| SandboxError::Root {
+                path: host_dir.to_owned(),
+                source,
+            })?;
+        Ok(QuotaLedger::new(
+            Arc::new(dir),
+            host_dir,
+            DiskQuota::new(limits.disk_bytes, limits.disk_files),
+            self.allocation(),
+            self.disk_budget().clone(),
+        ))
     }
 
     /// Creates a new sandbox directory with a random name, holding only an

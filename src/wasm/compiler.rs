@@ -19,9 +19,9 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::OutputCapture;
+use super::interpreter::START_TIMEOUT;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
-use super::sandbox::{START_TIMEOUT, open_ledger};
 use crate::packages::bytecode::{Compiler, Pyc, WheelSources};
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::root::SandboxRoot;
@@ -220,7 +220,10 @@ impl GuestCompiler {
     ) -> Result<Vec<Vec<Pyc>>, String> {
         write_sources(dir, wheels).map_err(|e| format!("could not copy the sources: {e}"))?;
         let limits = self.limits(wheels);
-        let ledger = open_ledger(dir, &limits, &self.root).map_err(|e| e.to_string())?;
+        let ledger = self
+            .root
+            .open_ledger(dir, &limits)
+            .map_err(|e| e.to_string())?;
         let mut interpreter = tokio::time::timeout(
             time,
             Interpreter::start(

@@ -49,6 +49,9 @@ use crate::sandbox::budget::Budget;
 use crate::sandbox::open_files::note_closed;
 use crate::sandbox::quota::QuotaLedger;
 
+/// How long an interpreter may take to start.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The matplotlib backend the driver provides (see `driver.py`).
 const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up, until the hello request installs its own.

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::error::WasmError;
+use super::interpreter::START_TIMEOUT;
 use super::interpreter::{DirState, GuestImage, Interpreter};
-use super::sandbox::{START_TIMEOUT, open_ledger};
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{SandboxError, SandboxLimits};
 
@@ -156,7 +156,7 @@ impl WarmPool {
 
     async fn start_one(&self) -> Result<Warm, SandboxError> {
         let dir = self.root.create_sandbox_dir()?;
-        let started = match open_ledger(&dir, &self.limits, &self.root) {
+        let started = match self.root.open_ledger(&dir, &self.limits) {
             Ok(ledger) => Interpreter::start(
                 &self.image,
                 &dir,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use cap_std::fs::Dir;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +13,10 @@ use super::capture::{OutputCapture, SpillTarget};
 use super::compiler::GuestCompiler;
 use super::error::WasmError;
 use super::files_on_loan::FilesOnLoan;
-use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome};
+use super::import_check::{CheckedSandbox, check_imports};
+use super::interpreter::{
+    CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
+};
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, retire_record, unix_now};
@@ -27,7 +29,7 @@ use crate::door::toolbox::Toolbox;
 use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
-use crate::sandbox::quota::{DiskQuota, QuotaLedger};
+use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::SandboxRoot;
 use crate::sandbox::server_files::OUTPUT_DIR;
@@ -37,14 +39,9 @@ use crate::sandbox::{
     InstallReport, OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
 };
 
-/// How long an interpreter may take to start.
-pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Guest directory of the files that hold whole outputs.
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest the import of one installed module may take when it is checked
-/// after an install.
-const IMPORT_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A sandbox of the local WASI backend.
 pub(crate) struct WasmSandbox {
@@ -92,7 +89,7 @@ impl WasmSandbox {
         limits: SandboxLimits,
     ) -> Result<Self, SandboxError> {
         let host_dir = root.create_sandbox_dir()?;
-        let ledger = match open_ledger(&host_dir, &limits, &root) {
+        let ledger = match root.open_ledger(&host_dir, &limits) {
             Ok(ledger) => ledger,
             Err(e) => {
                 root.remove_sandbox_dir(&host_dir);
@@ -181,7 +178,7 @@ impl WasmSandbox {
         let host_dir = loan.dir().to_owned();
         let files_only = restorable.state.is_none();
         let started = async {
-            let ledger = open_ledger(&host_dir, &limits, &root)?;
+            let ledger = root.open_ledger(&host_dir, &limits)?;
             check_restored_size(&ledger, &limits)?;
             let interpreter = match restorable.state {
                 Some(state) => {
@@ -316,75 +313,16 @@ impl WasmSandbox {
         }
     }
 
-    /// Imports each of `modules` in an interpreter of its own started on
-    /// the sandbox's directory (the sandbox's own interpreter keeps its
-    /// state, and a module whose import hangs costs nothing but time):
-    /// the imports that fail, with what they raised.
+    /// The imports of `modules` that fail in this sandbox (see
+    /// [`check_imports`]).
     async fn check_imports(&self, modules: &[String], stop: &StopSignal) -> Vec<ImportFailure> {
-        if modules.is_empty() {
-            return Vec::new();
-        }
-        let started = Interpreter::start(
-            &self.image,
-            &self.host_dir,
-            DirState::Used,
-            self.ledger.clone(),
-            &self.limits,
-            START_TIMEOUT,
-        )
-        .await;
-        let mut interpreter = match started {
-            Ok(interpreter) => interpreter,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not start an interpreter to check the installed modules");
-                return Vec::new();
-            }
+        let checked = CheckedSandbox {
+            image: &self.image,
+            dir: &self.host_dir,
+            ledger: &self.ledger,
+            limits: &self.limits,
         };
-        let limits = CallLimits {
-            fuel: self.limits.fuel,
-            cpu: self.limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
-            timeout: IMPORT_CHECK_TIMEOUT,
-            reply_bytes: 64 << 10,
-        };
-        let mut failures = Vec::new();
-        for module in modules {
-            let (outcome, _, _) = interpreter
-                .call(
-                    &Request::Preload {
-                        modules: std::slice::from_ref(module),
-                    },
-                    limits,
-                    stop.token(),
-                    OutputCapture::discard(),
-                    OutputCapture::discard(),
-                )
-                .await;
-            let error = match outcome {
-                Outcome::Reply { body, .. } => match decode_reply(&body) {
-                    Ok(reply) => reply.error.map(|e| format!("{}: {}", e.name, e.value)),
-                    Err(_) => None,
-                },
-                Outcome::TimedOut => Some(format!(
-                    "its import took longer than {} s",
-                    IMPORT_CHECK_TIMEOUT.as_secs()
-                )),
-                Outcome::Exited(exit) => {
-                    Some(format!("its import stopped the interpreter: {exit}"))
-                }
-                Outcome::Cancelled => break,
-            };
-            if let Some(error) = error {
-                failures.push(ImportFailure {
-                    module: module.clone(),
-                    error,
-                });
-            }
-            if !interpreter.is_alive() {
-                break;
-            }
-        }
-        interpreter.kill();
-        failures
+        check_imports(checked, modules, stop.token()).await
     }
 
     /// Starts a replacement interpreter in the background.
@@ -441,7 +379,7 @@ impl WasmSandbox {
         host_dir: &Path,
         state: StateImage,
     ) -> Result<(WasmSandbox, u64), SandboxError> {
-        let ledger = open_ledger(host_dir, &self.limits, &self.root)?;
+        let ledger = self.root.open_ledger(host_dir, &self.limits)?;
         let (from, to, charged) = (self.ledger.clone(), ledger.clone(), ledger.clone());
         let report = tokio::task::spawn_blocking(move || copy_tree(from.dir(), to.dir(), &charged))
             .await
@@ -816,24 +754,4 @@ fn check_restored_size(ledger: &QuotaLedger, limits: &SandboxLimits) -> Result<(
         )));
     }
     Ok(())
-}
-
-pub(crate) fn open_ledger(
-    host_dir: &Path,
-    limits: &SandboxLimits,
-    root: &SandboxRoot,
-) -> Result<Arc<QuotaLedger>, SandboxError> {
-    let dir = Dir::open_ambient_dir(host_dir, cap_std::ambient_authority()).map_err(|source| {
-        SandboxError::Root {
-            path: host_dir.to_owned(),
-            source,
-        }
-    })?;
-    Ok(QuotaLedger::new(
-        Arc::new(dir),
-        host_dir,
-        DiskQuota::new(limits.disk_bytes, limits.disk_files),
-        root.allocation(),
-        root.disk_budget().clone(),
-    ))
 }
