@@ -27,23 +27,25 @@
 //! (`.pth` files, `sitecustomize`, `usercustomize`) are listed for the
 //! install's result.
 
-use std::collections::{HashMap, HashSet};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::str::FromStr;
+use std::io::{Read, Seek, SeekFrom};
 
-use cap_std::fs::{Dir, OpenOptions};
-use pep440_rs::Version;
-use pep508_rs::PackageName;
-use sha2::Digest;
+use cap_std::fs::Dir;
 
 use super::error::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::metadata_error::MetadataError;
-use super::record::{Hasher, Record, RecordEntry, RecordError, record_hash};
+use super::record::{Record, RecordError};
 use super::staging::{NoRoom, StagingRoom};
 use super::wheel_name::WheelFilename;
 use crate::sandbox::GuestPath;
 use crate::sandbox::human_bytes;
+
+mod listing;
+mod write;
+
+use listing::{Listing, list_members, sole_dist_info};
+pub use write::write_installed_record;
+use write::{check_record_complete, write_members};
 
 /// Caps on one wheel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,12 +232,6 @@ pub struct Unpacked {
     pub dropped: Vec<String>,
 }
 
-/// A `.data` member left out.
-struct Dropped {
-    kind: &'static str,
-    name: String,
-}
-
 /// The one function that decides whether an archive member name stays inside
 /// its root. Returns its components and whether it names a directory.
 pub fn member_components(name: &str) -> Result<(Vec<&str>, bool), &'static str> {
@@ -300,10 +296,6 @@ pub fn runs_at_startup(components: &[String]) -> bool {
 fn shown(name: &str) -> String {
     super::requirement::quote(name)
 }
-
-const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
-const S_IFDIR: u32 = 0o040000;
 
 /// Reads the member count from the end of central directory record (and its
 /// zip64 form), and refuses archives with data before the first member or
@@ -499,24 +491,6 @@ pub fn read_metadata<R: Read + Seek>(
     }
 }
 
-/// One member after the first pass.
-struct Member {
-    index: usize,
-    name: String,
-    target: GuestPath,
-    is_dir: bool,
-}
-
-/// `{name}-{version}` of a `.dist-info` or `.data` directory, checked against
-/// the wheel's file name.
-fn matches_wheel(stem: &str, wheel: &WheelFilename) -> bool {
-    let Some((name, version)) = stem.split_once('-') else {
-        return false;
-    };
-    PackageName::from_str(name).is_ok_and(|n| n == wheel.name)
-        && Version::from_str(version).is_ok_and(|v| v == wheel.version)
-}
-
 /// Unpacks the wheel read from `reader` beneath `dest` (an empty staging
 /// directory), checking everything listed in the module documentation.
 /// `wheel` is its parsed file name.
@@ -552,224 +526,6 @@ pub fn unpack_wheel<R: Read + Seek>(
             .map(|d| format!("{} ({})", shown(&d.name), d.kind))
             .collect(),
     })
-}
-
-/// What the first pass learns from the archive's directory: names, kinds,
-/// directories and declared sizes, nothing inflated yet.
-#[derive(Default)]
-struct Listing {
-    /// Members to write (directories included).
-    members: Vec<Member>,
-    /// `.dist-info` directories, in order of first appearance.
-    dist_infos: Vec<String>,
-    /// The same, to look them up.
-    dist_info_set: HashSet<String>,
-    /// `.data` directories, with a member name in each.
-    data_dirs: Vec<(String, String)>,
-    /// `.data` members checked but not written.
-    dropped: Vec<Dropped>,
-    /// Targets seen so far, lower-cased.
-    seen: HashSet<String>,
-    /// Sizes declared so far.
-    declared_total: u64,
-}
-
-/// Pass 1: every member of the archive, checked by name, kind and declared
-/// size.
-fn list_members<R: Read + Seek>(
-    archive: &mut zip::ZipArchive<R>,
-    limits: &UnpackLimits,
-) -> Result<Listing, WheelError> {
-    let mut listing = Listing::default();
-    for index in 0..archive.len() {
-        let file = archive
-            .by_index_raw(index)
-            .map_err(|e| WheelError::Corrupt(e.to_string()))?;
-        let name = member_name(file.name_raw())?;
-        refuse_special_file(&name, file.unix_mode())?;
-        listing.add(index, name, file.size(), limits)?;
-    }
-    Ok(listing)
-}
-
-/// A member's name, which must be UTF-8.
-fn member_name(raw: &[u8]) -> Result<String, WheelError> {
-    std::str::from_utf8(raw)
-        .map(str::to_owned)
-        .map_err(|_| WheelError::BadMemberName {
-            name: String::from_utf8_lossy(raw)
-                .chars()
-                .flat_map(char::escape_debug)
-                .take(200)
-                .collect(),
-            reason: "it is not UTF-8",
-        })
-}
-
-/// Refuses links and other special files, by their Unix mode.
-fn refuse_special_file(name: &str, mode: Option<u32>) -> Result<(), WheelError> {
-    let kind = mode.map_or(0, |mode| mode & S_IFMT);
-    if kind != 0 && kind != S_IFREG && kind != S_IFDIR {
-        return Err(WheelError::Link { name: shown(name) });
-    }
-    Ok(())
-}
-
-impl Listing {
-    /// Takes in one member: where it lands (if it is written at all), the
-    /// `.dist-info` it belongs to, and its declared size.
-    fn add(
-        &mut self,
-        index: usize,
-        name: String,
-        size: u64,
-        limits: &UnpackLimits,
-    ) -> Result<(), WheelError> {
-        let (components, is_dir) =
-            member_components(&name).map_err(|reason| WheelError::BadMemberName {
-                name: shown(&name),
-                reason,
-            })?;
-        let Some(target_components) = self.place(&components, &name, is_dir)? else {
-            return Ok(());
-        };
-        let target_text = target_components.join("/");
-        let target = GuestPath::parse(&target_text).map_err(|_| WheelError::BadMemberName {
-            name: shown(&name),
-            reason: "it is not a valid path",
-        })?;
-        self.note_dist_info(&target);
-        if !is_dir {
-            self.count(&target_text, &name, size, limits)?;
-        }
-        self.members.push(Member {
-            index,
-            name,
-            target,
-            is_dir,
-        });
-        Ok(())
-    }
-
-    /// Where a member lands, relative to site-packages: its own path, or
-    /// inside `.data/purelib` the rest of it; `None` for members that are
-    /// not written (the `.data` directory itself, and `scripts`, `headers`
-    /// and `data`, which are recorded as dropped).
-    fn place<'n>(
-        &mut self,
-        components: &'n [&'n str],
-        name: &str,
-        is_dir: bool,
-    ) -> Result<Option<&'n [&'n str]>, WheelError> {
-        let top = components[0];
-        if !top.ends_with(".data") {
-            return Ok(Some(components));
-        }
-        self.data_dirs.push((top.to_owned(), name.to_owned()));
-        match components.get(1).copied() {
-            None => Ok(None),
-            Some("purelib") => Ok(Some(&components[2..]).filter(|rest| !rest.is_empty())),
-            Some(kind @ ("scripts" | "headers" | "data")) => {
-                // Meant for places outside site-packages (bin/, include/,
-                // share/): not needed to import the package, so not
-                // written, only listed. Their names were checked above.
-                let kind = match kind {
-                    "scripts" => "scripts",
-                    "headers" => "headers",
-                    _ => "data",
-                };
-                if !is_dir {
-                    self.dropped.push(Dropped {
-                        kind,
-                        name: name.to_owned(),
-                    });
-                }
-                Ok(None)
-            }
-            Some(other) => Err(WheelError::DataDir {
-                name: shown(name),
-                dir: shown(&format!("{top}/{other}")),
-                what: match other {
-                    "platlib" => "platform-specific modules (native code)",
-                    _ => "unknown kinds of files",
-                },
-            }),
-        }
-    }
-
-    /// Remembers the `.dist-info` directory a target is in, if any.
-    fn note_dist_info(&mut self, target: &GuestPath) {
-        if let Some(first) = target.components().first()
-            && first.ends_with(".dist-info")
-            && self.dist_info_set.insert(first.clone())
-        {
-            self.dist_infos.push(first.clone());
-        }
-    }
-
-    /// Refuses a second file on the same path (ignoring case) and sizes
-    /// over the caps, as declared.
-    fn count(
-        &mut self,
-        target_text: &str,
-        name: &str,
-        size: u64,
-        limits: &UnpackLimits,
-    ) -> Result<(), WheelError> {
-        if !self.seen.insert(target_text.to_lowercase()) {
-            return Err(WheelError::Duplicate { name: shown(name) });
-        }
-        if size > limits.max_member_bytes {
-            return Err(WheelError::MemberTooLarge {
-                name: shown(name),
-                limit: human_bytes(limits.max_member_bytes),
-            });
-        }
-        self.declared_total = self.declared_total.saturating_add(size);
-        if self.declared_total > limits.max_total_bytes {
-            return Err(WheelError::TooLarge {
-                limit: human_bytes(limits.max_total_bytes),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// The one `.dist-info` directory, named for the wheel, and `.data`
-/// directories named like it.
-fn sole_dist_info(listing: &Listing, wheel: &WheelFilename) -> Result<String, WheelError> {
-    let dist_infos = &listing.dist_infos;
-    let dist_info = match dist_infos.as_slice() {
-        [one] => one.clone(),
-        _ => {
-            return Err(WheelError::DistInfoCount {
-                count: dist_infos.len(),
-                names: if dist_infos.is_empty() {
-                    "none".into()
-                } else {
-                    let names: Vec<String> = dist_infos.iter().map(|d| shown(d)).collect();
-                    some_of(&names, 5, ", ")
-                },
-            });
-        }
-    };
-    let stem = dist_info.strip_suffix(".dist-info").unwrap_or_default();
-    if !matches_wheel(stem, wheel) {
-        return Err(WheelError::NameMismatch {
-            what: "the .dist-info directory",
-            found: shown(&dist_info),
-            expected: format!("{}-{}", wheel.name, wheel.version),
-        });
-    }
-    for (dir, name) in &listing.data_dirs {
-        if dir.strip_suffix(".data") != Some(stem) {
-            return Err(WheelError::ForeignDataDir {
-                name: shown(name),
-                expected: format!("{stem}.data"),
-            });
-        }
-    }
-    Ok(dist_info)
 }
 
 /// Reads and checks `WHEEL` and `METADATA`, and returns the parsed
@@ -810,287 +566,6 @@ fn read_wheel_files<R: Read + Seek>(
         })?;
     }
     Ok(record)
-}
-
-/// What pass 2 wrote.
-struct Written {
-    files: Vec<InstalledFile>,
-    startup_files: Vec<String>,
-    /// Member names written.
-    names: HashSet<String>,
-}
-
-/// Pass 2: writes every file member, each listed in `RECORD` with a hash
-/// (but `RECORD` and its signatures), counting and hashing what is
-/// inflated.
-fn write_members<R: Read + Seek>(
-    archive: &mut zip::ZipArchive<R>,
-    listing: &Listing,
-    record: &Record,
-    dist_info: &str,
-    dest: &Dir,
-    limits: &UnpackLimits,
-    room: &mut StagingRoom,
-) -> Result<Written, WheelError> {
-    let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
-        .iter()
-        .map(|f| format!("{dist_info}/{f}"))
-        .collect();
-    let mut written = Written {
-        files: Vec::new(),
-        startup_files: Vec::new(),
-        names: HashSet::new(),
-    };
-    let mut total: u64 = 0;
-    let mut made_dirs: HashSet<Vec<String>> = HashSet::new();
-    for member in listing.members.iter().filter(|m| !m.is_dir) {
-        let entry = record
-            .entries
-            .get(&member.name)
-            .ok_or_else(|| WheelError::NotInRecord {
-                name: shown(&member.name),
-            })?;
-        if !unhashed.contains(&member.name) && entry.hash.is_none() {
-            return Err(WheelError::RecordMismatch {
-                name: shown(&member.name),
-                what: "RECORD gives it no hash".into(),
-            });
-        }
-        make_parents(dest, member, &mut made_dirs, room)?;
-        let out = Output {
-            dest,
-            limits,
-            total: &mut total,
-            room: &mut *room,
-        };
-        let (size, sha256) = write_member(archive, member, entry, out)?;
-        written.add(member, size, &sha256);
-    }
-    Ok(written)
-}
-
-impl Written {
-    /// Records one written member, noting it when it runs at start-up.
-    fn add(&mut self, member: &Member, size: u64, sha256: &[u8]) {
-        self.names.insert(member.name.clone());
-        let components = member.target.components();
-        let path = components.join("/");
-        if runs_at_startup(components) {
-            let shown_path = if components.len() > 1 {
-                format!("{}/", components[0])
-            } else {
-                path.clone()
-            };
-            if !self.startup_files.contains(&shown_path) {
-                self.startup_files.push(shown_path);
-            }
-        }
-        self.files.push(InstalledFile {
-            path,
-            hash: record_hash(sha256),
-            size,
-        });
-    }
-}
-
-/// Every dropped member must be in `RECORD`, and every `RECORD` path must
-/// have been written or dropped.
-fn check_record_complete(
-    record: &Record,
-    dropped: &[Dropped],
-    mut written: HashSet<String>,
-) -> Result<(), WheelError> {
-    for d in dropped {
-        if !record.entries.contains_key(&d.name) {
-            return Err(WheelError::NotInRecord {
-                name: shown(&d.name),
-            });
-        }
-        written.insert(d.name.clone());
-    }
-    for path in record.entries.keys() {
-        if !written.contains(path) {
-            return Err(WheelError::RecordMissingFile { path: shown(path) });
-        }
-    }
-    Ok(())
-}
-
-/// Creates the directories above a member that this wheel has not made yet,
-/// charging each to `room` first.
-fn make_parents(
-    dest: &Dir,
-    member: &Member,
-    made: &mut HashSet<Vec<String>>,
-    room: &mut StagingRoom,
-) -> Result<(), WheelError> {
-    let components = member.target.components();
-    for depth in 1..components.len() {
-        let prefix = components[..depth].to_vec();
-        if made.contains(&prefix) {
-            continue;
-        }
-        room.take_entries(1)?;
-        let path: std::path::PathBuf = prefix.iter().collect();
-        match dest.create_dir(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(source) => {
-                return Err(WheelError::Write {
-                    path: shown(&prefix.join("/")),
-                    source,
-                });
-            }
-        }
-        made.insert(prefix);
-    }
-    Ok(())
-}
-
-/// Where a member is written and what it is charged to.
-struct Output<'a> {
-    dest: &'a Dir,
-    limits: &'a UnpackLimits,
-    total: &'a mut u64,
-    room: &'a mut StagingRoom,
-}
-
-/// Writes one member beneath `dest`, returning its size and sha256.
-fn write_member<R: Read + Seek>(
-    archive: &mut zip::ZipArchive<R>,
-    member: &Member,
-    entry: &RecordEntry,
-    out: Output<'_>,
-) -> Result<(u64, Vec<u8>), WheelError> {
-    let Output {
-        dest,
-        limits,
-        total,
-        room,
-    } = out;
-    let target = member.target.relative();
-    let write_err = |source| WheelError::Write {
-        path: shown(&member.target.to_string()),
-        source,
-    };
-    room.take_entries(1)?;
-    let mut out = dest
-        .open_with(&target, OpenOptions::new().write(true).create_new(true))
-        .map_err(write_err)?;
-    let mut input = archive
-        .by_index(member.index)
-        .map_err(|e| WheelError::Corrupt(e.to_string()))?;
-    let mut record_hasher = entry.hash.as_ref().map(|(algorithm, _)| algorithm.hasher());
-    let mut sha256 = sha2::Sha256::new();
-    let mut size: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = input
-            .read(&mut buf)
-            .map_err(|e| WheelError::Corrupt(format!("{}: {e}", shown(&member.name))))?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        *total += n as u64;
-        if size > limits.max_member_bytes {
-            return Err(WheelError::MemberTooLarge {
-                name: shown(&member.name),
-                limit: human_bytes(limits.max_member_bytes),
-            });
-        }
-        if *total > limits.max_total_bytes {
-            return Err(WheelError::TooLarge {
-                limit: human_bytes(limits.max_total_bytes),
-            });
-        }
-        room.take_bytes(n as u64)?;
-        let chunk = &buf[..n];
-        sha256.update(chunk);
-        if let Some(h) = record_hasher.as_mut() {
-            h.update(chunk);
-        }
-        out.write_all(chunk).map_err(write_err)?;
-    }
-    out.flush().map_err(write_err)?;
-    if let Some(expected) = entry.size
-        && expected != size
-    {
-        return Err(WheelError::RecordMismatch {
-            name: shown(&member.name),
-            what: format!("RECORD says {expected} bytes, it has {size}"),
-        });
-    }
-    if let (Some((_, expected)), Some(hasher)) = (&entry.hash, record_hasher) {
-        let actual = Hasher::finish(hasher);
-        if &actual != expected {
-            return Err(WheelError::RecordMismatch {
-                name: shown(&member.name),
-                what: "its hash differs from the one RECORD gives".into(),
-            });
-        }
-    }
-    Ok((size, sha256.finalize().to_vec()))
-}
-
-/// Rewrites the staged `RECORD` to list the files as installed (with
-/// `.data/purelib/` prefixes gone) and adds an `INSTALLER` file, both
-/// charged to `room`.
-pub fn write_installed_record(
-    dest: &Dir,
-    unpacked: &Unpacked,
-    installer: &str,
-    room: &mut StagingRoom,
-) -> Result<(), WheelError> {
-    let installer_path = format!("{}/INSTALLER", unpacked.dist_info);
-    let record_path = format!("{}/RECORD", unpacked.dist_info);
-    let installer_body = format!("{installer}\n");
-    let write_err = |path: &str| {
-        let path = path.to_owned();
-        move |source| WheelError::Write { path, source }
-    };
-    room.take_entries(1)?;
-    room.take_bytes(installer_body.len() as u64)?;
-    dest.write(&installer_path, &installer_body)
-        .map_err(write_err(&installer_path))?;
-    let mut rows: HashMap<&str, String> = HashMap::new();
-    for f in &unpacked.files {
-        rows.insert(
-            &f.path,
-            format!("{},{},{}", csv_field(&f.path), f.hash, f.size),
-        );
-    }
-    rows.insert(
-        &installer_path,
-        format!(
-            "{},{},{}",
-            csv_field(&installer_path),
-            record_hash(&sha2::Sha256::digest(installer_body.as_bytes())),
-            installer_body.len()
-        ),
-    );
-    rows.insert(&record_path, format!("{},,", csv_field(&record_path)));
-    let mut lines: Vec<String> = rows.into_values().collect();
-    lines.sort();
-    let mut text = lines.join("\n");
-    text.push('\n');
-    let old_size = unpacked
-        .files
-        .iter()
-        .find(|f| f.path == record_path)
-        .map_or(0, |f| f.size);
-    room.take_bytes((text.len() as u64).saturating_sub(old_size))?;
-    dest.write(&record_path, text)
-        .map_err(write_err(&record_path))
-}
-
-/// A CSV field, quoted when it must be.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
 }
 
 #[cfg(test)]
