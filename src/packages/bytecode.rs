@@ -15,8 +15,9 @@
 //!   ([`source_time`]), so bytecode compiled once matches the sources of
 //!   every install of that wheel and no other's. A source edited in the
 //!   sandbox no longer matches, and CPython compiles it again, as it would
-//!   anywhere. A `.pyc` the wheel ships itself gives way to the one
-//!   compiled here, as pip's compile replaces it.
+//!   anywhere. Bytecode a wheel ships in `__pycache__` for a source it
+//!   installs is not installed (see `place.rs`): what is imported is the
+//!   source, or the bytecode compiled here from it.
 //! - Optional: a wheel whose bytecode cannot be had (a source that does not
 //!   compile, a compile that fails or runs out of time, no room left in the
 //!   sandbox's quota) is installed without it, and imports as before.
@@ -136,7 +137,17 @@ pub trait Compiler: Send + Sync + std::fmt::Debug {
         wheels: Vec<WheelSources>,
         within: Duration,
         cancel: &CancellationToken,
-    ) -> Vec<Result<Vec<Pyc>, String>>;
+    ) -> Vec<Result<Vec<Pyc>, CompileFailure>>;
+}
+
+/// Why a wheel has no bytecode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileFailure {
+    /// What went wrong.
+    pub why: String,
+    /// Whether it was this wheel's own compile that failed (rather than one
+    /// it shared with others): only then is it not tried again.
+    pub alone: bool,
 }
 
 /// Bytecode kept on the host, one file per wheel and runtime
@@ -337,9 +348,9 @@ pub async fn for_wheels(
                 }
                 found[i].pycs = pycs;
             }
-            Err(why) => {
-                tracing::warn!(%why, "installing a wheel without bytecode");
-                if !cancel.is_cancelled() {
+            Err(failure) => {
+                tracing::warn!(why = %failure.why, "installing a wheel without bytecode");
+                if failure.alone && !cancel.is_cancelled() {
                     cache.remember_failure(sha, &key);
                 }
             }
@@ -491,12 +502,15 @@ mod tests {
             wheels: Vec<WheelSources>,
             _: Duration,
             _: &CancellationToken,
-        ) -> Vec<Result<Vec<Pyc>, String>> {
+        ) -> Vec<Result<Vec<Pyc>, CompileFailure>> {
             *self.calls.lock().unwrap() += 1;
             wheels
                 .iter()
                 .map(|w| match w.sources[0].text.as_slice() {
-                    b"fail" => Err("no".into()),
+                    b"fail" => Err(CompileFailure {
+                        why: "no".into(),
+                        alone: true,
+                    }),
                     _ => {
                         let mut bytes = vec![0u8; 16];
                         bytes[8..12].copy_from_slice(&(w.time as u32).to_le_bytes());

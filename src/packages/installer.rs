@@ -62,6 +62,9 @@ use super::wheelhouse::Wheelhouse;
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{GuestPath, InstallReport, InstalledPackage, PackageSource};
 
+/// Most modules of one install whose import is checked after it.
+const MAX_MODULES_CHECKED: usize = 5;
+
 /// Most time an install spends compiling the bytecode of what it fetched;
 /// past it, the wheels install without (their modules compile when imported).
 const MAX_COMPILE_TIME: Duration = Duration::from_secs(120);
@@ -371,7 +374,18 @@ impl Installer {
         self.compile_bytecode(target, &mut fetched, budget.stop(), progress)
             .await;
         report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
-        report.modules = fetched.iter().flat_map(|f| f.modules.clone()).collect();
+        // Only the packages asked for: their imports import what they need.
+        let asked: Vec<PackageName> =
+            parse_requirements(requirements, self.settings.limits.max_requirements)?
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+        report.modules = fetched
+            .iter()
+            .filter(|f| asked.contains(&f.name))
+            .flat_map(|f| f.modules.clone())
+            .take(MAX_MODULES_CHECKED)
+            .collect();
         if report
             .installed
             .iter()

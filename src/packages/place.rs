@@ -267,6 +267,7 @@ fn stage_one(
     let mut unpacked = unpack_wheel(reader, &item.wheel, &dest, limits, room)
         .map_err(|e| refused(e, item, &stop, cache))?;
     let mut notes = Vec::new();
+    drop_shipped_bytecode(&dest, &mut unpacked).map_err(staging_io)?;
     if let Some(time) = item.bytecode.source_time {
         set_source_times(&dest, &unpacked, time).map_err(staging_io)?;
     }
@@ -301,8 +302,9 @@ fn stage_one(
     Ok(notes)
 }
 
-/// Most modules of one wheel whose import is checked after the install.
-const MAX_MODULES_CHECKED: usize = 5;
+/// Most public modules of a wheel whose import is checked, when none is
+/// named for the distribution.
+const MAX_PUBLIC_MODULES: usize = 5;
 
 /// The module named for the distribution when it has one (`black`, not
 /// the `blackd` its optional extra serves), else every public one.
@@ -311,12 +313,12 @@ fn modules_to_check(name: &PackageName, modules: Vec<String>) -> Vec<String> {
     if modules.contains(&own) {
         vec![own]
     } else {
-        modules
+        modules.into_iter().take(MAX_PUBLIC_MODULES).collect()
     }
 }
 
 /// The public top-level modules and packages among installed files (what
-/// `import name` finds), at most [`MAX_MODULES_CHECKED`]: not private ones
+/// `import name` finds): not private ones
 /// (`_name`), test or documentation trees, metadata or bytecode.
 fn top_level_modules(files: &[InstalledFile]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
@@ -352,8 +354,33 @@ fn top_level_modules(files: &[InstalledFile]) -> Vec<String> {
         }
     }
     names.sort();
-    names.truncate(MAX_MODULES_CHECKED);
     names
+}
+
+/// Removes the `__pycache__` bytecode a wheel ships for sources it also
+/// installs: what CPython imports for them is their source or the bytecode
+/// compiled here from it, never bytecode that may say something else (as
+/// pip's compile at install replaces it).
+fn drop_shipped_bytecode(dest: &Dir, unpacked: &mut Unpacked) -> std::io::Result<()> {
+    let installed: HashSet<String> = unpacked.files.iter().map(|f| f.path.clone()).collect();
+    let shipped = |path: &str| {
+        Pyc {
+            path: path.to_owned(),
+            bytes: Vec::new(),
+        }
+        .source_path()
+        .is_some_and(|source| installed.contains(&source))
+    };
+    let mut kept = Vec::with_capacity(unpacked.files.len());
+    for file in std::mem::take(&mut unpacked.files) {
+        if shipped(&file.path) {
+            dest.remove_file(&file.path)?;
+        } else {
+            kept.push(file);
+        }
+    }
+    unpacked.files = kept;
+    Ok(())
 }
 
 /// Gives every Python source `unpacked` installed the wheel's own time (see
@@ -404,18 +431,9 @@ fn add_bytecode(
             }
             made_dirs.insert(dir.to_owned());
         }
-        // A `.pyc` the wheel ships for the same source gives way, as pip's
-        // compile replaces it.
-        let shipped = unpacked.files.iter().position(|f| f.path == pyc.path);
         let written = dest
-            .open_with(
-                &pyc.path,
-                OpenOptions::new().write(true).create(true).truncate(true),
-            )
+            .open_with(&pyc.path, OpenOptions::new().write(true).create_new(true))
             .and_then(|mut file| file.write_all(&pyc.bytes));
-        if let Some(at) = shipped {
-            unpacked.files.remove(at);
-        }
         if let Err(e) = written {
             tracing::warn!(error = %e, "could not write bytecode; the modules compile when imported");
             let _ = dest.remove_file(&pyc.path);

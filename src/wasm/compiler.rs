@@ -22,7 +22,7 @@ use super::capture::OutputCapture;
 use super::interpreter::START_TIMEOUT;
 use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
-use crate::packages::bytecode::{Compiler, Pyc, WheelSources};
+use crate::packages::bytecode::{CompileFailure, Compiler, Pyc, WheelSources};
 use crate::sandbox::SandboxLimits;
 use crate::sandbox::root::SandboxRoot;
 
@@ -127,15 +127,20 @@ impl Compiler for GuestCompiler {
         wheels: Vec<WheelSources>,
         within: Duration,
         cancel: &CancellationToken,
-    ) -> Vec<Result<Vec<Pyc>, String>> {
+    ) -> Vec<Result<Vec<Pyc>, CompileFailure>> {
         let groups = share_out(&wheels, compilers_for(&wheels));
         let compiled = futures::future::join_all(groups.iter().map(|group| {
             let part: Vec<WheelSources> = group.iter().map(|&n| wheels[n].clone()).collect();
             async move { self.compile_group(&part, within, cancel).await }
         }))
         .await;
-        let mut all: Vec<Result<Vec<Pyc>, String>> =
-            vec![Err("not compiled".to_owned()); wheels.len()];
+        let mut all: Vec<Result<Vec<Pyc>, CompileFailure>> = vec![
+            Err(CompileFailure {
+                why: "not compiled".into(),
+                alone: false,
+            });
+            wheels.len()
+        ];
         for (group, result) in groups.iter().zip(compiled) {
             match result {
                 Ok(each) => {
@@ -144,8 +149,13 @@ impl Compiler for GuestCompiler {
                     }
                 }
                 Err(why) => {
+                    // A group's failure is blamed on a wheel only when it
+                    // was compiled alone.
                     for &n in group {
-                        all[n] = Err(why.clone());
+                        all[n] = Err(CompileFailure {
+                            why: why.clone(),
+                            alone: group.len() == 1,
+                        });
                     }
                 }
             }

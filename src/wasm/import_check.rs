@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +22,12 @@ use crate::sandbox::{ImportFailure, SandboxLimits};
 
 /// Longest the import of one installed module may take when it is checked.
 const IMPORT_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+/// Longest the whole check may take, its start included.
+const CHECK_TIME: Duration = Duration::from_secs(30);
+/// Least memory past its start the checking interpreter must have to run.
+const MIN_FREE_MEMORY: u64 = 32 << 20;
+/// Most characters of a module name or an error kept in the result.
+const MAX_ERROR_CHARS: usize = 300;
 
 /// The sandbox whose modules are checked.
 pub(crate) struct CheckedSandbox<'a> {
@@ -33,50 +39,62 @@ pub(crate) struct CheckedSandbox<'a> {
     pub ledger: &'a Arc<QuotaLedger>,
     /// Its limits.
     pub limits: &'a SandboxLimits,
+    /// Memory its own interpreter holds now.
+    pub memory_in_use: u64,
 }
 
 /// Imports each of `modules` in an interpreter of its own started on
-/// the sandbox's directory (the sandbox's own interpreter keeps its
-/// state, and a module whose import hangs costs nothing but time):
-/// the imports that fail, with what they raised.
+/// the sandbox's directory, within [`CHECK_TIME`] in all: the imports that
+/// fail, with what they raised (clipped, control characters escaped). The
+/// checking interpreter may grow only to what the sandbox's own leaves of
+/// its memory cap. An error says why nothing was checked.
 pub(crate) async fn check_imports(
     sandbox: CheckedSandbox<'_>,
     modules: &[String],
     cancel: &CancellationToken,
-) -> Vec<ImportFailure> {
+) -> Result<Vec<ImportFailure>, String> {
     if modules.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
+    }
+    let deadline = Instant::now() + CHECK_TIME;
+    let mut limits = sandbox.limits.clone();
+    limits.memory_bytes = sandbox
+        .limits
+        .memory_bytes
+        .saturating_sub(sandbox.memory_in_use);
+    if limits.memory_bytes < sandbox.image.initial_memory + MIN_FREE_MEMORY {
+        return Err("the sandbox's interpreter holds nearly all of its memory cap".into());
     }
     let started = Interpreter::start(
         sandbox.image,
         sandbox.dir,
         DirState::Used,
         sandbox.ledger.clone(),
-        sandbox.limits,
-        START_TIMEOUT,
-    )
-    .await;
-    let mut interpreter = match started {
-        Ok(interpreter) => interpreter,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not start an interpreter to check the installed modules");
-            return Vec::new();
-        }
-    };
-    let limits = CallLimits {
-        fuel: sandbox.limits.fuel,
-        cpu: sandbox.limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
-        timeout: IMPORT_CHECK_TIMEOUT,
-        reply_bytes: 64 << 10,
+        &limits,
+        START_TIMEOUT.min(CHECK_TIME),
+    );
+    let mut interpreter = tokio::select! {
+        started = started => started.map_err(|e| format!("the interpreter that checks them did not start: {e}"))?,
+        () = cancel.cancelled() => return Err("the install was stopped".into()),
     };
     let mut failures = Vec::new();
     for module in modules {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let call_limits = CallLimits {
+            fuel: limits.fuel,
+            cpu: limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
+            timeout: left.min(IMPORT_CHECK_TIMEOUT),
+            reply_bytes: 64 << 10,
+        };
         let (outcome, _, _) = interpreter
             .call(
                 &Request::Preload {
                     modules: std::slice::from_ref(module),
                 },
-                limits,
+                call_limits,
                 cancel,
                 OutputCapture::discard(),
                 OutputCapture::discard(),
@@ -89,15 +107,15 @@ pub(crate) async fn check_imports(
             },
             Outcome::TimedOut => Some(format!(
                 "its import took longer than {} s",
-                IMPORT_CHECK_TIMEOUT.as_secs()
+                call_limits.timeout.as_secs()
             )),
             Outcome::Exited(exit) => Some(format!("its import stopped the interpreter: {exit}")),
             Outcome::Cancelled => break,
         };
         if let Some(error) = error {
             failures.push(ImportFailure {
-                module: module.clone(),
-                error,
+                module: clipped(module),
+                error: clipped(&error),
             });
         }
         if !interpreter.is_alive() {
@@ -105,5 +123,38 @@ pub(crate) async fn check_imports(
         }
     }
     interpreter.kill();
-    failures
+    Ok(failures)
+}
+
+/// `text` as a result shows guest-made text: control characters escaped,
+/// at most [`MAX_ERROR_CHARS`] characters.
+fn clipped(text: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == MAX_ERROR_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_text_is_clipped_and_its_control_characters_escaped() {
+        assert_eq!(
+            clipped("ImportError: no\n\x1b[2Jmodule"),
+            "ImportError: no\\n\\u{1b}[2Jmodule"
+        );
+        let long = "x".repeat(5000);
+        assert_eq!(clipped(&long).chars().count(), MAX_ERROR_CHARS + 1);
+    }
 }

@@ -314,13 +314,21 @@ impl WasmSandbox {
     }
 
     /// The imports of `modules` that fail in this sandbox (see
-    /// [`check_imports`]).
-    async fn check_imports(&self, modules: &[String], stop: &StopSignal) -> Vec<ImportFailure> {
+    /// [`check_imports`]); an error says why they were not checked.
+    async fn check_imports(
+        &self,
+        modules: &[String],
+        stop: &StopSignal,
+    ) -> Result<Vec<ImportFailure>, String> {
         let checked = CheckedSandbox {
             image: &self.image,
             dir: &self.host_dir,
             ledger: &self.ledger,
             limits: &self.limits,
+            memory_in_use: self
+                .interpreter
+                .as_ref()
+                .map_or(0, Interpreter::memory_bytes),
         };
         check_imports(checked, modules, stop.token()).await
     }
@@ -551,7 +559,16 @@ impl CodeInterpreter for WasmSandbox {
             }
             output.push_str(&note);
         }
-        report.import_failures = self.check_imports(&report.modules, &stop).await;
+        match self.check_imports(&report.modules, &stop).await {
+            Ok(failures) => report.import_failures = failures,
+            Err(why) => {
+                let output = report.output.get_or_insert_with(String::new);
+                if !output.is_empty() {
+                    output.push('\n');
+                }
+                output.push_str(&format!("Their imports were not checked: {why}."));
+            }
+        }
         Ok(report)
     }
 
