@@ -5,6 +5,11 @@
 //! stopped, are the versions being replaced removed and the staged files
 //! moved into place. The staging directory is removed in every case, and a
 //! wheel refused for what it holds is deleted from the wheel cache.
+//!
+//! In staging, each wheel's sources get its own time and its bytecode is
+//! written beside them, as room allows (bytecode the wheel ships for its
+//! own sources is dropped; see `bytecode.rs`), and the modules whose import
+//! is checked after the install are picked.
 
 use std::collections::HashSet;
 use std::io::{Seek, SeekFrom, Write};
