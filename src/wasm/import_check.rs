@@ -47,7 +47,9 @@ pub(crate) struct CheckedSandbox<'a> {
 /// the sandbox's directory, within [`CHECK_TIME`] in all: the imports that
 /// fail, with what they raised (clipped, control characters escaped). The
 /// checking interpreter may grow only to what the sandbox's own leaves of
-/// its memory cap. An error says why nothing was checked.
+/// its memory cap. An error says why nothing was checked, or that the check
+/// was cut short before any import failed; modules left unchecked after a
+/// failure are listed as failures "not checked".
 pub(crate) async fn check_imports(
     sandbox: CheckedSandbox<'_>,
     modules: &[String],
@@ -78,11 +80,13 @@ pub(crate) async fn check_imports(
         () = cancel.cancelled() => return Err("the install was stopped".into()),
     };
     let mut failures = Vec::new();
+    let mut checked = 0;
     for module in modules {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
+        checked += 1;
         let call_limits = CallLimits {
             fuel: limits.fuel,
             cpu: limits.cpu.map(|cpu| cpu.max(MIN_START_CPU)),
@@ -123,6 +127,29 @@ pub(crate) async fn check_imports(
         }
     }
     interpreter.kill();
+    if checked < modules.len() || cancel.is_cancelled() {
+        let rest: Vec<String> = modules[checked.min(modules.len())..]
+            .iter()
+            .map(|m| clipped(m))
+            .collect();
+        let what = if rest.is_empty() {
+            "the check was stopped".to_owned()
+        } else {
+            format!(
+                "the check stopped (out of time, or its interpreter gone) before {}",
+                rest.join(", ")
+            )
+        };
+        if failures.is_empty() {
+            return Err(what);
+        }
+        if !rest.is_empty() {
+            failures.push(ImportFailure {
+                module: rest.join(", "),
+                error: format!("not checked: {what}"),
+            });
+        }
+    }
     Ok(failures)
 }
 
