@@ -18,7 +18,8 @@ async fn start(index: &IndexServer) -> Server {
     Server::start_on_index(&index.url).await
 }
 
-async fn install(server: &Server, id: &str, what: &str) -> Value {
+/// Installs `what` into sandbox `id`, which must succeed; the result.
+pub(crate) async fn install(server: &Server, id: &str, what: &str) -> Value {
     server
         .ok(
             "install_package",
@@ -27,7 +28,8 @@ async fn install(server: &Server, id: &str, what: &str) -> Value {
         .await
 }
 
-async fn install_err(server: &Server, id: &str, what: &str) -> String {
+/// Installs `what` into sandbox `id`, which must fail; the error's text.
+pub(crate) async fn install_err(server: &Server, id: &str, what: &str) -> String {
     server
         .err(
             "install_package",

@@ -6,9 +6,8 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
-
 use crate::index_server::IndexServer;
+use crate::packages::install;
 use crate::support::Server;
 use crate::wheels::Wheel;
 
@@ -23,15 +22,6 @@ fn package() -> Wheel {
         .file("quick/sub.py", "X = 1\n")
         .file("quick/broken.py", "def (:\n")
         .file("top_level.py", "TOP = 'top'\n")
-}
-
-async fn install(server: &Server, id: &str, what: &str) -> Value {
-    server
-        .ok(
-            "install_package",
-            json!({"session_id": id, "package_name": what}),
-        )
-        .await
 }
 
 /// The bytecode files under `site`, relative to it.

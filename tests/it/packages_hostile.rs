@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::index_server::{IndexServer, Listed};
+use crate::packages::{install, install_err};
 use crate::support::{Server, shared_cache, text};
 use crate::wheels::{Wheel, sha256_hex};
 
@@ -27,24 +28,6 @@ fn index_env(url: &str) -> Vec<(&str, &str)> {
         ("PIP_CONFIG_FILE", "/dev/null"),
         ("SANDBOX_POOL_SIZE", "0"),
     ]
-}
-
-async fn install(server: &Server, id: &str, what: &str) -> Value {
-    server
-        .ok(
-            "install_package",
-            json!({"session_id": id, "package_name": what}),
-        )
-        .await
-}
-
-async fn install_err(server: &Server, id: &str, what: &str) -> String {
-    server
-        .err(
-            "install_package",
-            json!({"session_id": id, "package_name": what}),
-        )
-        .await
 }
 
 /// A cache directory of the test's own (so its wheel cache holds only what
