@@ -80,29 +80,34 @@ pub struct Pyc {
 }
 
 impl Pyc {
-    /// The source this bytecode belongs to (`pkg/mod.py`), when its path has
-    /// the form CPython gives it.
+    /// The source this bytecode belongs to (see [`source_of`]).
     pub fn source_path(&self) -> Option<String> {
-        let (components, is_dir) = member_components(&self.path).ok()?;
-        let [dirs @ .., cache_dir, name] = components.as_slice() else {
-            return None;
-        };
-        if is_dir || *cache_dir != "__pycache__" || !name.ends_with(".pyc") {
-            return None;
-        }
-        // `{stem}.{tag}[.opt-N].pyc`; the tag (`cpython-315`) has no dot.
-        let mut rest = name.strip_suffix(".pyc")?;
-        if let Some((before, opt)) = rest.rsplit_once('.')
-            && opt.starts_with("opt-")
-        {
-            rest = before;
-        }
-        let (stem, _tag) = rest.rsplit_once('.')?;
-        let mut source: Vec<&str> = dirs.to_vec();
-        let file = format!("{stem}.py");
-        source.push(&file);
-        Some(source.join("/"))
+        source_of(&self.path)
     }
+}
+
+/// The source (`pkg/mod.py`) a bytecode path belongs to, when the path has
+/// the form CPython gives it (`pkg/__pycache__/mod.cpython-315.pyc`).
+pub fn source_of(pyc_path: &str) -> Option<String> {
+    let (components, is_dir) = member_components(pyc_path).ok()?;
+    let [dirs @ .., cache_dir, name] = components.as_slice() else {
+        return None;
+    };
+    if is_dir || *cache_dir != "__pycache__" || !name.ends_with(".pyc") {
+        return None;
+    }
+    // `{stem}.{tag}[.opt-N].pyc`; the tag (`cpython-315`) has no dot.
+    let mut rest = name.strip_suffix(".pyc")?;
+    if let Some((before, opt)) = rest.rsplit_once('.')
+        && opt.starts_with("opt-")
+    {
+        rest = before;
+    }
+    let (stem, _tag) = rest.rsplit_once('.')?;
+    let mut source: Vec<&str> = dirs.to_vec();
+    let file = format!("{stem}.py");
+    source.push(&file);
+    Some(source.join("/"))
 }
 
 /// One wheel's sources, to be compiled.

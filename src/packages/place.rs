@@ -368,14 +368,8 @@ fn top_level_modules(files: &[InstalledFile]) -> Vec<String> {
 /// pip's compile at install replaces it).
 fn drop_shipped_bytecode(dest: &Dir, unpacked: &mut Unpacked) -> std::io::Result<()> {
     let installed: HashSet<String> = unpacked.files.iter().map(|f| f.path.clone()).collect();
-    let shipped = |path: &str| {
-        Pyc {
-            path: path.to_owned(),
-            bytes: Vec::new(),
-        }
-        .source_path()
-        .is_some_and(|source| installed.contains(&source))
-    };
+    let shipped =
+        |path: &str| bytecode::source_of(path).is_some_and(|source| installed.contains(&source));
     let mut kept = Vec::with_capacity(unpacked.files.len());
     for file in std::mem::take(&mut unpacked.files) {
         if shipped(&file.path) {
