@@ -155,7 +155,7 @@ async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32>
     let built_in = match manifest.artifacts.iter().find(|a| a.distributions) {
         Some(artifact) => {
             let path = wasm.runtime_dir.join(&artifact.file);
-            BuiltInPackages::from_zip(&path).map_err(|e| {
+            BuiltInPackages::from_zip(&path, artifact.compiled_distributions.as_deref()).map_err(|e| {
                 anyhow::anyhow!(
                     "cannot read the packages built into the runtime '{}' from {} ({e}); run ./fetch-python.sh --runtime {} first",
                     manifest.name,

@@ -51,6 +51,7 @@ pub(crate) fn parse_log(log: &str) -> (Vec<InstalledPackage>, Vec<InstalledPacka
                         name: normalize(name),
                         version: version.to_owned(),
                         source: Some(PackageSource::Remote),
+                        replaces_built_in: None,
                     });
                 }
             }
@@ -72,6 +73,7 @@ pub(crate) fn parse_log(log: &str) -> (Vec<InstalledPackage>, Vec<InstalledPacka
                     name: normalize(&name),
                     version: version.to_owned(),
                     source: None,
+                    replaces_built_in: None,
                 });
             }
         }

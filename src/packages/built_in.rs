@@ -1,13 +1,16 @@
 //! [`BuiltInPackages`]: the distributions a runtime carries in its own import
 //! path (the scientific runtime's zip holds numpy, pandas and fifty more).
 //!
-//! They come before site-packages on `sys.path`, so an installed copy could
-//! never be imported: `install_package` counts them as present, resolves
-//! dependencies against them, and refuses to replace them.
+//! `install_package` counts them as present and resolves dependencies
+//! against them. One with compiled parts linked into the runtime stays as it
+//! is; a pure-Python one gives way to another version when a sandbox
+//! installs one (the driver then imports that copy from site-packages
+//! instead of the runtime's).
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use std::str::FromStr;
 
 use pep508_rs::PackageName;
 
@@ -40,8 +43,15 @@ pub struct BuiltInPackages {
 
 impl BuiltInPackages {
     /// Reads the `NAME-VERSION.dist-info/METADATA` members at the top of the
-    /// zip `path`. A member that cannot be read or parsed is skipped.
-    pub fn from_zip(path: &Path) -> Result<Self, BuiltInError> {
+    /// zip `path`. A member that cannot be read or parsed is skipped. Those
+    /// named in `compiled` (every one when `None`) have compiled parts.
+    pub fn from_zip(path: &Path, compiled: Option<&[String]>) -> Result<Self, BuiltInError> {
+        let compiled: Option<Vec<PackageName>> = compiled.map(|names| {
+            names
+                .iter()
+                .filter_map(|n| PackageName::from_str(n).ok())
+                .collect()
+        });
         let file = std::fs::File::open(path)?;
         let mut archive = zip::ZipArchive::new(file)?;
         let members: Vec<String> = archive
@@ -66,12 +76,16 @@ impl BuiltInPackages {
                 });
             match read.and_then(|_| Ok(CoreMetadata::parse(&text)?)) {
                 Ok(metadata) => {
+                    let has_compiled_parts = compiled
+                        .as_ref()
+                        .is_none_or(|names| names.contains(&metadata.name));
                     by_name.insert(
                         metadata.name,
                         Installed {
                             version: metadata.version,
                             requires_dist: metadata.requires_dist,
                             built_in: true,
+                            compiled: has_compiled_parts,
                         },
                     );
                 }
@@ -89,6 +103,11 @@ impl BuiltInPackages {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
+    }
+
+    /// What the resolver sees of `name`, when the runtime carries it.
+    pub(crate) fn get(&self, name: &PackageName) -> Option<&Installed> {
+        self.by_name.get(name)
     }
 
     /// Each one's name and what the resolver sees of it.
@@ -131,14 +150,15 @@ mod tests {
         let path = tmp.path().join("lib.zip");
         std::fs::write(&path, out.finish().unwrap().into_inner()).unwrap();
 
-        let built_in = BuiltInPackages::from_zip(&path).unwrap();
+        let built_in = BuiltInPackages::from_zip(&path, Some(&["NumPy".to_owned()])).unwrap();
+        let every_one_compiled = BuiltInPackages::from_zip(&path, None).unwrap();
         std::fs::write(&path, b"not a zip").unwrap();
         assert!(matches!(
-            BuiltInPackages::from_zip(&path),
+            BuiltInPackages::from_zip(&path, None),
             Err(BuiltInError::Zip(_))
         ));
         assert!(matches!(
-            BuiltInPackages::from_zip(&tmp.path().join("missing.zip")),
+            BuiltInPackages::from_zip(&tmp.path().join("missing.zip"), None),
             Err(BuiltInError::Open(e)) if e.kind() == std::io::ErrorKind::NotFound
         ));
         assert_eq!(built_in.len(), 2);
@@ -150,5 +170,17 @@ mod tests {
         assert_eq!(pandas.version.to_string(), "3.0.6");
         assert_eq!(pandas.requires_dist.len(), 1);
         assert!(pandas.built_in);
+        assert!(!pandas.compiled, "pandas is not named compiled");
+        let compiled = |packages: &BuiltInPackages, name: &str| {
+            packages
+                .iter()
+                .find(|(n, _)| **n == PackageName::from_str(name).unwrap())
+                .unwrap()
+                .1
+                .compiled
+        };
+        assert!(compiled(&built_in, "numpy"), "names are normalized");
+        assert!(compiled(&every_one_compiled, "pandas"));
+        assert!(compiled(&every_one_compiled, "numpy"));
     }
 }

@@ -374,6 +374,7 @@ impl Installer {
         self.compile_bytecode(target, &mut fetched, budget.stop(), progress)
             .await;
         report.installed = self.place_all(target, &mut fetched, &budget, &mut notes, progress)?;
+        mark_replaced_built_ins(&mut report.installed, target);
         // Only the packages asked for: their imports import what they need.
         let asked: Vec<PackageName> =
             parse_requirements(requirements, self.settings.limits.max_requirements)?
@@ -480,18 +481,35 @@ impl Installer {
     }
 }
 
-/// What the sandbox has: its site-packages, and the runtime's built-in
-/// packages, which come first on sys.path and so are what the interpreter
-/// imports whatever site-packages holds.
+/// What the sandbox has: the runtime's built-in packages and its
+/// site-packages. A copy in site-packages replaces a pure-Python built-in
+/// (the driver imports it instead); a built-in with compiled parts is what
+/// the interpreter imports whatever site-packages holds.
 fn with_built_in(
     dists: &HashMap<PackageName, InstalledDist>,
     target: &InstallTarget,
 ) -> HashMap<PackageName, Installed> {
-    dists
+    let mut installed: HashMap<PackageName, Installed> = target
+        .built_in
         .iter()
-        .map(|(n, d)| (n.clone(), d.installed.clone()))
-        .chain(target.built_in.iter().map(|(n, i)| (n.clone(), i.clone())))
-        .collect()
+        .map(|(n, i)| (n.clone(), i.clone()))
+        .collect();
+    for (name, dist) in dists {
+        if !installed.get(name).is_some_and(|i| i.compiled) {
+            installed.insert(name.clone(), dist.installed.clone());
+        }
+    }
+    installed
+}
+
+/// Marks the packages of `placed` that replace a built-in of the runtime.
+fn mark_replaced_built_ins(placed: &mut [InstalledPackage], target: &InstallTarget) {
+    for package in placed {
+        let built_in = PackageName::from_str(&package.name)
+            .ok()
+            .and_then(|name| target.built_in.get(&name).map(|i| i.version.to_string()));
+        package.replaces_built_in = built_in;
+    }
 }
 
 /// A package the resolution kept, marked when the runtime carries it.
@@ -507,6 +525,7 @@ fn already_present(
             .map(|_| PackageSource::Runtime),
         name: name.to_string(),
         version: version.to_string(),
+        replaces_built_in: None,
     }
 }
 

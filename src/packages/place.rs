@@ -229,6 +229,7 @@ fn stage_and_place(
                 name: f.name.to_string(),
                 version: f.version.to_string(),
                 source: Some(f.wheel_file.source),
+                replaces_built_in: None,
             })
             .collect();
         Ok((placed, notes))

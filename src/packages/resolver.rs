@@ -5,7 +5,9 @@
 //! wheels whose `Requires-Python` admits the runtime, not yanked unless
 //! pinned with `==`, from the wheelhouse first (the index is asked only for
 //! what the wheelhouse cannot satisfy). What is installed is kept when it
-//! fits; a built-in of the runtime is the one version of its package.
+//! fits; a pure-Python built-in of the runtime gives way to another version
+//! when it does not, while one with compiled parts is the one version of its
+//! package.
 //! Dependencies come from each version's metadata, with markers evaluated
 //! for the sandbox and the extras asked for. When the newest version of a
 //! package needs something that cannot be had (compiled code, another
@@ -39,7 +41,7 @@ use super::error::{PackageError, clip, some_of};
 use super::metadata::CoreMetadata;
 use super::metadata_error::MetadataError;
 use super::project_file::ProjectFile;
-use super::requirement::Requirement;
+use super::requirement::{Requirement, specifiers};
 use super::wheel_name::{PythonMinor, WheelFilename};
 use offer::Offer;
 use provider::{Facts, Known, MAX_READS_PER_PACKAGE, Need, Node, Provider, Worked, root_version};
@@ -103,8 +105,11 @@ pub struct Installed {
     pub version: Version,
     /// Its dependencies.
     pub requires_dist: Vec<Requirement>,
-    /// Whether the runtime itself carries it (it can be used, not replaced).
+    /// Whether the runtime itself carries it.
     pub built_in: bool,
+    /// Whether it is built in with compiled parts: then it is the one
+    /// version of its package (a pure built-in gives way like any other).
+    pub compiled: bool,
 }
 
 /// How a resolved package is satisfied.
@@ -464,6 +469,7 @@ impl Resolver<'_> {
         }
         let mut notes: Vec<String> = known.notes.iter().take(MAX_NOTES).cloned().collect();
         notes.extend(self.older_built_ins(&packages, known));
+        notes.extend(self.broken_requirements(&packages));
         if known.notes.len() > MAX_NOTES {
             notes.push(format!("and {} more notes", known.notes.len() - MAX_NOTES));
         }
@@ -495,8 +501,53 @@ impl Resolver<'_> {
             .collect();
         (!older.is_empty()).then(|| {
             format!(
-                "Built into this runtime and used as they are, though newer releases fit (pip, which has no built-ins, would try those): {}.",
+                "Built into this runtime and kept, though newer releases fit (pip, which has no built-ins, would install those; a pure-Python one gives way when asked for by version, e.g. `name>=newer`): {}.",
                 some_of(&older, SHOWN_ORIGINS * 2, ", ")
+            )
+        })
+    }
+}
+
+impl Resolver<'_> {
+    /// pip's warning about dependency conflicts: the packages installed (or
+    /// built in) and left out of the resolution whose requirements a version
+    /// it puts in does not meet. Like pip, the install goes on.
+    fn broken_requirements(&self, packages: &[Resolved]) -> Option<String> {
+        let new: HashMap<&PackageName, &Version> = packages
+            .iter()
+            .filter(|p| matches!(p.choice, Choice::New { .. }))
+            .map(|p| (&p.name, &p.version))
+            .collect();
+        if new.is_empty() {
+            return None;
+        }
+        let mut others: Vec<(&PackageName, &Installed)> = self
+            .installed
+            .iter()
+            .filter(|(name, _)| !new.contains_key(name))
+            .collect();
+        others.sort_by(|a, b| a.0.cmp(b.0));
+        let mut broken: Vec<String> = Vec::new();
+        for (name, dist) in others {
+            for req in &dist.requires_dist {
+                let Some(version) = new.get(&req.name) else {
+                    continue;
+                };
+                if specifiers(req).contains(version) || !req.marker.evaluate(self.env, &[]) {
+                    continue;
+                }
+                broken.push(format!(
+                    "{name} {} requires `{}`, but {} {version} is what this sandbox has now",
+                    dist.version,
+                    strip_marker(req),
+                    req.name
+                ));
+            }
+        }
+        (!broken.is_empty()).then(|| {
+            format!(
+                "Installed anyway, as pip does, though it breaks what other packages ask for (code using them may fail): {}.",
+                some_of(&broken, SHOWN_ORIGINS, "; ")
             )
         })
     }

@@ -154,6 +154,7 @@ pub fn installed(
                     version,
                     requires_dist,
                     built_in: false,
+                    compiled: false,
                 },
             },
         );

@@ -483,6 +483,11 @@ pub struct InstalledPackage {
     /// Where it came from (absent for packages that were already present).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<PackageSource>,
+    /// The version built into the runtime that this one replaces, in this
+    /// sandbox only (a pure-Python built-in gives way to the version asked
+    /// for or needed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaces_built_in: Option<String>,
 }
 
 /// The outcome of installing packages into a sandbox.

@@ -13,9 +13,22 @@ pub fn install_message(report: &InstallReport) -> String {
             &report
                 .installed
                 .iter()
-                .map(|p| match p.source {
-                    Some(source) => format!("{} {} ({})", p.name, p.version, source_name(source)),
-                    None => format!("{} {}", p.name, p.version),
+                .map(|p| {
+                    let mut about: Vec<String> = p
+                        .source
+                        .map(|s| source_name(s).to_owned())
+                        .into_iter()
+                        .collect();
+                    if let Some(built_in) = &p.replaces_built_in {
+                        about.push(format!(
+                            "in place of the built-in {built_in}, in this sandbox only"
+                        ));
+                    }
+                    if about.is_empty() {
+                        format!("{} {}", p.name, p.version)
+                    } else {
+                        format!("{} {} ({})", p.name, p.version, about.join("; "))
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join(", "),

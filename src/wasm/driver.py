@@ -111,6 +111,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         import site
 
         site.addsitedir(site_packages)
+        # Installed versions of pure-Python built-ins are imported in their place.
+        guest("_sandbox_built_ins").refresh(site_packages)
         # Like importlib.invalidate_caches(), but only for what an install
         # changes: the standard library's zipimporters re-read the whole
         # archive when invalidated (about 20 ms each under WASI).
@@ -157,7 +159,6 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     import io
 
     sys.stdin = io.StringIO("")
-    refresh_packages()
 
     sources = {}
 
@@ -214,6 +215,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         module = sys.modules.get(name)
         return module if module is not None else __import__(name)
 
+    refresh_packages()
 
     # ---- plots -------------------------------------------------------------------------
     # One execution's settings (from the exec request) and the images it produced.

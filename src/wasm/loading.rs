@@ -129,12 +129,12 @@ pub(crate) fn load(
     slot.set_phase(None);
     let (module, turns) = module?;
     let built_in = match runtime.distributions() {
-        Some(path) => {
-            BuiltInPackages::from_zip(path).map_err(|reason| WasmError::BuiltInPackages {
+        Some((path, compiled)) => BuiltInPackages::from_zip(path, compiled).map_err(|reason| {
+            WasmError::BuiltInPackages {
                 path: path.to_owned(),
                 reason,
-            })?
-        }
+            }
+        })?,
         None => BuiltInPackages::default(),
     };
     let pre = link(&engine, &module, &runtime.manifest).map_err(|e| WasmError::Link {

@@ -65,9 +65,14 @@ pub struct Artifact {
     pub sha256: String,
     /// Whether the file is a zip on the guest's import path whose
     /// `*.dist-info` directories are packages built into the runtime:
-    /// `install_package` reports them as present and never replaces them.
+    /// `install_package` reports them as present and resolves against them.
     #[serde(default)]
     pub distributions: bool,
+    /// Of those, the ones with compiled parts linked into the module: they
+    /// stay as they are. The others are pure Python and give way to another
+    /// version in a sandbox that installs one. Absent: every one stays.
+    #[serde(default)]
+    pub compiled_distributions: Option<Vec<String>>,
 }
 
 /// A read-only directory the guest sees besides its sandbox directory.
@@ -304,14 +309,15 @@ impl VerifiedRuntime {
     }
 
     /// The verified path of the artifact whose `*.dist-info` are packages
-    /// built into the runtime, if it has one.
-    pub fn distributions(&self) -> Option<&Path> {
+    /// built into the runtime, and which of them have compiled parts
+    /// (`None`: all of them), if it has one.
+    pub fn distributions(&self) -> Option<(&Path, Option<&[String]>)> {
         self.manifest
             .artifacts
             .iter()
             .zip(&self.artifact_paths)
             .find(|(a, _)| a.distributions)
-            .map(|(_, p)| p.as_path())
+            .map(|(a, p)| (p.as_path(), a.compiled_distributions.as_deref()))
     }
 
     /// The verified path of the artifact whose manifest path is `file`.

@@ -651,3 +651,136 @@ async fn a_data_analysis_session_returns_model_sized_results_and_loses_nothing()
     assert_eq!(whole, total, "every byte of the print can be read");
     server.stop().await;
 }
+
+/// A pure-Python built-in (attrs, pyparsing, which the snapshot has
+/// imported already) gives way to the version asked for, in that sandbox
+/// only: its code and its metadata are the installed copy's. One with
+/// compiled parts (numpy) stays, even when the index offers a pure wheel.
+#[tokio::test]
+async fn a_pure_built_in_gives_way_to_the_version_asked_for_and_a_compiled_one_stays() {
+    let index = IndexServer::start().await;
+    index.add_wheel(
+        &Wheel::new("attrs", "23.2.0")
+            .file("attr/__init__.py", "__version__ = '23.2.0'\n")
+            .file("attrs/__init__.py", "from attr import __version__\n"),
+    );
+    index.add_wheel(&Wheel::module(
+        "pyparsing",
+        "3.1.4",
+        "__version__ = '3.1.4'\n",
+    ));
+    index.add_wheel(&Wheel::module(
+        "numpy",
+        "1.26.0",
+        "__version__ = '1.26.0'\n",
+    ));
+    let server = start(&[
+        ("SANDBOX_INDEX_URL", index.url.as_str()),
+        ("PIP_CONFIG_FILE", "/dev/null"),
+    ])
+    .await;
+    let id = create(&server, json!({})).await;
+    let before = run(&server, &id, "import pyparsing\npyparsing.__version__").await;
+    assert_eq!(before["value"], "'3.3.3'", "{before}");
+
+    let result = server
+        .ok(
+            "install_package",
+            json!({"session_id": id, "package_name": "attrs==23.2.0 pyparsing==3.1.4"}),
+        )
+        .await;
+    let replaced: Vec<String> = result["installed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{} {} {}", p["name"], p["version"], p["replaces_built_in"]))
+        .collect();
+    assert_eq!(
+        replaced,
+        [
+            r#""attrs" "23.2.0" "26.1.0""#,
+            r#""pyparsing" "3.1.4" "3.3.3""#
+        ],
+        "{result}"
+    );
+    assert!(result.get("import_failures").is_none(), "{result}");
+    let versions = "import attr, attrs, pyparsing, importlib.metadata as m\n\
+        (attr.__version__, attrs.__version__, pyparsing.__version__, m.version('attrs'), m.version('pyparsing'))";
+    let after = run(&server, &id, versions).await;
+    assert_eq!(
+        after["value"], "('23.2.0', '23.2.0', '3.1.4', '23.2.0', '3.1.4')",
+        "{after}"
+    );
+    // What imported the built-in before still works, and numpy is the runtime's.
+    let plot = exec(
+        &server,
+        &id,
+        "import numpy, matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\nnumpy.__version__",
+    )
+    .await;
+    assert_ne!(plot.is_error, Some(true), "{}", text(&plot));
+    assert_eq!(pngs(&plot).len(), 1);
+    assert_eq!(structured(&plot)["value"], "'2.5.2'");
+
+    let err = server
+        .err(
+            "install_package",
+            json!({"session_id": id, "package_name": "numpy==1.26.0"}),
+        )
+        .await;
+    assert!(
+        err.contains("numpy 2.5.2 is built into this sandbox's runtime and cannot be replaced"),
+        "{err}"
+    );
+    // Another sandbox keeps the built-ins.
+    let other = create(&server, json!({})).await;
+    let theirs = run(
+        &server,
+        &other,
+        "import attr, pyparsing\n(attr.__version__, pyparsing.__version__)",
+    )
+    .await;
+    assert_eq!(theirs["value"], "('26.1.0', '3.3.3')", "{theirs}");
+    server.stop().await;
+}
+
+/// The runtime manifest's list of built-ins with compiled parts covers
+/// every package whose modules are linked into the interpreter.
+#[tokio::test]
+async fn every_package_with_compiled_modules_is_listed_as_compiled() {
+    let server = start(&[]).await;
+    let id = create(&server, json!({})).await;
+    let found = run(
+        &server,
+        &id,
+        "import sys\nsorted({n.partition('.')[0] for n in sys.builtin_module_names if '.' in n} - {'_cython_3_3_0'})",
+    )
+    .await;
+    server.stop().await;
+    let manifest: toml::Value =
+        toml::from_str(&std::fs::read_to_string("runtime/scientific.toml").unwrap()).unwrap();
+    let listed: Vec<String> = manifest["artifact"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.get("compiled_distributions"))
+        .flat_map(|l| l.as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    // Import names that are not their distribution's name.
+    let distribution_of = |module: &str| match module {
+        "PIL" => "pillow".to_owned(),
+        "sklearn" => "scikit-learn".to_owned(),
+        other => other.to_lowercase(),
+    };
+    let modules: Vec<String> =
+        serde_json::from_str(&found["value"].as_str().unwrap().replace('\'', "\"")).unwrap();
+    assert!(!modules.is_empty());
+    for module in modules {
+        let dist = distribution_of(&module);
+        assert!(
+            listed.contains(&dist),
+            "{module} ({dist}) has compiled modules: list it"
+        );
+    }
+}

@@ -147,7 +147,7 @@ impl Resolver<'_> {
         known: &Known,
     ) -> PackageError {
         if let Some(installed) = self.installed.get(name)
-            && installed.built_in
+            && installed.compiled
             && let Some(c) = constraints
                 .iter()
                 .find(|c| !c.specifiers.contains(&installed.version))

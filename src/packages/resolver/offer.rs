@@ -86,7 +86,7 @@ pub(super) fn admitted(
         .iter()
         .any(|s| matches!(s.operator(), Operator::Equal | Operator::ExactEqual));
     let mut versions: Vec<Version> = match installed {
-        Some(i) if i.built_in => vec![i.version.clone()],
+        Some(i) if i.compiled => vec![i.version.clone()],
         _ => offer
             .all()
             .filter(|u| !u.yanked || pinned)

@@ -254,7 +254,7 @@ impl Provider<'_, '_> {
         let Some(offer) = known.offers.get(name) else {
             return Err(Need::Files(vec![name.clone()]));
         };
-        if installed.is_some_and(|i| i.built_in) {
+        if installed.is_some_and(|i| i.compiled) {
             return Ok(None);
         }
         self.resolver.budget.spend(1)?;
@@ -347,8 +347,8 @@ impl Provider<'_, '_> {
             };
             let admits = admitted(&offer, self.installed(&req.name), &specs);
             if admits.is_empty() {
-                let built_in = self.installed(&req.name).is_some_and(|i| i.built_in);
-                if offer.index.is_none() && !built_in {
+                let fixed = self.installed(&req.name).is_some_and(|i| i.compiled);
+                if offer.index.is_none() && !fixed {
                     drop(known);
                     return Err(Need::Index(req.name.clone()));
                 }

@@ -463,6 +463,7 @@ async fn installed_versions_are_kept_when_they_fit() {
             version: Version::from_str("1.0").unwrap(),
             requires_dist: reqs(&["dep"]),
             built_in: false,
+            compiled: false,
         },
     );
     let r = resolve_with(&s, &installed, &["lib"]).await.unwrap();
@@ -474,7 +475,7 @@ async fn installed_versions_are_kept_when_they_fit() {
 }
 
 #[tokio::test]
-async fn a_built_in_package_satisfies_dependencies_and_is_never_replaced() {
+async fn a_compiled_built_in_satisfies_dependencies_and_is_never_replaced() {
     let mut s = FakeSource::default();
     s.add("plotter-1.0-py3-none-any.whl", &["numpy>=2"]);
     s.add("oldplotter-1.0-py3-none-any.whl", &["numpy<2"]);
@@ -486,6 +487,7 @@ async fn a_built_in_package_satisfies_dependencies_and_is_never_replaced() {
             version: Version::from_str("2.5.2").unwrap(),
             requires_dist: Vec::new(),
             built_in: true,
+            compiled: true,
         },
     );
     let r = resolve_with(&s, &installed, &["plotter"]).await.unwrap();
@@ -515,6 +517,75 @@ async fn a_built_in_package_satisfies_dependencies_and_is_never_replaced() {
     assert!(
         text.contains("numpy 2.5.2 is built into") && text.contains("<2"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_pure_built_in_is_kept_when_it_fits_and_gives_way_when_it_does_not() {
+    let mut s = FakeSource::default();
+    s.add("attrs-23.2.0-py3-none-any.whl", &[]);
+    s.add("attrs-26.2.0-py3-none-any.whl", &[]);
+    s.add("oldschema-1.0-py3-none-any.whl", &["attrs<24"]);
+    s.add("newschema-1.0-py3-none-any.whl", &["attrs>=22"]);
+    let mut installed = HashMap::new();
+    installed.insert(
+        PackageName::from_str("attrs").unwrap(),
+        Installed {
+            version: Version::from_str("26.1.0").unwrap(),
+            requires_dist: Vec::new(),
+            built_in: true,
+            compiled: false,
+        },
+    );
+    let r = resolve_with(&s, &installed, &["newschema"]).await.unwrap();
+    assert_eq!(picked(&r), ["newschema 1.0", "attrs 26.1.0"]);
+    assert!(matches!(r.packages[1].choice, Choice::Installed));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("attrs 26.1.0 (the index has 26.2.0)")),
+        "the kept built-in is named: {:?}",
+        r.notes
+    );
+    let r = resolve_with(&s, &installed, &["attrs==23.2.0"])
+        .await
+        .unwrap();
+    assert_eq!(picked(&r), ["attrs 23.2.0"]);
+    assert!(matches!(r.packages[0].choice, Choice::New { .. }));
+    let r = resolve_with(&s, &installed, &["oldschema"]).await.unwrap();
+    assert_eq!(
+        picked(&r),
+        ["oldschema 1.0", "attrs 23.2.0"],
+        "a dependency's bound decides too"
+    );
+    // A built-in asking for attrs is not part of this resolution: like pip,
+    // the install goes on and says what it breaks.
+    installed.insert(
+        PackageName::from_str("jsonschema").unwrap(),
+        Installed {
+            version: Version::from_str("4.0").unwrap(),
+            requires_dist: reqs(&["attrs>=24", "attrs<30; python_version < '3'"]),
+            built_in: true,
+            compiled: false,
+        },
+    );
+    let r = resolve_with(&s, &installed, &["attrs==23.2.0"])
+        .await
+        .unwrap();
+    assert_eq!(picked(&r), ["attrs 23.2.0"]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("jsonschema 4.0 requires `attrs>=24`") && !n.contains("attrs<30")),
+        "{:?}",
+        r.notes
+    );
+    let err = resolve_with(&s, &installed, &["attrs==22.1.0"])
+        .await
+        .unwrap_err();
+    assert!(
+        !matches!(err, PackageError::BuiltIn { .. }),
+        "a pure built-in is not in the way: {err}"
     );
 }
 
@@ -565,6 +636,7 @@ fn bloated(count: usize) -> HashMap<PackageName, Installed> {
                 .map(|i| Requirement::from_str(&format!("dep>=0.{i}")).unwrap())
                 .collect(),
             built_in: false,
+            compiled: false,
         },
     );
     installed
