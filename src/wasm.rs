@@ -7,6 +7,7 @@
 //! cache, linked) once per server and then instantiated per sandbox.
 
 mod capture;
+mod code_module;
 mod compiler;
 mod cpu_clock;
 mod door;
@@ -14,7 +15,9 @@ pub mod engine;
 pub mod error;
 mod file_check;
 mod files_on_loan;
+mod globals;
 mod guest_io;
+mod guest_memory;
 mod guest_program;
 pub mod host_memory;
 mod import_check;
@@ -25,6 +28,7 @@ pub mod module_cache;
 mod mount_error;
 mod mounts;
 mod outcome;
+mod page_store;
 mod pool;
 mod preinit;
 mod preinit_error;
@@ -35,12 +39,15 @@ pub mod runtime;
 mod sandbox;
 mod save_error;
 mod saved;
+mod snapshot;
 mod start_error;
+mod starting_memory;
 mod state_error;
 mod state_image;
 mod tool_door;
 mod trap;
 mod turns;
+mod written_pages;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

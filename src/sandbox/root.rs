@@ -138,14 +138,18 @@ impl SandboxRoot {
     }
 
     /// Removes a sandbox directory and everything in it (symbolic links are
-    /// removed, never followed).
+    /// removed, never followed), and its memory directory.
     pub fn remove_sandbox_dir(&self, path: &Path) {
         if path.parent() != Some(self.dir.as_path()) {
             tracing::error!(path = %path.display(), "refusing to remove a directory outside this server's sandbox root");
             return;
         }
-        if let Err(e) = remove_tree(path) {
-            tracing::warn!(path = %path.display(), error = %e, "could not remove a sandbox directory; the next start removes what is left");
+        for dir in [path.to_owned(), memory_dir_of(path)] {
+            if let Err(e) = remove_tree(&dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %dir.display(), error = %e, "could not remove a sandbox directory; the next start removes what is left");
+            }
         }
     }
 }
@@ -156,6 +160,12 @@ impl Drop for SandboxRoot {
             tracing::warn!(path = %self.dir.display(), error = %e, "could not remove this server's sandbox directory");
         }
     }
+}
+
+/// The directory beside the sandbox directory `sandbox_dir` that holds its
+/// interpreter's memory pages (outside what its guest can reach).
+pub fn memory_dir_of(sandbox_dir: &Path) -> PathBuf {
+    sandbox_dir.with_extension("memory")
 }
 
 /// Removes server directories whose lock is free; returns how many.

@@ -243,6 +243,7 @@ impl GuestCompiler {
                 ledger,
                 &limits,
                 START_TIMEOUT.min(time),
+                None,
             ),
         )
         .await

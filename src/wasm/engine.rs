@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, OptLevel, ProfilingStrategy};
 
+#[cfg(unix)]
+use super::guest_memory::GuestMemoryCreator;
 use super::runtime::WasmFeature;
 
 /// The proposals a runtime's manifest may ask for: every engine enables them.
@@ -98,7 +100,24 @@ pub fn build_engine(settings: EngineSettings, profiler: GuestProfiler) -> wasmti
         // overflowing the host's stack.
         .async_stack_size(settings.max_wasm_stack + (2 << 20))
         .cranelift_opt_level(OptLevel::Speed)
-        .parallel_compilation(true);
+        .parallel_compilation(true)
+        // No table from native code back to wasm offsets: nothing here reads
+        // them (a trap is reported by its kind and the guest's own Python
+        // traceback), and for the 99 MB scientific module they are about a
+        // third of what a compile holds in memory and of the compiled file.
+        .generate_address_map(false)
+        // Only for outside unwinders (wasmtime walks guest frames by their
+        // frame pointers, as `perf` does): about a tenth of a compile's
+        // memory.
+        .native_unwind_info(false);
+    // Memories the server can map files into (snapshots, forks, restores).
+    // wasmtime's own copy-on-write images need its own memories: modules
+    // with data segments copy them in instead (turn-driven runtimes have
+    // none: their memory comes from their snapshot).
+    #[cfg(unix)]
+    config
+        .with_host_memory(std::sync::Arc::new(GuestMemoryCreator))
+        .memory_init_cow(false);
     let engine = Engine::new(&config)?;
     start_ticker(&engine);
     Ok(engine)

@@ -127,13 +127,16 @@ pub enum WasmError {
         reason: PreinitError,
     },
 
-    /// The pre-initialised module did not compile.
-    #[error("cannot compile the pre-initialised runtime '{runtime}': {reason}")]
-    CompilePreinit {
+    /// A turn-driven runtime's module could not be made into its code
+    /// module (see `code_module`).
+    #[error(
+        "cannot prepare the runtime '{runtime}' to start from snapshots: {source}; fetch it again with ./fetch-python.sh --force"
+    )]
+    CodeModule {
         /// The runtime.
         runtime: String,
-        /// What the compiler said.
-        reason: String,
+        /// What is wrong with its module.
+        source: super::code_module::CodeModuleError,
     },
 
     /// The module could not be linked with WASI and its stubs.

@@ -74,6 +74,7 @@ pub(crate) async fn check_imports(
         sandbox.ledger.clone(),
         &limits,
         START_TIMEOUT.min(CHECK_TIME),
+        None,
     );
     let mut interpreter = tokio::select! {
         started = started => started.map_err(|e| format!("the interpreter that checks them did not start: {e}"))?,

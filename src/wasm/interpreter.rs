@@ -16,7 +16,7 @@
 //! [`super::quota_gate`]), and each call its own fuel budget and wall-clock
 //! timeout.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -37,7 +37,9 @@ use super::mounts::ReadOnlyMount;
 use super::protocol::{Reply, Request, decode_reply};
 use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
+use super::snapshot::Snapshot;
 use super::start_error::StartError;
+use super::starting_memory::{self, ForkedMemory, StartingMemory};
 use super::state_error::StateError;
 use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
@@ -77,6 +79,9 @@ pub(crate) struct GuestImage {
     /// Whether the module is pre-initialised and driven turn by turn (see
     /// [`super::turns`]); otherwise it runs the driver's loop to its end.
     pub turns: bool,
+    /// Where each interpreter of a turn-driven runtime starts (see
+    /// [`super::snapshot`]).
+    pub snapshot: Option<Arc<Snapshot>>,
     /// Bytes of linear memory an interpreter starts with (a snapshot's
     /// heap): the least memory cap a sandbox of this runtime can have.
     pub initial_memory: u64,
@@ -427,6 +432,9 @@ impl Interpreter {
     /// `dir_state` is `Fresh` when `dir` was just created: only such a start may hand
     /// back the driver's compiled code for the runtime's later interpreters,
     /// since nothing a user wrote can run in it before the hello reply.
+    /// `pages` is where a turn-driven interpreter keeps the pages it writes
+    /// (a sandbox's own interpreter: see [`super::page_store`]); without it,
+    /// it cannot be forked.
     pub(crate) async fn start(
         image: &Arc<GuestImage>,
         dir: &Path,
@@ -434,34 +442,27 @@ impl Interpreter {
         ledger: Arc<QuotaLedger>,
         limits: &SandboxLimits,
         start_timeout: Duration,
+        pages: Option<PathBuf>,
     ) -> Result<Self, StartError> {
-        Self::launch(image, dir, dir_state, ledger, limits, start_timeout, None).await
+        let memory = StartingMemory::Fresh { pages };
+        Self::launch(image, dir, dir_state, ledger, limits, start_timeout, memory).await
     }
 
-    /// Starts an interpreter of a turn-driven runtime holding `state` (copied
-    /// from another interpreter of the same image) on `dir`.
+    /// Starts an interpreter of a turn-driven runtime on `dir` whose memory
+    /// starts as `memory` (another interpreter's of the same image).
     pub(crate) async fn start_from(
         image: &Arc<GuestImage>,
         dir: &Path,
         ledger: Arc<QuotaLedger>,
         limits: &SandboxLimits,
         start_timeout: Duration,
-        state: Arc<StateImage>,
+        memory: StartingMemory,
     ) -> Result<Self, StartError> {
         if !image.turns {
             return Err(StartError::NoState(image.manifest.name.clone()));
         }
-        let restore = Some(state);
-        Self::launch(
-            image,
-            dir,
-            DirState::Used,
-            ledger,
-            limits,
-            start_timeout,
-            restore,
-        )
-        .await
+        let used = DirState::Used;
+        Self::launch(image, dir, used, ledger, limits, start_timeout, memory).await
     }
 
     async fn launch(
@@ -471,7 +472,7 @@ impl Interpreter {
         ledger: Arc<QuotaLedger>,
         limits: &SandboxLimits,
         start_timeout: Duration,
-        restore: Option<Arc<StateImage>>,
+        memory: StartingMemory,
     ) -> Result<Self, StartError> {
         let link = GuestLink::new(random_token(), image.turns);
         let meter = Arc::new(MemoryMeter::default());
@@ -504,7 +505,7 @@ impl Interpreter {
         let task_image = image.clone();
         let task_link = link.clone();
         let (control, asked) = mpsc::channel(1);
-        let guest = run_guest(task_image, task_link, state, restore, asked);
+        let guest = run_guest(task_image, task_link, state, memory, asked);
         let task = image
             .executor
             .spawn(Metered::new(guest, link.cpu().clone()));
@@ -632,12 +633,27 @@ impl Interpreter {
     /// A copy of the interpreter's state, taken between two calls (only a
     /// turn-driven runtime has one to give).
     pub(crate) async fn capture(&self) -> Result<StateImage, StateError> {
+        self.ask(Control::Capture).await
+    }
+
+    /// A fork of the interpreter's memory, taken between two calls, with
+    /// its pages in a store in `dir` (only a turn-driven runtime started
+    /// with a page store has one to give).
+    pub(crate) async fn fork_memory(&self, dir: PathBuf) -> Result<ForkedMemory, StateError> {
+        self.ask(|answer| Control::Fork(dir, answer)).await
+    }
+
+    /// Asks the interpreter's task for something between two turns.
+    async fn ask<T>(
+        &self,
+        control: impl FnOnce(oneshot::Sender<Result<T, StateError>>) -> Control,
+    ) -> Result<T, StateError> {
         if self.task.is_none() {
             return Err(StateError::Stopped);
         }
         let (answer, answered) = oneshot::channel();
         self.control
-            .send(Control::Capture(answer))
+            .send(control(answer))
             .await
             .map_err(|_| StateError::Stopped)?;
         answered.await.map_err(|_| StateError::NotCopyable)?
@@ -717,7 +733,7 @@ async fn run_guest(
     image: Arc<GuestImage>,
     link: Arc<GuestLink>,
     state: GuestState,
-    restore: Option<Arc<StateImage>>,
+    memory: StartingMemory,
     control: mpsc::Receiver<Control>,
 ) -> GuestExit {
     let mut store = Store::new(&image.engine, state);
@@ -763,12 +779,11 @@ async fn run_guest(
         "instantiated a guest"
     );
     if image.turns {
-        if let Some(state) = restore
-            && let Err(e) = state.restore(&mut store, &instance)
-        {
-            return GuestExit::Failed(e.to_string());
-        }
-        return turns::serve(store, instance, link, metered, control).await;
+        let pages = match starting_memory::place(&mut store, &instance, &image, memory) {
+            Ok(pages) => pages,
+            Err(e) => return GuestExit::Failed(e.to_string()),
+        };
+        return turns::serve(store, instance, link, metered, control, pages).await;
     }
     drop(control);
     match image.manifest.entry {

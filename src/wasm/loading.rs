@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 use wasmtime::{Engine, Linker, Module, Val};
 
+use super::code_module::{self, InitialData, code_module};
 use super::error::WasmError;
 use super::guest_program::program;
 use super::host_memory::check_compile_memory;
 use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
+use super::snapshot::Snapshot;
 use super::{WasmSettings, door, engine, module_cache, mounts, preinit, tool_door};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::budget::Budget;
@@ -123,9 +125,7 @@ pub(crate) fn load(
             reason: Box::new(reason),
         })?;
     let state_key = preinit_key(&runtime.manifest, &mounts, &settings.preload);
-    let module = module(
-        settings, &engine, &runtime, &mounts, &executor, slot, &state_key,
-    );
+    let module = module(settings, &engine, &runtime, slot);
     slot.set_phase(None);
     let (module, turns) = module?;
     let built_in = match runtime.distributions() {
@@ -141,14 +141,29 @@ pub(crate) fn load(
         runtime: name.to_owned(),
         reason: e.to_string(),
     })?;
+    let snapshot = match turns {
+        Turns::No => None,
+        Turns::Yes(data) => {
+            let made = snapshot(
+                settings, &engine, &pre, &runtime, &mounts, &executor, slot, &state_key, data,
+            );
+            slot.set_phase(None);
+            Some(Arc::new(made?))
+        }
+    };
+    let initial_memory = match &snapshot {
+        Some(snapshot) => snapshot.memory_bytes(),
+        None => initial_memory(&module),
+    };
     Ok(Arc::new(GuestImage {
         engine,
         pre,
         manifest: runtime.manifest,
         executor,
         fuel_metered: settings.engine.fuel,
-        turns,
-        initial_memory: initial_memory(&module),
+        turns: snapshot.is_some(),
+        snapshot,
+        initial_memory,
         state_key,
         mounts,
         built_in: Arc::new(built_in),
@@ -157,37 +172,67 @@ pub(crate) fn load(
     }))
 }
 
-/// The runtime's compiled module, and whether it is pre-initialised and
-/// driven turn by turn: from the cache when it is there (without reading the
-/// runtime's module), else built from the module now. Only a turn-driven
-/// runtime is ever cached under `state_key`, and only another under its
+/// Whether a runtime is driven turn by turn (and so starts from a
+/// snapshot), with its initial data when it was just read.
+enum Turns {
+    /// It runs the driver's loop to its end.
+    No,
+    /// It is; the data of its module's segments, if at hand.
+    Yes(Option<InitialData>),
+}
+
+/// The runtime's compiled module: for a turn-driven runtime its code module
+/// (see [`code_module`]), otherwise the module with the quota gates woven
+/// in; from the cache when it is there (without reading the runtime's
+/// module), else compiled now and cached. Only a turn-driven runtime's code
+/// module is ever cached under its code key, and only another under its
 /// gated key.
-#[allow(clippy::too_many_arguments)]
 fn module(
     settings: &WasmSettings,
     engine: &Engine,
     runtime: &VerifiedRuntime,
-    mounts: &[mounts::ReadOnlyMount],
-    executor: &tokio::runtime::Handle,
     slot: &ImageSlot,
-    state_key: &str,
-) -> Result<(Module, bool), SandboxError> {
+) -> Result<(Module, Turns), SandboxError> {
     let cache = &settings.cache_dir;
-    if let Some(module) = module_cache::load(engine, cache, state_key) {
-        return Ok((module, true));
+    let manifest = &runtime.manifest;
+    if let Some(module) = module_cache::load(engine, cache, &code_key(manifest)) {
+        return Ok((module, Turns::Yes(None)));
     }
-    if let Some(module) = module_cache::load(engine, cache, &gated_key(&runtime.manifest)) {
-        return Ok((module, false));
+    if let Some(module) = module_cache::load(engine, cache, &gated_key(manifest)) {
+        return Ok((module, Turns::No));
     }
     let wasm = runtime.read_module().map_err(WasmError::from)?;
-    if preinit::supports_turns(&wasm) {
-        let module = preinitialised(
-            settings, engine, runtime, &wasm, mounts, executor, slot, state_key,
+    let turns = preinit::supports_turns(&wasm);
+    let woven = woven(&manifest.name, &wasm)?;
+    drop(wasm);
+    if !turns {
+        let module = compiled(
+            settings,
+            engine,
+            runtime,
+            &gated_key(manifest),
+            &woven,
+            slot,
         )?;
-        Ok((module, true))
-    } else {
-        Ok((compiled(settings, engine, runtime, &wasm, slot)?, false))
+        return Ok((module, Turns::No));
     }
+    let (code, data) = code_module(&woven).map_err(|source| WasmError::CodeModule {
+        runtime: manifest.name.clone(),
+        source,
+    })?;
+    drop(woven);
+    let module = compiled(settings, engine, runtime, &code_key(manifest), &code, slot)?;
+    Ok((module, Turns::Yes(Some(data))))
+}
+
+/// The cache key of a turn-driven runtime's code module.
+fn code_key(manifest: &RuntimeManifest) -> String {
+    format!(
+        "{}-gate{}-code{}",
+        &manifest.sha256[..24],
+        quota_gate::GATE_VERSION,
+        code_module::CODE_MODULE_VERSION
+    )
 }
 
 /// The cache key of a runtime's module with the quota gates woven in.
@@ -199,37 +244,35 @@ fn gated_key(manifest: &RuntimeManifest) -> String {
     )
 }
 
-/// Compiles `wasm`, the runtime's module, with the quota gates woven in, and
-/// caches it.
+/// Compiles `wasm` (the runtime's module with the quota gates woven in, or
+/// its code module) and caches it under `key`.
 fn compiled(
     settings: &WasmSettings,
     engine: &Engine,
     runtime: &VerifiedRuntime,
+    key: &str,
     wasm: &[u8],
     slot: &ImageSlot,
 ) -> Result<Module, SandboxError> {
     let manifest = &runtime.manifest;
     let cache = &settings.cache_dir;
-    let key = gated_key(manifest);
-    // Weaving is quick next to compiling.
-    let woven = woven(&manifest.name, wasm)?;
     // Nothing cached: this is the expensive first start.
     let _compiling = wait_for_compiler(manifest, slot);
     // Whoever held the lock may have compiled this very module meanwhile.
-    if let Some(module) = module_cache::load(engine, cache, &key) {
+    if let Some(module) = module_cache::load(engine, cache, key) {
         return Ok(module);
     }
     if let Some(needed_mb) = manifest.compile_memory_mb {
         check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
     }
-    let phase = compiling_phase(manifest) + &other_settings_note(cache, engine, &key);
+    let phase = compiling_phase(manifest) + &other_settings_note(cache, engine, key);
     tracing::info!(
         runtime = %manifest.name,
         "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
         manifest.name
     );
     slot.set_phase(Some(phase));
-    let module = module_cache::compile_and_store(engine, cache, &key, &woven).map_err(|e| {
+    let module = module_cache::compile_and_store(engine, cache, key, wasm).map_err(|e| {
         WasmError::Compile {
             path: runtime.module_path.clone(),
             reason: e.to_string(),
@@ -249,41 +292,52 @@ fn woven(name: &str, wasm: &[u8]) -> Result<Vec<u8>, SandboxError> {
     Ok(woven.module)
 }
 
-/// Builds the pre-initialised module of a turn-driven runtime (see
-/// [`preinit`]) from `wasm`, its module, with the quota gates, and caches it.
-/// Its cache key covers everything the snapshot depends on: the runtime,
-/// the gates, the driver, the preloaded modules, the environment and the
-/// mounts.
+/// The snapshot every sandbox of a turn-driven runtime starts from: from the
+/// cache, or made now by running the runtime once (see [`preinit`]) in an
+/// instance of its code module, `pre`. `data` is its module's initial data
+/// when at hand (otherwise the module is read again for it). Its cache key
+/// covers everything the snapshot depends on: the runtime, the gates, the
+/// code module, the driver, the preloaded modules, the environment and the
+/// mounts; not the engine's settings, which change no guest state.
 #[allow(clippy::too_many_arguments)]
-fn preinitialised(
+fn snapshot(
     settings: &WasmSettings,
     engine: &Engine,
+    pre: &wasmtime::InstancePre<GuestState>,
     runtime: &VerifiedRuntime,
-    wasm: &[u8],
     mounts: &[mounts::ReadOnlyMount],
     executor: &tokio::runtime::Handle,
     slot: &ImageSlot,
     key: &str,
-) -> Result<Module, SandboxError> {
+    data: Option<InitialData>,
+) -> Result<Snapshot, SandboxError> {
     let manifest = &runtime.manifest;
     let cache = &settings.cache_dir;
-    let woven = woven(&manifest.name, wasm)?;
-    let _compiling = wait_for_compiler(manifest, slot);
-    if let Some(module) = module_cache::load(engine, cache, key) {
-        return Ok(module);
+    if let Some(snapshot) = Snapshot::load(cache, key) {
+        return Ok(snapshot);
     }
-    if let Some(needed_mb) = manifest.compile_memory_mb {
-        check_compile_memory(&manifest.name, needed_mb, cache).map_err(WasmError::from)?;
-    }
+    let data = match data {
+        Some(data) => data,
+        None => {
+            let wasm = runtime.read_module().map_err(WasmError::from)?;
+            let woven = woven(&manifest.name, &wasm)?;
+            drop(wasm);
+            code_module(&woven)
+                .map_err(|source| WasmError::CodeModule {
+                    runtime: manifest.name.clone(),
+                    source,
+                })?
+                .1
+        }
+    };
     let imports = if settings.preload.is_empty() {
         "nothing preloaded".to_owned()
     } else {
         format!("importing {}", settings.preload.join(", "))
     };
     let phase = format!(
-        "preparing the runtime '{}' (first use only; later starts load it from the cache): starting Python once and {imports}{}",
+        "preparing the runtime '{}' (first use only; later starts load it from the cache): starting Python once and {imports}",
         manifest.name,
-        other_settings_note(cache, engine, key)
     );
     tracing::info!(
         "{phase}; `mcp-code-sandbox prepare {}` does this ahead of time",
@@ -297,32 +351,29 @@ fn preinitialised(
         source,
     })?;
     let plan = preinit::PreinitPlan {
-        wasm: &woven,
+        engine,
+        pre,
+        data: &data,
         manifest,
         mounts,
         preload: &settings.preload,
         scratch: &scratch,
+        cache_dir: cache,
+        key,
     };
     let started = Instant::now();
     let built = preinit::build(&plan, executor);
     let _ = std::fs::remove_dir_all(&scratch);
-    let wasm = built.map_err(|reason| WasmError::Preinit {
+    let snapshot = built.map_err(|reason| WasmError::Preinit {
         runtime: manifest.name.clone(),
         reason,
     })?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
-        bytes = wasm.len(),
+        bytes = snapshot.memory_bytes(),
         "pre-initialised the runtime"
     );
-    slot.set_phase(Some(compiling_phase(manifest)));
-    let module = module_cache::compile_and_store(engine, cache, key, &wasm).map_err(|e| {
-        WasmError::CompilePreinit {
-            runtime: manifest.name.clone(),
-            reason: e.to_string(),
-        }
-    })?;
-    Ok(module)
+    Ok(snapshot)
 }
 
 /// Bytes of linear memory an instance of `module` starts with.
@@ -366,9 +417,10 @@ fn preinit_key(
     let digest = hash.finalize();
     let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
     format!(
-        "{}-gate{}-preinit{}-{hex}",
+        "{}-gate{}-code{}-preinit{}-{hex}",
         &manifest.sha256[..24],
         quota_gate::GATE_VERSION,
+        code_module::CODE_MODULE_VERSION,
         preinit::PREINIT_VERSION
     )
 }

@@ -59,7 +59,9 @@ pub fn load(engine: &Engine, cache_dir: &Path, key: &str) -> Option<Module> {
     }
 }
 
-/// Compiles `wasm` and caches the result under `key`.
+/// Compiles `wasm` and caches the result under `key`. The compiled bytes
+/// go to the cache file and the module is mapped from it, so they are held
+/// in memory once, not twice.
 pub fn compile_and_store(
     engine: &Engine,
     cache_dir: &Path,
@@ -68,22 +70,21 @@ pub fn compile_and_store(
 ) -> wasmtime::Result<Module> {
     let started = Instant::now();
     tracing::debug!(bytes = wasm.len(), key, "compiling a module");
-    let module = Module::new(engine, wasm)?;
+    let compiled = engine.precompile_module(wasm)?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
         "compiled the Python runtime"
     );
     let path = cache_path(cache_dir, engine, key);
-    if let Err(e) = store(&module, &path) {
+    if let Err(e) = write_atomically(&path, &compiled) {
         tracing::warn!(path = %path.display(), error = %e, "could not cache the compiled module; the next start compiles again");
+        // SAFETY: the bytes were just made by this engine's precompile_module.
+        return unsafe { Module::deserialize(engine, &compiled) };
     }
-    Ok(module)
-}
-
-fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
-    let bytes = module.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
-    write_atomically(path, &bytes)?;
-    Ok(())
+    drop(compiled);
+    load(engine, cache_dir, key).ok_or_else(|| {
+        wasmtime::Error::msg("the module just compiled cannot be read back from the cache")
+    })
 }
 
 /// Writes `bytes` under a temporary name beside `path` and renames it into

@@ -19,7 +19,7 @@ use crate::sandbox::{SandboxError, SandboxLimits};
 
 /// How long a refill waits after a take before starting an interpreter.
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
-use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::root::{SandboxRoot, memory_dir_of};
 
 /// An interpreter running in its own, still empty, sandbox directory; both
 /// are removed if it is dropped without being handed out.
@@ -164,6 +164,7 @@ impl WarmPool {
                 ledger.clone(),
                 &self.limits,
                 START_TIMEOUT,
+                Some(memory_dir_of(&dir)),
             )
             .await
             .map(|interpreter| (ledger, interpreter))

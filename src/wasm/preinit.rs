@@ -1,9 +1,11 @@
 //! Pre-initialising a turn-driven runtime: run its interpreter's start-up,
-//! the driver's set-up and the preloaded imports once, and write the result
-//! as a new module whose memory and globals start where that run ended
-//! (wasmtime-wizer's instrument and snapshot). Sandboxes of the runtime are
-//! instances of that module: ready at once, sharing its memory image
-//! copy-on-write until they write to it.
+//! the driver's set-up and the preloaded imports once, in an instance of the
+//! code module (see [`super::code_module`]) with the module's initial data
+//! written into its memory, and keep the memory and globals it ends with as
+//! the runtime's [`Snapshot`]. Sandboxes of the runtime are instances of the
+//! same compiled code module with that snapshot mapped in: ready at once,
+//! sharing its image copy-on-write until they write to it. Only the code
+//! module is ever compiled, and only once per runtime and engine.
 //!
 //! The run happens in a scratch directory preopened as `/`, with the same
 //! mounts in the same order and the same environment as every sandbox (the
@@ -13,41 +15,41 @@
 //! `tempfile`'s names), by the hello each sandbox starts with. What stays
 //! shared: the seed of `str` hashing, which CPython cannot change once
 //! running.
-//!
-//! The module then has every mutable global exported, so that a running
-//! sandbox's state can be copied whole (see [`super::state_image`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use wasmtime::{Config, Engine, Instance, Module, OptLevel, Store, Val};
-use wasmtime_wizer::{InstanceState, SnapshotVal, Wizer};
+use wasmtime::{Engine, Instance, InstancePre, Store};
 
 use super::capture::OutputCapture;
+use super::code_module::{INIT_FUNC, InitialData};
+use super::globals::capture_globals;
 use super::guest_io::{GuestLink, TOKEN_LEN};
 use super::guest_program::program;
 use super::interpreter::GuestState;
-use super::loading::link;
 use super::mounts::ReadOnlyMount;
 use super::preinit_error::PreinitError;
 use super::protocol::{Request, decode_reply};
 use super::runtime::RuntimeManifest;
+use super::snapshot::Snapshot;
 use super::turns::{SERVE, TurnExports};
 use crate::sandbox::budget::Budget;
 use crate::sandbox::quota::{DiskQuota, QuotaLedger};
 
 /// Changes whenever what this module bakes into a snapshot changes, so
-/// that cached pre-initialised modules are rebuilt.
-pub(crate) const PREINIT_VERSION: u32 = 1;
-/// The export that starts the interpreter (wizer's initialisation function).
-const INIT_FUNC: &str = "wizer.initialize";
+/// that cached snapshots are made again.
+pub(crate) const PREINIT_VERSION: u32 = 2;
 
 /// What a pre-initialisation needs.
 pub(crate) struct PreinitPlan<'a> {
-    /// The runtime's module, with the quota gates woven in.
-    pub wasm: &'a [u8],
+    /// The engine the code module was compiled for.
+    pub engine: &'a Engine,
+    /// The code module, linked as every sandbox's.
+    pub pre: &'a InstancePre<GuestState>,
+    /// What the runtime's data segments put into memory.
+    pub data: &'a InitialData,
     /// Its manifest.
     pub manifest: &'a RuntimeManifest,
     /// Its read-only mounts, as every sandbox gets them.
@@ -56,6 +58,10 @@ pub(crate) struct PreinitPlan<'a> {
     pub preload: &'a [String],
     /// An empty directory to run in.
     pub scratch: &'a Path,
+    /// Where the snapshot is kept, and under which key.
+    pub cache_dir: &'a Path,
+    /// The snapshot's key.
+    pub key: &'a str,
 }
 
 /// Whether a module can be pre-initialised and driven turn by turn.
@@ -75,66 +81,34 @@ pub(crate) fn supports_turns(wasm: &[u8]) -> bool {
     found.iter().all(|&f| f)
 }
 
-/// Runs the plan and returns the pre-initialised module (blocking: it
-/// compiles the module once and runs the imports; call it on a blocking
-/// thread, inside a Tokio runtime).
+/// Runs the plan and stores the snapshot (blocking: it runs the imports;
+/// call it on a blocking thread, inside a Tokio runtime).
 pub(crate) fn build(
     plan: &PreinitPlan<'_>,
     runtime: &tokio::runtime::Handle,
-) -> Result<Vec<u8>, PreinitError> {
-    let mut wizer = Wizer::new();
-    wizer.init_func(INIT_FUNC);
-    let (cx, instrumented) = wizer
-        .instrument(plan.wasm)
-        .map_err(PreinitError::step("the runtime cannot be pre-initialised"))?;
-    let engine = init_engine().map_err(PreinitError::step(
-        "cannot set up wasmtime for the pre-initialisation",
-    ))?;
-    let module = Module::new(&engine, &instrumented).map_err(PreinitError::step(
-        "cannot compile the runtime for its pre-initialisation",
-    ))?;
-    let pre = link(&engine, &module, plan.manifest).map_err(PreinitError::step(
-        "cannot link the runtime for its pre-initialisation",
-    ))?;
-    let snapshot = runtime.block_on(async {
-        let (mut store, instance) = initialised(plan, &engine, &pre).await?;
-        let mut state = Captured {
-            store: &mut store,
-            instance,
-        };
-        wizer
-            .snapshot(&cx, &mut state)
-            .await
-            .map_err(PreinitError::step(
-                "cannot snapshot the pre-initialised runtime",
+) -> Result<Snapshot, PreinitError> {
+    runtime.block_on(async {
+        let (mut store, instance) = initialised(plan).await?;
+        let globals = capture_globals(&mut store, &instance)
+            .map_err(|e| PreinitError::step("cannot read the globals")(e.into()))?;
+        let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| {
+            PreinitError::step("cannot snapshot the runtime")(wasmtime::Error::msg(
+                "it exports no memory",
             ))
-    })?;
-    // Export every mutable global of the result, so sandboxes can be copied.
-    let (_, exported) = Wizer::new()
-        .instrument(&snapshot)
-        .map_err(PreinitError::step("cannot export the snapshot's globals"))?;
-    Ok(exported)
+        })?;
+        Snapshot::store(plan.cache_dir, plan.key, memory.data(&store), globals).map_err(|source| {
+            PreinitError::Store {
+                path: plan.cache_dir.to_owned(),
+                source,
+            }
+        })
+    })
 }
 
-/// An engine for the one run of the instrumented module: compiled for
-/// compile speed, with neither fuel nor epochs (its code is thrown away).
-fn init_engine() -> wasmtime::Result<Engine> {
-    let mut config = Config::new();
-    config
-        .wasm_exceptions(true)
-        .max_wasm_stack(8 << 20)
-        .async_stack_size(10 << 20)
-        .cranelift_opt_level(OptLevel::None)
-        .parallel_compilation(true);
-    Engine::new(&config)
-}
-
-/// Instantiates the instrumented module and brings it to the state every
-/// sandbox starts from.
+/// Instantiates the code module, puts the runtime's initial data into its
+/// memory, and brings it to the state every sandbox starts from.
 async fn initialised(
     plan: &PreinitPlan<'_>,
-    engine: &Engine,
-    pre: &wasmtime::InstancePre<GuestState>,
 ) -> Result<(Store<GuestState>, Instance), PreinitError> {
     let dir = Dir::open_ambient_dir(plan.scratch, ambient_authority()).map_err(|source| {
         PreinitError::Scratch {
@@ -157,12 +131,26 @@ async fn initialised(
         link_.clone(),
         ledger,
     )?;
-    let mut store = Store::new(engine, state);
+    let mut store = Store::new(plan.engine, state);
     store.limiter(|s| s.limiter());
-    let instance = pre
+    // The engine may meter fuel and checks epochs: this run has no limits.
+    let _ = store.set_fuel(u64::MAX);
+    store.epoch_deadline_async_yield_and_update(1);
+    let instance = plan
+        .pre
         .instantiate_async(&mut store)
         .await
         .map_err(PreinitError::step("cannot instantiate the runtime"))?;
+    let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| {
+        PreinitError::step("cannot instantiate the runtime")(wasmtime::Error::msg(
+            "it exports no memory",
+        ))
+    })?;
+    for (at, bytes) in &plan.data.segments {
+        memory
+            .write(&mut store, *at as usize, bytes)
+            .map_err(|e| PreinitError::step("cannot write the runtime's initial data")(e.into()))?;
+    }
     for name in ["_initialize", INIT_FUNC] {
         if let Ok(start) = instance.get_typed_func::<(), ()>(&mut store, name) {
             start
@@ -257,36 +245,5 @@ async fn turn(
             },
         }),
         None => Ok(()),
-    }
-}
-
-/// The pre-initialised instance, as wizer reads it.
-struct Captured<'a> {
-    store: &'a mut Store<GuestState>,
-    instance: Instance,
-}
-
-impl InstanceState for Captured<'_> {
-    async fn global_get(&mut self, name: &str, _: wasmtime_wizer::ValType) -> SnapshotVal {
-        let global = self
-            .instance
-            .get_global(&mut *self.store, name)
-            .expect("wizer asks only for the globals it exported");
-        match global.get(&mut *self.store) {
-            Val::I32(v) => SnapshotVal::I32(v),
-            Val::I64(v) => SnapshotVal::I64(v),
-            Val::F32(v) => SnapshotVal::F32(v),
-            Val::F64(v) => SnapshotVal::F64(v),
-            Val::V128(v) => SnapshotVal::V128(v.as_u128()),
-            other => panic!("wizer refuses modules with a mutable {other:?} global"),
-        }
-    }
-
-    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
-        let memory = self
-            .instance
-            .get_memory(&mut *self.store, name)
-            .expect("wizer asks only for the memories it exported");
-        contents(memory.data(&*self.store));
     }
 }

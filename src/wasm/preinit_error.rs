@@ -76,6 +76,15 @@ pub enum PreinitError {
         stderr: String,
     },
 
+    /// The snapshot could not be written into the module cache.
+    #[error("cannot store the snapshot in {}: {source}", path.display())]
+    Store {
+        /// The cache directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
     /// Files were left open, which a snapshot cannot carry.
     #[error("the pre-initialisation left {0} files open, which no sandbox would have")]
     FilesLeftOpen(usize),

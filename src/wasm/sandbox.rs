@@ -21,7 +21,7 @@ use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::saved::{Restorable, SavedMeta, SavedStore, retire_record, unix_now};
 use super::start_error::StartError;
-use super::state_image::StateImage;
+use super::starting_memory::{ForkedMemory, StartingMemory};
 use crate::door::DoorHandler;
 use crate::door::install::InstallTool;
 use crate::door::session::DoorCaps;
@@ -31,7 +31,7 @@ use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::remove_tree::remove_tree;
-use crate::sandbox::root::SandboxRoot;
+use crate::sandbox::root::{SandboxRoot, memory_dir_of};
 use crate::sandbox::server_files::OUTPUT_DIR;
 
 use crate::sandbox::{
@@ -104,6 +104,7 @@ impl WasmSandbox {
             sandbox.ledger.clone(),
             &sandbox.limits,
             START_TIMEOUT,
+            Some(memory_dir_of(&sandbox.host_dir)),
         )
         .await
         .map_err(WasmError::Start)?;
@@ -180,15 +181,18 @@ impl WasmSandbox {
         let started = async {
             let ledger = root.open_ledger(&host_dir, &limits)?;
             check_restored_size(&ledger, &limits)?;
+            let pages = Some(memory_dir_of(&host_dir));
             let interpreter = match restorable.state {
                 Some(state) => {
+                    let state = Arc::new(state);
+                    let memory = StartingMemory::Saved { state, pages };
                     Interpreter::start_from(
                         &image,
                         &host_dir,
                         ledger.clone(),
                         &limits,
                         START_TIMEOUT,
-                        Arc::new(state),
+                        memory,
                     )
                     .await
                 }
@@ -200,6 +204,7 @@ impl WasmSandbox {
                         ledger.clone(),
                         &limits,
                         START_TIMEOUT,
+                        pages,
                     )
                     .await
                 }
@@ -340,7 +345,17 @@ impl WasmSandbox {
         let ledger = self.ledger.clone();
         let limits = self.limits.clone();
         self.restarting = Some(tokio::spawn(async move {
-            Interpreter::start(&image, &dir, DirState::Used, ledger, &limits, START_TIMEOUT).await
+            let pages = Some(memory_dir_of(&dir));
+            Interpreter::start(
+                &image,
+                &dir,
+                DirState::Used,
+                ledger,
+                &limits,
+                START_TIMEOUT,
+                pages,
+            )
+            .await
         }));
     }
 
@@ -365,6 +380,7 @@ impl WasmSandbox {
                 self.ledger.clone(),
                 &self.limits,
                 START_TIMEOUT,
+                Some(memory_dir_of(&self.host_dir)),
             )
             .await
             .map_err(WasmError::Start)?,
@@ -381,11 +397,12 @@ impl WasmSandbox {
     }
 
     /// Copies this sandbox's files into `host_dir` and starts an interpreter
-    /// there holding `state`: the fork, and how many entries were copied.
+    /// there whose memory is `memory`: the fork, and how many entries were
+    /// copied.
     async fn fill_fork(
         &self,
         host_dir: &Path,
-        state: StateImage,
+        memory: ForkedMemory,
     ) -> Result<(WasmSandbox, u64), SandboxError> {
         let ledger = self.root.open_ledger(host_dir, &self.limits)?;
         let (from, to, charged) = (self.ledger.clone(), ledger.clone(), ledger.clone());
@@ -406,7 +423,7 @@ impl WasmSandbox {
             ledger.clone(),
             &self.limits,
             START_TIMEOUT,
-            Arc::new(state),
+            StartingMemory::Forked(memory),
         )
         .await
         .map_err(WasmError::ForkStart)?;
@@ -670,34 +687,29 @@ impl CodeInterpreter for WasmSandbox {
                 "the sandbox's interpreter has stopped, so there is no state to fork; run code in it first (a fresh interpreter starts), then fork".into(),
             ));
         };
-        // The copy taken in passing and the fork's own memory both come out
-        // of the server's memory budget: refuse before taking either.
+        // The fork's memory comes out of the server's memory budget when its
+        // instance grows to the source's size (every page it shares with
+        // the source may become its own): refused before anything is done
+        // when the budget cannot hold it.
         let size = interpreter.memory_bytes();
-        let budget = self.image.memory_budget.clone();
-        if !budget.try_charge(size.saturating_mul(2)) {
+        let budget = &self.image.memory_budget;
+        if budget.free() < size {
             return Err(SandboxError::InvalidArgument(format!(
-                "cannot fork: the copy needs {} MiB of the server's memory budget (SANDBOX_MEMORY_BUDGET_MB), which has {} MiB free; close sandboxes, or fork later",
-                (size * 2) >> 20,
+                "cannot fork: the fork's memory needs {} MiB of the server's memory budget (SANDBOX_MEMORY_BUDGET_MB), which has {} MiB free; close sandboxes, or fork later",
+                size.div_ceil(1 << 20),
                 budget.free() >> 20
             )));
         }
-        // The fork's instance charges its own memory as it grows.
-        budget.release(size);
-        let state = interpreter.capture().await.map_err(|e| {
-            budget.release(size);
-            WasmError::Capture(e)
-        })?;
-        let open_files_not_carried = state.open_files;
-        let host_dir = match self.root.create_sandbox_dir() {
-            Ok(dir) => dir,
+        let host_dir = self.root.create_sandbox_dir()?;
+        let memory = match interpreter.fork_memory(memory_dir_of(&host_dir)).await {
+            Ok(memory) => memory,
             Err(e) => {
-                budget.release(size);
-                return Err(e);
+                self.root.remove_sandbox_dir(&host_dir);
+                return Err(WasmError::Capture(e).into());
             }
         };
-        let copied = self.fill_fork(&host_dir, state).await;
-        budget.release(size);
-        match copied {
+        let open_files_not_carried = memory.open_files;
+        match self.fill_fork(&host_dir, memory).await {
             Ok((sandbox, files_copied)) => Ok(Forked {
                 interpreter: Box::new(sandbox),
                 open_files_not_carried,

@@ -67,4 +67,28 @@ pub enum StateError {
     /// A global's kind is not one this server writes.
     #[error("unknown kind of global {0}")]
     UnknownKind(u8),
+
+    /// The memory's pages could not be kept or mapped.
+    #[error(transparent)]
+    Store(#[from] super::page_store::StoreError),
+
+    /// Pages of a file could not be mapped into the instance's memory.
+    #[error(transparent)]
+    Map(#[from] super::guest_memory::MapError),
+
+    /// A file holding memory pages could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+impl StateError {
+    /// A closure that wraps an I/O error with what was being done.
+    pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| Self::Io { what, source }
+    }
 }

@@ -9,24 +9,15 @@
 //! not carried: the WASI context (open descriptors beyond the preopens are
 //! the new instance's own, i.e. none).
 
-use wasmtime::{Instance, Store, Val};
+use wasmtime::{Instance, Store};
 
+pub(crate) use super::globals::GlobalValue;
+use super::globals::{capture_globals, restore_globals};
 use super::interpreter::GuestState;
 use super::state_error::StateError;
 
-/// The prefix of the exports that name an instance's mutable globals.
-const GLOBAL_PREFIX: &str = "__wizer_global_";
 /// The page size of a 32-bit linear memory.
 const PAGE: usize = 64 << 10;
-
-/// One mutable global's value, as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GlobalValue {
-    I32(i32),
-    I64(i64),
-    F32(u32),
-    F64(u64),
-}
 
 /// An instance's state between turns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,30 +40,7 @@ impl StateImage {
         let memory = instance
             .get_memory(&mut *store, "memory")
             .ok_or(StateError::NoMemory)?;
-        let names: Vec<String> = instance
-            .exports(&mut *store)
-            .filter(|e| e.name().starts_with(GLOBAL_PREFIX))
-            .map(|e| e.name().to_owned())
-            .collect();
-        let mut globals = Vec::with_capacity(names.len());
-        for name in names {
-            let global = instance
-                .get_global(&mut *store, &name)
-                .ok_or_else(|| StateError::NotAGlobal(name.clone()))?;
-            let value = match global.get(&mut *store) {
-                Val::I32(v) => GlobalValue::I32(v),
-                Val::I64(v) => GlobalValue::I64(v),
-                Val::F32(v) => GlobalValue::F32(v),
-                Val::F64(v) => GlobalValue::F64(v),
-                other => {
-                    return Err(StateError::Uncopyable {
-                        name,
-                        kind: format!("{other:?}"),
-                    });
-                }
-            };
-            globals.push((name, value));
-        }
+        let globals = capture_globals(store, instance)?;
         Ok(Self {
             memory: memory.data(&*store).to_vec(),
             globals,
@@ -104,24 +72,7 @@ impl StateImage {
                 .map_err(|e| StateError::CannotGrow(e.to_string()))?;
         }
         memory.data_mut(&mut *store).copy_from_slice(&self.memory);
-        for (name, value) in &self.globals {
-            let global = instance
-                .get_global(&mut *store, name)
-                .ok_or_else(|| StateError::NoSuchGlobal(name.clone()))?;
-            let value = match *value {
-                GlobalValue::I32(v) => Val::I32(v),
-                GlobalValue::I64(v) => Val::I64(v),
-                GlobalValue::F32(v) => Val::F32(v),
-                GlobalValue::F64(v) => Val::F64(v),
-            };
-            global
-                .set(&mut *store, value)
-                .map_err(|e| StateError::CannotSet {
-                    name: name.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        Ok(())
+        restore_globals(store, instance, &self.globals)
     }
 
     /// The image as bytes: a header, the globals, then the memory.

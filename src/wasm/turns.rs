@@ -9,6 +9,7 @@
 //! Each execution is one turn of [`SERVE`], which has the driver answer the
 //! one request waiting on stdin; the call ends when the turn returns.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -16,6 +17,8 @@ use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::guest_io::GuestLink;
 use super::interpreter::GuestState;
+use super::page_store::PageStore;
+use super::starting_memory::{self, ForkedMemory};
 use super::state_error::StateError;
 use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
@@ -69,8 +72,10 @@ impl TurnExports {
 
 /// What the host may ask of an instance between two turns.
 pub(crate) enum Control {
-    /// Copy the instance's state (for a fork or a saved sandbox).
+    /// Copy the instance's state (for a saved sandbox).
     Capture(oneshot::Sender<Result<StateImage, StateError>>),
+    /// Fork the instance's memory into a page store in the directory.
+    Fork(PathBuf, oneshot::Sender<Result<ForkedMemory, StateError>>),
 }
 
 /// Answers requests, one turn each, until the instance traps or exits; asks
@@ -81,6 +86,7 @@ pub(crate) async fn serve(
     link: Arc<GuestLink>,
     metered: bool,
     mut control: mpsc::Receiver<Control>,
+    mut pages: Option<PageStore>,
 ) -> GuestExit {
     let exports = match TurnExports::find(&mut store, &instance) {
         Ok(exports) => exports,
@@ -92,6 +98,9 @@ pub(crate) async fn serve(
             asked = control.recv() => match asked {
                 Some(Control::Capture(answer)) => {
                     let _ = answer.send(StateImage::capture(&mut store, &instance));
+                }
+                Some(Control::Fork(dir, answer)) => {
+                    let _ = answer.send(starting_memory::fork(&mut store, &instance, pages.as_mut(), dir));
                 }
                 // The interpreter's owner is gone.
                 None => return GuestExit::Gone,

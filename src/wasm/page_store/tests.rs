@@ -1,0 +1,207 @@
+use super::*;
+use std::sync::Arc;
+
+use wasmtime::{Config, Engine, Instance, Module, Store, TypedFunc};
+
+use super::super::guest_memory::GuestMemoryCreator;
+
+/// An instance of a module with `pages` wasm pages of memory, with the
+/// functions to read and write a byte of it.
+struct Guest {
+    store: Store<()>,
+    region: Arc<MemoryRegion>,
+    load: TypedFunc<i32, i32>,
+    store8: TypedFunc<(i32, i32), ()>,
+}
+
+impl Guest {
+    fn new(engine: &Engine, module: &Module) -> Self {
+        let mut store = Store::new(engine, ());
+        let instance = Instance::new(&mut store, module, &[]).unwrap();
+        let memory = instance.get_memory(&mut store, "memory").unwrap();
+        let region = MemoryRegion::of(memory.data_ptr(&store)).unwrap();
+        let load = instance.get_typed_func(&mut store, "load").unwrap();
+        let store8 = instance.get_typed_func(&mut store, "store").unwrap();
+        Self {
+            store,
+            region,
+            load,
+            store8,
+        }
+    }
+
+    fn get(&mut self, at: usize) -> i32 {
+        self.load.call(&mut self.store, at as i32).unwrap()
+    }
+
+    fn put(&mut self, at: usize, value: i32) {
+        self.store8
+            .call(&mut self.store, (at as i32, value))
+            .unwrap();
+    }
+}
+
+fn setup() -> (Engine, Module, tempfile::TempDir, Arc<Snapshot>) {
+    let mut config = Config::new();
+    config
+        .with_host_memory(Arc::new(GuestMemoryCreator))
+        .memory_init_cow(false);
+    let engine = Engine::new(&config).unwrap();
+    let module = Module::new(
+        &engine,
+        wat::parse_str(
+            r#"(module (memory (export "memory") 64)
+                 (func (export "store") (param i32 i32) (i32.store8 (local.get 0) (local.get 1)))
+                 (func (export "load") (param i32) (result i32) (i32.load8_u (local.get 0))))"#,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // An image of 8 wasm pages, each host page starting with its number.
+    let page = host_page();
+    let mut image = vec![0u8; 8 << 16];
+    for (i, chunk) in image.chunks_mut(page).enumerate() {
+        chunk[0] = i as u8;
+    }
+    let snapshot = Arc::new(Snapshot::store(tmp.path(), "image", &image, Vec::new()).unwrap());
+    (engine, module, tmp, snapshot)
+}
+
+fn finders() -> Vec<Finder> {
+    let mut all = vec![Finder::Compare, Finder::best()];
+    all.dedup();
+    all
+}
+
+#[test]
+fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    for finder in finders() {
+        let mut guest = Guest::new(&engine, &module);
+        let dir = tmp.path().join(format!("{finder:?}"));
+        let mut pages = PageStore::of_image(dir.clone(), snapshot.clone()).with_finder(finder);
+        unsafe { pages.map_into(&guest.region).unwrap() };
+        assert_eq!(guest.get(5 * page), 5, "the image is mapped");
+
+        guest.put(3 * page + 1, 33);
+        guest.put(4 * page + 1, 44);
+        // Past the image: anonymous memory until flushed.
+        guest.put(200 * page, 7);
+        let size = guest.region.size();
+        let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
+        assert_eq!(
+            changed
+                .iter()
+                .map(|e| (e.first, e.pages))
+                .collect::<Vec<_>>(),
+            [(3, 2), (200, 1)],
+            "{finder:?}"
+        );
+        assert_eq!(pages.segment_bytes(), 3 * page as u64);
+        assert!(dir.join("segment-00000000").exists());
+        // Nothing new: nothing written.
+        assert!(unsafe { pages.flush(&guest.region, size).unwrap() }.is_empty());
+        // Mapped from the segment, the pages read the same.
+        assert_eq!(guest.get(3 * page + 1), 33);
+        assert_eq!(guest.get(3 * page), 3);
+        assert_eq!(guest.get(200 * page), 7);
+
+        // The same page again: the old copy is garbage, the new one counts.
+        guest.put(3 * page + 1, 34);
+        let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
+        assert_eq!(changed.len(), 1);
+        assert_eq!(guest.get(3 * page + 1), 34);
+        let extents: Vec<(usize, usize, Source)> = pages
+            .layout()
+            .extents()
+            .iter()
+            .map(|e| (e.first, e.pages, e.source))
+            .collect();
+        assert_eq!(
+            extents,
+            [
+                (0, 3, Source::Image),
+                (3, 1, Source::Segment(0)),
+                (4, 1, Source::Segment(0)),
+                (5, 128 - 5, Source::Image),
+                (200, 1, Source::Segment(0)),
+            ],
+            "{finder:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fork_maps_the_same_pages_and_the_two_diverge() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut source = Guest::new(&engine, &module);
+    let mut pages = PageStore::of_image(tmp.path().join("source"), snapshot.clone());
+    unsafe { pages.map_into(&source.region).unwrap() };
+    source.put(2 * page, 22);
+    source.put(300 * page, 30);
+    let size = source.region.size();
+    unsafe { pages.flush(&source.region, size).unwrap() };
+
+    let mut fork_pages = pages.fork(tmp.path().join("fork")).unwrap();
+    let mut fork = Guest::new(&engine, &module);
+    unsafe { fork_pages.map_into(&fork.region).unwrap() };
+    assert_eq!(fork.get(2 * page), 22);
+    assert_eq!(fork.get(300 * page), 30);
+    assert_eq!(fork.get(6 * page), 6);
+
+    fork.put(2 * page, 99);
+    source.put(300 * page, 31);
+    assert_eq!(source.get(2 * page), 22, "the source keeps its page");
+    assert_eq!(fork.get(300 * page), 30, "the fork keeps its page");
+    // Each flushes into a segment of its own.
+    unsafe { pages.flush(&source.region, size).unwrap() };
+    unsafe { fork_pages.flush(&fork.region, size).unwrap() };
+    assert_eq!(source.get(2 * page), 22);
+    assert_eq!(fork.get(2 * page), 99);
+    assert_eq!(fork.get(300 * page), 30);
+    assert!(tmp.path().join("fork/segment-00000001").exists());
+    assert!(tmp.path().join("source/segment-00000001").exists());
+
+    // A third memory mapped from the fork's store sees the fork's pages.
+    let mut again = Guest::new(&engine, &module);
+    unsafe { fork_pages.map_into(&again.region).unwrap() };
+    assert_eq!(again.get(2 * page), 99);
+    assert_eq!(again.get(300 * page), 30);
+}
+
+#[test]
+fn scattered_or_overwritten_pages_are_compacted_into_one_segment() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut guest = Guest::new(&engine, &module);
+    let dir = tmp.path().join("many");
+    let mut pages = PageStore::of_image(dir.clone(), snapshot);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let size = guest.region.size();
+    // Every other page, one flush each: more extents than a store keeps.
+    for i in 0..(MAX_EXTENTS + 10) {
+        guest.put(2 * i * page + 1, (i % 200) as i32 + 1);
+        unsafe { pages.flush(&guest.region, size).unwrap() };
+    }
+    assert!(
+        pages.layout().extents().len() <= MAX_EXTENTS,
+        "{}",
+        pages.layout().extents().len()
+    );
+    assert!(
+        !dir.join("segment-00000000").exists(),
+        "the first segment was compacted away"
+    );
+    let segments = std::fs::read_dir(&dir).unwrap().count();
+    assert!(segments <= 2, "{segments} segments left");
+    for i in 0..(MAX_EXTENTS + 10) {
+        assert_eq!(guest.get(2 * i * page + 1), (i % 200) as i32 + 1);
+        assert_eq!(
+            guest.get(2 * i * page),
+            (2 * i) as i32 % 256 * i32::from(2 * i < 128)
+        );
+    }
+}

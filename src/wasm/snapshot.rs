@@ -1,0 +1,196 @@
+//! [`Snapshot`]: where every sandbox of a turn-driven runtime starts: the
+//! memory and globals of an instance of the code module after the
+//! interpreter's start-up, the driver's set-up and the preloaded imports (see
+//! [`super::preinit`]), kept in the module cache as an image file (pages of
+//! zeros left as holes) and a small record.
+//!
+//! A sandbox starts by instantiating the code module and applying the
+//! snapshot: its memory grows to the image's size, the image is mapped over
+//! it copy-on-write (see [`super::guest_memory`]; where memories cannot be
+//! mapped, it is read in), and its globals are set. Files are written under
+//! a temporary name and renamed into place, and an image is never changed
+//! once written, so instances that map it are never affected by another
+//! server preparing the runtime again.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use wasmtime::{Instance, Store};
+
+use super::globals::{GlobalValue, restore_globals};
+use super::guest_memory::MemoryRegion;
+use super::interpreter::GuestState;
+use super::state_error::StateError;
+
+/// The bytes of a 32-bit linear memory's page.
+const WASM_PAGE: u64 = 64 << 10;
+
+/// What the record beside an image says.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    /// Bytes of memory the image holds (a whole number of wasm pages).
+    memory_bytes: u64,
+    /// The globals' values.
+    globals: Vec<(String, GlobalValue)>,
+}
+
+/// A runtime's snapshot, its image open.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    image: File,
+    memory_bytes: u64,
+    globals: Vec<(String, GlobalValue)>,
+}
+
+impl Snapshot {
+    /// The snapshot stored under `key` in `cache_dir`, if there is a whole one.
+    pub(crate) fn load(cache_dir: &Path, key: &str) -> Option<Self> {
+        let (image_path, record_path) = paths(cache_dir, key);
+        let record: Record = serde_json::from_slice(&std::fs::read(&record_path).ok()?).ok()?;
+        let image = File::open(&image_path).ok()?;
+        let length = image.metadata().ok()?.len();
+        if length != record.memory_bytes || !length.is_multiple_of(WASM_PAGE) {
+            tracing::warn!(path = %image_path.display(), "ignoring a snapshot image whose size does not match its record");
+            return None;
+        }
+        Some(Self {
+            image,
+            memory_bytes: record.memory_bytes,
+            globals: record.globals,
+        })
+    }
+
+    /// Writes `memory` and `globals` as the snapshot `key` in `cache_dir`.
+    pub(crate) fn store(
+        cache_dir: &Path,
+        key: &str,
+        memory: &[u8],
+        globals: Vec<(String, GlobalValue)>,
+    ) -> std::io::Result<Self> {
+        let (image_path, record_path) = paths(cache_dir, key);
+        std::fs::create_dir_all(cache_dir)?;
+        let temp = temp_beside(&image_path);
+        write_sparse(&temp, memory)?;
+        std::fs::rename(&temp, &image_path)?;
+        let record = Record {
+            memory_bytes: memory.len() as u64,
+            globals,
+        };
+        super::module_cache::write_atomically(&record_path, &serde_json::to_vec(&record)?)?;
+        Self::load(cache_dir, key)
+            .ok_or_else(|| std::io::Error::other("the snapshot just written cannot be read back"))
+    }
+
+    /// Bytes of memory a sandbox starts with.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+
+    /// The image file, open (it is never changed).
+    pub(crate) fn image_file(&self) -> &File {
+        &self.image
+    }
+
+    /// Makes `instance`, just instantiated from the code module, hold the
+    /// snapshot's state.
+    pub(crate) fn apply(
+        &self,
+        store: &mut Store<GuestState>,
+        instance: &Instance,
+    ) -> Result<(), StateError> {
+        let memory = instance
+            .get_memory(&mut *store, "memory")
+            .ok_or(StateError::NoMemory)?;
+        let have = memory.data_size(&*store) as u64;
+        if have > self.memory_bytes {
+            return Err(StateError::DoesNotFit {
+                saved: self.memory_bytes as usize,
+                have: have as usize,
+            });
+        }
+        let pages = (self.memory_bytes - have) / WASM_PAGE;
+        if pages > 0 {
+            memory
+                .grow(&mut *store, pages)
+                .map_err(|e| StateError::CannotGrow(e.to_string()))?;
+        }
+        let bytes = self.memory_bytes as usize;
+        match MemoryRegion::of(memory.data_ptr(&*store)) {
+            // SAFETY: between instantiation and the first turn no guest code
+            // runs and nothing borrows the memory; images are never changed.
+            Some(region) => unsafe { region.map_file(0..bytes, &self.image, 0)? },
+            None => read_into(&self.image, &mut memory.data_mut(&mut *store)[..bytes])?,
+        }
+        restore_globals(store, instance, &self.globals)
+    }
+}
+
+fn paths(cache_dir: &Path, key: &str) -> (PathBuf, PathBuf) {
+    (
+        cache_dir.join(format!("{key}.image")),
+        cache_dir.join(format!("{key}.snapshot.json")),
+    )
+}
+
+fn temp_beside(path: &Path) -> PathBuf {
+    path.with_file_name(format!(
+        ".{}.partial-{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ))
+}
+
+/// Writes `bytes` to a new file at `path`, leaving pages of zeros as holes.
+fn write_sparse(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = File::create(path)?;
+    const CHUNK: usize = 64 << 10;
+    for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+        if chunk.iter().any(|&b| b != 0) {
+            file.write_all_at(chunk, (i * CHUNK) as u64)?;
+        }
+    }
+    file.set_len(bytes.len() as u64)?;
+    file.sync_all()
+}
+
+fn read_into(file: &File, into: &mut [u8]) -> Result<(), StateError> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(into, 0)
+        .map_err(StateError::io("reading the runtime's snapshot image"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_snapshot_loads_back_and_a_cut_image_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut memory = vec![0u8; 3 * WASM_PAGE as usize];
+        memory[5] = 1;
+        memory[2 * WASM_PAGE as usize + 7] = 2;
+        let globals = vec![("__wizer_global_0".to_owned(), GlobalValue::I32(-3))];
+        let stored = Snapshot::store(dir.path(), "k", &memory, globals.clone()).unwrap();
+        assert_eq!(stored.memory_bytes(), memory.len() as u64);
+        let loaded = Snapshot::load(dir.path(), "k").unwrap();
+        assert_eq!(loaded.globals, globals);
+        let mut back = vec![0u8; memory.len()];
+        read_into(&loaded.image, &mut back).unwrap();
+        assert_eq!(back, memory);
+        use std::os::unix::fs::MetadataExt;
+        let on_disk = std::fs::metadata(dir.path().join("k.image")).unwrap();
+        assert!(
+            on_disk.blocks() * 512 < memory.len() as u64,
+            "the page of zeros is a hole"
+        );
+        assert!(Snapshot::load(dir.path(), "other").is_none());
+        let image = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("k.image"))
+            .unwrap();
+        image.set_len(WASM_PAGE).unwrap();
+        assert!(Snapshot::load(dir.path(), "k").is_none());
+    }
+}
