@@ -22,6 +22,9 @@ rng = np.random.default_rng(0)\n\
 df = pd.DataFrame({'g': rng.integers(0, 10, 100_000), 'x': rng.random(100_000)})\n\
 df['y'] = 3 * df.x + rng.normal(0, 0.1, len(df))";
 
+/// A 200 MiB heap: every page of it written.
+const HEAP_200_MIB: &str = "import numpy as np\nheap = np.ones(200 << 17)";
+
 /// The analysis: aggregate, fit, and a plot returned as a PNG.
 const ANALYSIS: &str = "summary = df.groupby('g').agg(x=('x', 'mean'), y=('y', 'sum'))\n\
 model = LinearRegression().fit(df[['x']], df['y'])\n\
@@ -121,6 +124,22 @@ fn scientific(c: &mut Criterion) {
     rt.block_on(run(&sandbox, DATA));
     group.bench_function("fork_with_data_loaded", |b| {
         b.iter_custom(|iters| fork(&rt, &app, sandbox.id(), iters))
+    });
+    // A fork costs what the source changed since its last flush, not its
+    // size: a fresh sandbox and one holding a 200 MiB heap fork alike.
+    let (fresh_source, _) = rt
+        .block_on(app.manager.create(CreateRequest::default()))
+        .unwrap();
+    rt.block_on(run(&fresh_source, "1 + 1"));
+    group.bench_function("fork_fresh", |b| {
+        b.iter_custom(|iters| fork(&rt, &app, fresh_source.id(), iters))
+    });
+    let (big_source, _) = rt
+        .block_on(app.manager.create(CreateRequest::default()))
+        .unwrap();
+    rt.block_on(run(&big_source, HEAP_200_MIB));
+    group.bench_function("fork_200mib_heap", |b| {
+        b.iter_custom(|iters| fork(&rt, &app, big_source.id(), iters))
     });
     group.bench_function("analysis_group_fit_plot", |b| {
         b.to_async(&rt).iter(|| async {
