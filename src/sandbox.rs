@@ -186,9 +186,15 @@ pub trait CodeInterpreter: Send + Sync {
         Ok(false)
     }
 
+    /// What of the sandbox comes back after the server restarts.
+    fn kept_across_restarts(&self) -> KeptAcrossRestarts {
+        KeptAcrossRestarts::Nothing
+    }
+
     /// A new sandbox with this one's variables, imports and files as they
-    /// are now (called between executions); the two then diverge.
-    async fn fork(&mut self) -> Result<Forked, SandboxError> {
+    /// are now (called between executions), to be known as `_new_id` (its
+    /// owner's key); the two then diverge.
+    async fn fork(&mut self, _new_id: &str) -> Result<Forked, SandboxError> {
         Err(SandboxError::InvalidArgument(format!(
             "sandboxes of the runtime '{}' cannot be forked: only local sandboxes of a runtime driven turn by turn (scientific) can",
             self.runtime()

@@ -41,7 +41,9 @@ use self::results::*;
 use crate::config::RequestLimits;
 use crate::metrics::Metrics;
 use crate::sandbox::manager::{CreateRequest, SandboxManager};
-use crate::sandbox::{BackendKind, EntryKind, GuestPath, OutputTap, SandboxError, human_bytes};
+use crate::sandbox::{
+    BackendKind, EntryKind, GuestPath, KeptAcrossRestarts, OutputTap, SandboxError, human_bytes,
+};
 
 /// The MCP tool server.
 #[derive(Clone)]
@@ -210,8 +212,15 @@ impl SandboxServer {
             .status(self.manager.settings().idle_timeout, false)
             .await;
         let message = if created {
+            let kept = match status.kept_across_restarts {
+                KeptAcrossRestarts::FilesAndVariables => "",
+                KeptAcrossRestarts::FilesOnly => {
+                    " If the server restarts, its files come back but not its variables: this runtime's interpreter never returns to the server between executions, so its state cannot be kept (the scientific runtime keeps both)."
+                }
+                KeptAcrossRestarts::Nothing => "",
+            };
             format!(
-                "Created sandbox '{}' ({} backend, {}). Run code with execute_code.",
+                "Created sandbox '{}' ({} backend, {}). Run code with execute_code.{kept}",
                 status.session_id, status.backend, status.runtime
             )
         } else {

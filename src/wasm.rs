@@ -22,6 +22,8 @@ mod guest_program;
 pub mod host_memory;
 mod import_check;
 mod interpreter;
+mod journal;
+mod kept_memory;
 mod loading;
 mod manifest_error;
 pub mod module_cache;
@@ -43,7 +45,6 @@ mod snapshot;
 mod start_error;
 mod starting_memory;
 mod state_error;
-mod state_image;
 mod tool_door;
 mod trap;
 mod turns;
@@ -63,7 +64,7 @@ use self::interpreter::GuestImage;
 use self::loading::ImageSlot;
 use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
-use self::sandbox::{SandboxDoor, WasmSandbox};
+use self::sandbox::{Keeping, SandboxDoor, WasmSandbox};
 use self::saved::SavedStore;
 use crate::door::DoorSettings;
 use crate::door::http::HttpDoor;
@@ -312,6 +313,7 @@ impl WasmBackend {
                     self.root().await?.clone(),
                     self.settings.pool_size,
                     self.settings.pool_limits.clone(),
+                    self.saved.is_some(),
                 );
                 pool.refill();
                 Ok(pool)
@@ -364,46 +366,53 @@ impl WasmBackend {
     /// Restores the saved sandbox `id` of the runtime `runtime`.
     async fn restore_from(
         &self,
-        store: &SavedStore,
+        store: &Arc<SavedStore>,
         id: &str,
         runtime: &str,
         mut limits: SandboxLimits,
     ) -> Result<Restored, SandboxError> {
         let image = self.image(runtime, None).await?;
         let key = image.state_key.clone();
-        // Reading the state takes its bytes and their parsed copy, on top of
-        // what the instance charges as it grows: charged first, so a restore
-        // that does not fit is refused before anything is read.
-        let reading = store.state_bytes(id).saturating_mul(2);
-        let _reading = self.memory_budget.try_hold(reading).ok_or_else(|| {
-            SandboxError::InvalidArgument(format!(
-                "cannot restore this sandbox now: reading its saved state needs {} MiB of the server's memory budget (SANDBOX_MEMORY_BUDGET_MB), which has {} MiB free; close sandboxes and try again (it stays saved)",
-                reading.div_ceil(1 << 20),
-                self.memory_budget.free() >> 20
-            ))
-        })?;
-        let restorable = store
-            .take(id, |_| Some(key.clone()))
-            .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))??;
+        let restorable = {
+            let store = store.clone();
+            let id = id.to_owned();
+            tokio::task::spawn_blocking(move || store.take(&id, |_| Some(key.clone())))
+                .await
+                .map_err(|source| WasmError::Task {
+                    what: "reading a saved sandbox",
+                    source,
+                })?
+        }
+        .ok_or_else(|| SandboxError::UnknownSandbox(id.to_owned()))??;
         // Never more than the manager gave (its maximums), even if the
         // record changed since it was read.
         limits.memory_bytes = limits.memory_bytes.min(restorable.meta.memory_bytes);
         limits.timeout = limits
             .timeout
             .min(std::time::Duration::from_millis(restorable.meta.timeout_ms));
-        let state_kept = restorable.state.is_some();
+        let state_kept = restorable.memory.memory.is_some() && image.turns;
         let door = self.sandbox_door(&image, restorable.meta.allow_hosts.clone())?;
         let root = self.root().await?.clone();
-        let sandbox = WasmSandbox::restore(image, root, restorable, limits.clone()).await?;
+        let keeping = Keeping {
+            saver: store.clone(),
+            id: id.to_owned(),
+        };
+        let sandbox = WasmSandbox::restore(image, root, restorable, limits.clone(), keeping)
+            .await?
+            .with_installer(self.installer.clone())
+            .with_door(door);
         Ok(Restored {
-            interpreter: Box::new(
-                sandbox
-                    .with_installer(self.installer.clone())
-                    .with_saver(self.saved.clone())
-                    .with_door(door),
-            ),
+            interpreter: Box::new(sandbox),
             limits,
             state_kept,
+        })
+    }
+
+    /// What keeps a sandbox named `id` across restarts (none: saving is off).
+    fn keeping(&self, id: &str) -> Option<Keeping> {
+        self.saved.as_ref().map(|saver| Keeping {
+            saver: saver.clone(),
+            id: id.to_owned(),
         })
     }
 
@@ -454,25 +463,20 @@ impl Backend for WasmBackend {
                 least.div_ceil(1 << 20)
             )));
         }
-        if name == self.settings.default_runtime
+        let keeping = self.keeping(&spec.id);
+        let sandbox = if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take(&spec.limits)
             && let Some((dir, ledger, interpreter)) = warm.into_parts()
         {
-            let sandbox =
-                WasmSandbox::from_warm(image, root, dir, ledger, interpreter, spec.limits);
-            return Ok(Box::new(
-                sandbox
-                    .with_installer(self.installer.clone())
-                    .with_saver(self.saved.clone())
-                    .with_door(door),
-            ));
-        }
-        let sandbox = WasmSandbox::start(image, root, spec.limits).await?;
+            WasmSandbox::from_warm(image, root, dir, ledger, interpreter, spec.limits, keeping)
+        } else {
+            WasmSandbox::start(image, root, spec.limits, keeping).await?
+        };
         Ok(Box::new(
             sandbox
                 .with_installer(self.installer.clone())
-                .with_saver(self.saved.clone())
-                .with_door(door),
+                .with_door(door)
+                .finish(),
         ))
     }
 
@@ -493,9 +497,12 @@ impl Backend for WasmBackend {
     }
 
     fn has_saved(&self, id: &str) -> bool {
-        self.saved
-            .as_ref()
-            .is_some_and(|s| s.runtime_of(id).is_some())
+        let Some(saved) = &self.saved else {
+            return false;
+        };
+        // A server on the same root that died may have held it.
+        saved.runtime_of(id).is_some()
+            || (saved.adopt_if_due() > 0 && saved.runtime_of(id).is_some())
     }
 
     fn saved_limits(&self, id: &str) -> Option<SavedLimits> {

@@ -21,8 +21,8 @@ use super::error::SandboxError;
 use super::guest_path::GuestPath;
 use super::stop::{StopReason, StopSignal};
 use super::types::{
-    ExecRequest, Execution, FileContent, InstallReport, Listing, OutputTap, ResourceUsage,
-    SandboxLimits, SandboxSpec, SavedSandbox,
+    ExecRequest, Execution, FileContent, InstallReport, KeptAcrossRestarts, Listing, OutputTap,
+    ResourceUsage, SandboxLimits, SandboxSpec, SavedSandbox,
 };
 use super::{Backend, BackendKind, CodeInterpreter, Owner, OwnerCaps};
 
@@ -121,6 +121,7 @@ pub struct Sandbox {
     key: String,
     backend: BackendKind,
     runtime: String,
+    kept_across_restarts: KeptAcrossRestarts,
     limits: SandboxLimits,
     created: SystemTime,
     last_used: Mutex<SystemTime>,
@@ -149,6 +150,8 @@ pub struct SandboxStatus {
     pub backend: BackendKind,
     /// The Python runtime it runs.
     pub runtime: String,
+    /// What of it comes back if the server restarts or is killed.
+    pub kept_across_restarts: KeptAcrossRestarts,
     /// When it was created (RFC 3339, UTC).
     pub created_at: String,
     /// When a tool last used it (RFC 3339, UTC).
@@ -372,7 +375,7 @@ impl SandboxManager {
         let Some(interpreter) = guard.as_mut() else {
             return Err(SandboxError::UnknownSandbox(source_id.to_owned()));
         };
-        let forked = interpreter.fork().await?;
+        let forked = interpreter.fork(&key).await?;
         drop(guard);
         source.touch();
         let sandbox = Sandbox::new(
@@ -762,6 +765,7 @@ impl Sandbox {
             key: owner.key(id),
             backend,
             runtime: interpreter.runtime(),
+            kept_across_restarts: interpreter.kept_across_restarts(),
             limits,
             created: now,
             last_used: Mutex::new(now),
@@ -928,6 +932,7 @@ impl Sandbox {
             session_id: self.id.clone(),
             backend: self.backend,
             runtime: self.runtime.clone(),
+            kept_across_restarts: self.kept_across_restarts,
             created_at: humantime::format_rfc3339_seconds(self.created).to_string(),
             last_used_at: humantime::format_rfc3339_seconds(last_used).to_string(),
             expires_at: idle_timeout

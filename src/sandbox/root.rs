@@ -188,6 +188,12 @@ fn remove_stale(root: &Path) -> usize {
     removed
 }
 
+/// The lock file of the server directory `server_dir`: its server holds
+/// it for as long as it runs.
+pub fn lock_file_of(server_dir: &Path) -> PathBuf {
+    server_dir.join(LOCK_FILE)
+}
+
 /// Whether the server directory `server_dir` belongs to no running server
 /// (its lock is free, or it never got one): what is left in it is nobody's.
 pub fn is_abandoned(server_dir: &Path) -> bool {

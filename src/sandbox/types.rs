@@ -620,3 +620,16 @@ pub struct SavedSandbox {
     /// Whether its variables and imports come back (otherwise only its files).
     pub state_kept: bool,
 }
+
+/// What of a sandbox comes back after the server restarts (or is killed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptAcrossRestarts {
+    /// Its files and its interpreter's state (variables, imports,
+    /// definitions), as of its last completed execution.
+    FilesAndVariables,
+    /// Its files only: its runtime's interpreter cannot be saved.
+    FilesOnly,
+    /// Nothing: it closes with the server.
+    Nothing,
+}

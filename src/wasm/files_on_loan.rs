@@ -133,6 +133,10 @@ pub(crate) fn recover_loans(
     };
     let mut recovered = 0;
     for entry in read.flatten() {
+        // Retired entries (their sandbox runs elsewhere) are not lent from.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         let entry = entry.path();
         let Ok(note) = fs::read_to_string(entry.join(NOTE)) else {
             continue;

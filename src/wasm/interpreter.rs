@@ -39,9 +39,8 @@ use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
 use super::runtime::{Entry, RuntimeManifest};
 use super::snapshot::Snapshot;
 use super::start_error::StartError;
-use super::starting_memory::{self, ForkedMemory, StartingMemory};
+use super::starting_memory::{self, ForkedMemory, PagesPlan, StartingMemory};
 use super::state_error::StateError;
-use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
 use super::turns::{self, Control};
 use crate::door::session::DoorSlot;
@@ -434,7 +433,7 @@ impl Interpreter {
     /// since nothing a user wrote can run in it before the hello reply.
     /// `pages` is where a turn-driven interpreter keeps the pages it writes
     /// (a sandbox's own interpreter: see [`super::page_store`]); without it,
-    /// it cannot be forked.
+    /// it cannot be forked or kept.
     pub(crate) async fn start(
         image: &Arc<GuestImage>,
         dir: &Path,
@@ -442,9 +441,9 @@ impl Interpreter {
         ledger: Arc<QuotaLedger>,
         limits: &SandboxLimits,
         start_timeout: Duration,
-        pages: Option<PathBuf>,
+        pages: Option<PagesPlan>,
     ) -> Result<Self, StartError> {
-        let memory = StartingMemory::Fresh { pages };
+        let memory = StartingMemory::Fresh(pages);
         Self::launch(image, dir, dir_state, ledger, limits, start_timeout, memory).await
     }
 
@@ -630,10 +629,18 @@ impl Interpreter {
         (outcome, stdout, stderr)
     }
 
-    /// A copy of the interpreter's state, taken between two calls (only a
-    /// turn-driven runtime has one to give).
-    pub(crate) async fn capture(&self) -> Result<StateImage, StateError> {
-        self.ask(Control::Capture).await
+    /// Notes that the execution numbered `executions` starts (a durable
+    /// interpreter records it, so a server stopped during it says so).
+    pub(crate) async fn note_started(&self, executions: u64) {
+        if self.task.is_some() {
+            let _ = self.control.send(Control::Started(executions)).await;
+        }
+    }
+
+    /// Keeps the state the last call left (a durable interpreter writes its
+    /// pages and a journal record; others do nothing).
+    pub(crate) async fn keep_state(&self, executions: u64) -> Result<(), StateError> {
+        self.ask(|answer| Control::Keep(executions, answer)).await
     }
 
     /// A fork of the interpreter's memory, taken between two calls, with
@@ -779,11 +786,11 @@ async fn run_guest(
         "instantiated a guest"
     );
     if image.turns {
-        let pages = match starting_memory::place(&mut store, &instance, &image, memory) {
-            Ok(pages) => pages,
+        let kept = match starting_memory::place(&mut store, &instance, &image, memory) {
+            Ok(kept) => kept,
             Err(e) => return GuestExit::Failed(e.to_string()),
         };
-        return turns::serve(store, instance, link, metered, control, pages).await;
+        return turns::serve(store, instance, link, metered, control, kept).await;
     }
     drop(control);
     match image.manifest.entry {

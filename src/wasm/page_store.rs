@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::guest_memory::{MapError, MemoryRegion, host_page};
+use super::journal::{Replayed, SegmentMark};
 use super::snapshot::Snapshot;
 use super::written_pages::{Finder, PageSource, written_pages};
 
@@ -98,7 +99,6 @@ impl Layout {
     }
 
     /// Its extents, in page order.
-    #[cfg(test)]
     pub(crate) fn extents(&self) -> &[Extent] {
         &self.extents
     }
@@ -138,6 +138,43 @@ impl Layout {
         }
         used
     }
+}
+
+impl Layout {
+    /// Checks that every extent lies within `memory_bytes` and, for a
+    /// segment's, within the bytes `segments` says it holds.
+    pub(crate) fn check(
+        &self,
+        segments: &BTreeMap<u32, u64>,
+        memory_bytes: u64,
+    ) -> Result<(), String> {
+        let page = host_page() as u64;
+        for extent in &self.extents {
+            if extent.end() as u64 * page > memory_bytes {
+                return Err(format!(
+                    "pages {}..{} lie past the memory's end",
+                    extent.first,
+                    extent.end()
+                ));
+            }
+            if let Source::Segment(id) = extent.source {
+                let held = segments.get(&id).copied().unwrap_or(0);
+                if extent.offset + extent.pages as u64 * page > held {
+                    return Err(format!(
+                        "pages {}..{} lie past what segment {id} holds",
+                        extent.first,
+                        extent.end()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file name of segment `id`.
+pub(crate) fn segment_name(id: u32) -> String {
+    format!("segment-{id:08}")
 }
 
 /// Joins neighbouring extents that continue one another in the same file.
@@ -211,6 +248,26 @@ struct Segment {
     file: Arc<File>,
     /// Bytes written so far.
     len: u64,
+    /// The checksums of its bytes, one per flush that wrote to it, in order.
+    marks: Vec<SegmentMark>,
+}
+
+/// What a flush changed.
+#[derive(Debug, Default)]
+pub(crate) struct Flushed {
+    /// The extents mapped anew; or, when `whole`, every extent.
+    pub extents: Vec<Extent>,
+    /// Whether the layout was rebuilt (a compaction).
+    pub whole: bool,
+    /// The checksums of the bytes the segments gained.
+    pub marks: Vec<SegmentMark>,
+}
+
+impl Flushed {
+    /// Whether nothing changed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.extents.is_empty() && !self.whole
+    }
 }
 
 /// A sandbox's pages on disk (see the module's documentation).
@@ -225,6 +282,9 @@ pub(crate) struct PageStore {
     next_id: u32,
     layout: Layout,
     finder: Finder,
+    /// Whether segments no page uses are kept until [`PageStore::release_unused`]
+    /// (a journal may still name them).
+    hold_unused: bool,
 }
 
 impl PageStore {
@@ -234,12 +294,6 @@ impl PageStore {
     pub(crate) fn of_image(dir: PathBuf, image: Arc<Snapshot>) -> Self {
         let pages = image.memory_bytes() as usize / host_page();
         Self::new(dir, image, Layout::of_image(pages))
-    }
-
-    /// The store of a memory none of whose pages are mapped from a file
-    /// (one whose state was copied in): its first flush writes every page.
-    pub(crate) fn unmapped(dir: PathBuf, image: Arc<Snapshot>) -> Self {
-        Self::new(dir, image, Layout::default())
     }
 
     fn new(dir: PathBuf, image: Arc<Snapshot>, layout: Layout) -> Self {
@@ -252,6 +306,28 @@ impl PageStore {
             next_id: 0,
             layout,
             finder: Finder::best(),
+            hold_unused: false,
+        }
+    }
+
+    /// Keeps segments no page uses until [`PageStore::release_unused`]: a
+    /// journal's records may name them until it is rewritten.
+    pub(crate) fn hold_unused_segments(&mut self) {
+        self.hold_unused = true;
+    }
+
+    /// Deletes the segments no page uses (but the one being written).
+    pub(crate) fn release_unused(&mut self) {
+        let used = self.layout.segment_use();
+        let unused: Vec<u32> = self
+            .segments
+            .keys()
+            .copied()
+            .filter(|id| !used.contains_key(id) && Some(*id) != self.appending)
+            .collect();
+        for id in unused {
+            self.segments.remove(&id);
+            let _ = std::fs::remove_file(self.segment_path(id));
         }
     }
 
@@ -268,14 +344,28 @@ impl PageStore {
         &self.layout
     }
 
+    /// The directory of its segments.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The segment being appended to, for syncing it in the background.
+    pub(crate) fn sync_handles(&self) -> Vec<Arc<File>> {
+        self.appending
+            .and_then(|id| self.segments.get(&id))
+            .map(|s| s.file.clone())
+            .into_iter()
+            .collect()
+    }
+
     /// Bytes its segments hold on disk.
     pub(crate) fn segment_bytes(&self) -> u64 {
         self.segments.values().map(|s| s.len).sum()
     }
 
     /// Writes the pages of `region` (up to `memory_bytes`) written since
-    /// the last flush into a segment and maps them from there; returns the
-    /// extents that changed.
+    /// the last flush into a segment and maps them from there; returns what
+    /// changed.
     ///
     /// # Safety
     ///
@@ -285,25 +375,46 @@ impl PageStore {
         &mut self,
         region: &MemoryRegion,
         memory_bytes: usize,
-    ) -> Result<Vec<Extent>, StoreError> {
+    ) -> Result<Flushed, StoreError> {
         // SAFETY: passed on from the caller.
         let written = unsafe { written_pages(region, memory_bytes, self.finder, self) }
             .map_err(StoreError::io("finding the pages written in", &self.dir))?;
         if written.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Flushed::default());
         }
         // SAFETY: passed on from the caller.
-        let changed = unsafe { self.append(region, &written)? };
+        let (extents, mark) = unsafe { self.append(region, &written)? };
         self.drop_unused_segments();
         if self.needs_compaction() {
             // SAFETY: passed on from the caller.
             unsafe { self.compact(region)? };
+            return Ok(self.whole());
         }
-        Ok(changed)
+        Ok(Flushed {
+            extents,
+            whole: false,
+            marks: vec![mark],
+        })
+    }
+
+    /// The whole layout, and the checksums of every segment it uses.
+    pub(crate) fn whole(&self) -> Flushed {
+        let used = self.layout.segment_use();
+        Flushed {
+            extents: self.layout.extents.clone(),
+            whole: true,
+            marks: self
+                .segments
+                .iter()
+                .filter(|(id, _)| used.contains_key(id))
+                .flat_map(|(_, s)| s.marks.iter().copied())
+                .collect(),
+        }
     }
 
     /// Appends the pages of `runs` to the segment being written and maps
-    /// them from it.
+    /// them from it; returns the new extents and the checksum of the bytes
+    /// added.
     ///
     /// # Safety
     ///
@@ -312,11 +423,13 @@ impl PageStore {
         &mut self,
         region: &MemoryRegion,
         runs: &[Range<usize>],
-    ) -> Result<Vec<Extent>, StoreError> {
+    ) -> Result<(Vec<Extent>, SegmentMark), StoreError> {
         let page = host_page();
         let id = self.segment_to_append()?;
         let path = self.segment_path(id);
         let segment = self.segments.get_mut(&id).expect("just opened");
+        let from = segment.len;
+        let mut crc = crc32fast::Hasher::new();
         let mut changed = Vec::with_capacity(runs.len());
         for run in runs {
             let bytes = run.start * page..run.end * page;
@@ -324,6 +437,7 @@ impl PageStore {
             let data = unsafe { region.bytes(bytes.clone())? };
             write_at(&segment.file, data, segment.len)
                 .map_err(StoreError::io("writing memory pages to", &path))?;
+            crc.update(data);
             changed.push(Extent {
                 first: run.start,
                 pages: run.len(),
@@ -332,6 +446,13 @@ impl PageStore {
             });
             segment.len += data.len() as u64;
         }
+        let mark = SegmentMark {
+            id,
+            from,
+            to: segment.len,
+            crc: crc.finalize(),
+        };
+        segment.marks.push(mark);
         for extent in &changed {
             // SAFETY: the bytes just written never change; the guest is
             // not running.
@@ -344,7 +465,7 @@ impl PageStore {
             };
             self.layout.set(*extent);
         }
-        Ok(changed)
+        Ok((changed, mark))
     }
 
     /// The segment to append to, opening a new one when there is none.
@@ -367,6 +488,7 @@ impl PageStore {
             Segment {
                 file: Arc::new(file),
                 len: 0,
+                marks: Vec::new(),
             },
         );
         self.next_id += 1;
@@ -375,21 +497,13 @@ impl PageStore {
     }
 
     fn segment_path(&self, id: u32) -> PathBuf {
-        self.dir.join(format!("segment-{id:08}"))
+        self.dir.join(segment_name(id))
     }
 
-    /// Deletes the segments no page uses, but the one being written.
+    /// Deletes the segments no page uses, unless they are held.
     fn drop_unused_segments(&mut self) {
-        let used = self.layout.segment_use();
-        let unused: Vec<u32> = self
-            .segments
-            .keys()
-            .copied()
-            .filter(|id| !used.contains_key(id) && Some(*id) != self.appending)
-            .collect();
-        for id in unused {
-            self.segments.remove(&id);
-            let _ = std::fs::remove_file(self.segment_path(id));
+        if !self.hold_unused {
+            self.release_unused();
         }
     }
 
@@ -429,24 +543,12 @@ impl PageStore {
     /// later pages.
     pub(crate) fn fork(&mut self, dir: PathBuf) -> Result<PageStore, StoreError> {
         self.appending = None;
-        std::fs::create_dir_all(&dir)
-            .map_err(StoreError::io("creating the memory directory", &dir))?;
-        let mut segments = BTreeMap::new();
-        for (id, segment) in &self.segments {
-            let from = self.segment_path(*id);
-            let to = dir.join(format!("segment-{id:08}"));
-            if std::fs::hard_link(&from, &to).is_err() {
-                std::fs::copy(&from, &to).map_err(StoreError::io("copying", &from))?;
-            }
-            let file = File::open(&to).map_err(StoreError::io("opening", &to))?;
-            segments.insert(
-                *id,
-                Segment {
-                    file: Arc::new(file),
-                    len: segment.len,
-                },
-            );
-        }
+        let marks = self
+            .segments
+            .iter()
+            .map(|(id, s)| (*id, (s.len, s.marks.clone())))
+            .collect();
+        let segments = link_segments(&self.dir, &dir, marks)?;
         Ok(PageStore {
             dir,
             image: self.image.clone(),
@@ -455,6 +557,39 @@ impl PageStore {
             next_id: self.next_id,
             layout: self.layout.clone(),
             finder: self.finder,
+            hold_unused: false,
+        })
+    }
+
+    /// The store of a memory brought back from the journal in `from` (a
+    /// saved sandbox), in `dir`, its segments hard-linked from there.
+    pub(crate) fn restored(
+        from: &Path,
+        dir: PathBuf,
+        image: Arc<Snapshot>,
+        replayed: &Replayed,
+    ) -> Result<PageStore, StoreError> {
+        let marks = replayed
+            .segments
+            .iter()
+            .map(|(id, len)| {
+                (
+                    *id,
+                    (*len, replayed.marks.get(id).cloned().unwrap_or_default()),
+                )
+            })
+            .collect();
+        let segments = link_segments(from, &dir, marks)?;
+        let next_id = segments.keys().next_back().map_or(0, |id| id + 1);
+        Ok(PageStore {
+            dir,
+            image,
+            segments,
+            appending: None,
+            next_id,
+            layout: replayed.layout.clone(),
+            finder: Finder::best(),
+            hold_unused: false,
         })
     }
 
@@ -506,6 +641,44 @@ impl PageStore {
             Source::Segment(id) => self.segments.get(&id).map_or(0, |s| s.len),
         }
     }
+}
+
+/// Hard-links (or, where links cannot be made, copies) the segments of
+/// `marks` (each with its length and checksums) from `from` into `to`, and
+/// opens them there.
+fn link_segments(
+    from: &Path,
+    to: &Path,
+    marks: BTreeMap<u32, (u64, Vec<SegmentMark>)>,
+) -> Result<BTreeMap<u32, Segment>, StoreError> {
+    std::fs::create_dir_all(to).map_err(StoreError::io("creating the memory directory", to))?;
+    let mut segments = BTreeMap::new();
+    for (id, (len, marks)) in marks {
+        let source = from.join(segment_name(id));
+        let target = to.join(segment_name(id));
+        if std::fs::hard_link(&source, &target).is_err() {
+            std::fs::copy(&source, &target).map_err(StoreError::io("copying", &source))?;
+        }
+        let file = File::open(&target).map_err(StoreError::io("opening", &target))?;
+        let on_disk = file
+            .metadata()
+            .map_err(StoreError::io("measuring", &target))?
+            .len();
+        if on_disk < len {
+            return Err(StoreError::Inconsistent(format!(
+                "segment {id} holds {on_disk} bytes of {len}"
+            )));
+        }
+        segments.insert(
+            id,
+            Segment {
+                file: Arc::new(file),
+                len,
+                marks,
+            },
+        );
+    }
+    Ok(segments)
 }
 
 impl PageSource for PageStore {

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::error::WasmError;
 use super::interpreter::START_TIMEOUT;
 use super::interpreter::{DirState, GuestImage, Interpreter};
+use super::starting_memory::PagesPlan;
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{SandboxError, SandboxLimits};
 
@@ -64,24 +65,29 @@ pub(crate) struct WarmPool {
     root: Arc<SandboxRoot>,
     size: usize,
     limits: SandboxLimits,
+    /// Whether the sandboxes it serves are made durable after each execution.
+    durable: bool,
     ready: Mutex<VecDeque<Warm>>,
     refilling: AtomicBool,
 }
 
 impl WarmPool {
     /// A pool of `size` interpreters of `image`, started with the default
-    /// sandbox `limits` (a sandbox's own memory limit replaces them later).
+    /// sandbox `limits` (a sandbox's own memory limit replaces them later),
+    /// journaling their state when the sandboxes are `durable`.
     pub(crate) fn new(
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         size: usize,
         limits: SandboxLimits,
+        durable: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             image,
             root,
             size,
             limits,
+            durable,
             ready: Mutex::new(VecDeque::new()),
             refilling: AtomicBool::new(false),
         })
@@ -164,7 +170,10 @@ impl WarmPool {
                 ledger.clone(),
                 &self.limits,
                 START_TIMEOUT,
-                Some(memory_dir_of(&dir)),
+                Some(PagesPlan {
+                    dir: memory_dir_of(&dir),
+                    durable: self.durable && self.image.turns,
+                }),
             )
             .await
             .map(|interpreter| (ledger, interpreter))

@@ -12,14 +12,12 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{OutputCapture, SpillTarget};
 use super::compiler::GuestCompiler;
 use super::error::WasmError;
-use super::files_on_loan::FilesOnLoan;
 use super::import_check::{CheckedSandbox, check_imports};
 use super::interpreter::{
     CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
 };
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
-use super::saved::{Restorable, SavedMeta, SavedStore, retire_record, unix_now};
 use super::start_error::StartError;
 use super::starting_memory::{ForkedMemory, StartingMemory};
 use crate::door::DoorHandler;
@@ -30,16 +28,19 @@ use crate::packages::{InstallTarget, Installer, PackageError};
 use crate::sandbox::copy_tree::{CopyError, copy_tree};
 use crate::sandbox::local_files::LocalFiles;
 use crate::sandbox::quota::QuotaLedger;
-use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::{SandboxRoot, memory_dir_of};
 use crate::sandbox::server_files::OUTPUT_DIR;
 
 use crate::sandbox::{
     CodeInterpreter, ExecRequest, Execution, FileInterface, Forked, GuestPath, ImportFailure,
-    InstallReport, OutputStream, ResourceUsage, SandboxError, SandboxLimits, StopSignal,
+    InstallReport, KeptAcrossRestarts, OutputStream, ResourceUsage, SandboxError, SandboxLimits,
+    StopSignal,
 };
 
-/// Guest directory of the files that hold whole outputs.
+mod keeping;
+
+pub(crate) use keeping::Keeping;
+
 /// How long the interpreter may take to pick up newly installed packages.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -62,9 +63,8 @@ pub(crate) struct WasmSandbox {
     closed: bool,
     /// Installs packages (none: not configured).
     installer: Option<Arc<Installer>>,
-    /// Keeps the sandbox for the next start when the server stops (none:
-    /// saving is off).
-    saver: Option<Arc<SavedStore>>,
+    /// Keeps the sandbox across restarts (none: saving is off).
+    keeping: Option<Keeping>,
     /// What the guest's door to the host answers (none: the runtime has no
     /// door, and the guest is told no host is bound).
     door: Option<Arc<SandboxDoor>>,
@@ -87,6 +87,7 @@ impl WasmSandbox {
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         limits: SandboxLimits,
+        keeping: Option<Keeping>,
     ) -> Result<Self, SandboxError> {
         let host_dir = root.create_sandbox_dir()?;
         let ledger = match root.open_ledger(&host_dir, &limits) {
@@ -96,7 +97,7 @@ impl WasmSandbox {
                 return Err(e);
             }
         };
-        let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
+        let mut sandbox = Self::open(image, root, host_dir, ledger, limits, keeping);
         let interpreter = Interpreter::start(
             &sandbox.image,
             &sandbox.host_dir,
@@ -104,7 +105,7 @@ impl WasmSandbox {
             sandbox.ledger.clone(),
             &sandbox.limits,
             START_TIMEOUT,
-            Some(memory_dir_of(&sandbox.host_dir)),
+            Some(sandbox.pages_plan()),
         )
         .await
         .map_err(WasmError::Start)?;
@@ -120,9 +121,10 @@ impl WasmSandbox {
         ledger: Arc<QuotaLedger>,
         interpreter: Interpreter,
         limits: SandboxLimits,
+        keeping: Option<Keeping>,
     ) -> Self {
         interpreter.set_memory_limit(limits.memory_bytes);
-        let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
+        let mut sandbox = Self::open(image, root, host_dir, ledger, limits, keeping);
         sandbox.interpreter = Some(interpreter);
         sandbox.from_warm_pool = true;
         sandbox
@@ -134,6 +136,7 @@ impl WasmSandbox {
         host_dir: PathBuf,
         ledger: Arc<QuotaLedger>,
         limits: SandboxLimits,
+        keeping: Option<Keeping>,
     ) -> Self {
         Self {
             files: LocalFiles::new(ledger.dir().clone(), ledger.clone()),
@@ -149,7 +152,7 @@ impl WasmSandbox {
             executions: 0,
             closed: false,
             installer: None,
-            saver: None,
+            keeping,
             door: None,
         }
     }
@@ -158,91 +161,6 @@ impl WasmSandbox {
     pub(crate) fn with_door(mut self, door: Option<Arc<SandboxDoor>>) -> Self {
         self.door = door;
         self
-    }
-
-    /// Gives the sandbox the store it is saved into when the server stops.
-    pub(crate) fn with_saver(mut self, saver: Option<Arc<SavedStore>>) -> Self {
-        self.saver = saver;
-        self
-    }
-
-    /// A sandbox brought back from `restorable` (its files moved into a new
-    /// directory under `root`); on failure, or when the restore is dropped
-    /// unfinished, the files go back where they were.
-    pub(crate) async fn restore(
-        image: Arc<GuestImage>,
-        root: Arc<SandboxRoot>,
-        restorable: Restorable,
-        limits: SandboxLimits,
-    ) -> Result<Self, SandboxError> {
-        let loan = FilesOnLoan::lend(&root, &restorable.entry, &restorable.files)?;
-        let host_dir = loan.dir().to_owned();
-        let files_only = restorable.state.is_none();
-        let started = async {
-            let ledger = root.open_ledger(&host_dir, &limits)?;
-            check_restored_size(&ledger, &limits)?;
-            let pages = Some(memory_dir_of(&host_dir));
-            let interpreter = match restorable.state {
-                Some(state) => {
-                    let state = Arc::new(state);
-                    let memory = StartingMemory::Saved { state, pages };
-                    Interpreter::start_from(
-                        &image,
-                        &host_dir,
-                        ledger.clone(),
-                        &limits,
-                        START_TIMEOUT,
-                        memory,
-                    )
-                    .await
-                }
-                None => {
-                    Interpreter::start(
-                        &image,
-                        &host_dir,
-                        DirState::Used,
-                        ledger.clone(),
-                        &limits,
-                        START_TIMEOUT,
-                        pages,
-                    )
-                    .await
-                }
-            }
-            .map_err(WasmError::Start)?;
-            Ok::<_, SandboxError>((ledger, interpreter))
-        };
-        match started.await {
-            Ok((ledger, interpreter)) => {
-                let mut sandbox = Self::open(image, root, host_dir, ledger, limits);
-                sandbox.interpreter = Some(interpreter);
-                sandbox.executions = restorable.meta.executions;
-                if files_only {
-                    let why = if sandbox.image.turns {
-                        "its interpreter was not running when the server stopped (a call in progress, or a limit, had stopped it)".to_owned()
-                    } else {
-                        format!(
-                            "the interpreter of the runtime '{}' cannot be saved",
-                            sandbox.image.manifest.name
-                        )
-                    };
-                    sandbox.lost_state = Some(format!(
-                        "the sandbox was restored after the server restarted with its files only: {why}, so variables, imports and definitions are lost"
-                    ));
-                }
-                retire_record(&restorable.entry);
-                loan.keep();
-                // From here nothing may be cancelled (a stop would drop the
-                // sandbox, its files with it): the old entry goes in a task
-                // of its own, not awaited.
-                let entry = restorable.entry;
-                drop(tokio::task::spawn_blocking(move || remove_tree(&entry)));
-                Ok(sandbox)
-            }
-            // Dropping the loan (here, or with this future when a stop
-            // abandons it) moves the files back into the saved entry.
-            Err(e) => Err(e),
-        }
     }
 
     /// Where packages installed into this sandbox go.
@@ -344,8 +262,8 @@ impl WasmSandbox {
         let dir = self.host_dir.clone();
         let ledger = self.ledger.clone();
         let limits = self.limits.clone();
+        let pages = Some(self.pages_plan());
         self.restarting = Some(tokio::spawn(async move {
-            let pages = Some(memory_dir_of(&dir));
             Interpreter::start(
                 &image,
                 &dir,
@@ -380,7 +298,7 @@ impl WasmSandbox {
                 self.ledger.clone(),
                 &self.limits,
                 START_TIMEOUT,
-                Some(memory_dir_of(&self.host_dir)),
+                Some(self.pages_plan()),
             )
             .await
             .map_err(WasmError::Start)?,
@@ -403,6 +321,7 @@ impl WasmSandbox {
         &self,
         host_dir: &Path,
         memory: ForkedMemory,
+        new_id: &str,
     ) -> Result<(WasmSandbox, u64), SandboxError> {
         let ledger = self.root.open_ledger(host_dir, &self.limits)?;
         let (from, to, charged) = (self.ledger.clone(), ledger.clone(), ledger.clone());
@@ -417,29 +336,34 @@ impl WasmSandbox {
                 e => WasmError::ForkCopy(e).into(),
             })?;
         ledger.forget();
-        let interpreter = Interpreter::start_from(
-            &self.image,
-            host_dir,
-            ledger.clone(),
-            &self.limits,
-            START_TIMEOUT,
-            StartingMemory::Forked(memory),
-        )
-        .await
-        .map_err(WasmError::ForkStart)?;
+        let keeping = self.keeping.as_ref().map(|k| Keeping {
+            saver: k.saver.clone(),
+            id: new_id.to_owned(),
+        });
         let mut fork = Self::open(
             self.image.clone(),
             self.root.clone(),
             host_dir.to_owned(),
             ledger,
             self.limits.clone(),
+            keeping,
         )
         .with_installer(self.installer.clone())
-        .with_saver(self.saver.clone())
         .with_door(self.door.clone());
+        let interpreter = Interpreter::start_from(
+            &self.image,
+            host_dir,
+            fork.ledger.clone(),
+            &self.limits,
+            START_TIMEOUT,
+            StartingMemory::Forked(memory, fork.pages_plan()),
+        )
+        .await
+        .map_err(WasmError::ForkStart)?;
         fork.interpreter = Some(interpreter);
         fork.executions = self.executions;
-        Ok((fork, report.copied))
+        fork.keep_state().await;
+        Ok((fork.finish(), report.copied))
     }
 
     /// Runs `request`'s code on the interpreter, with its output captured
@@ -531,6 +455,7 @@ impl CodeInterpreter for WasmSandbox {
         // Taken once the interpreter is known to be alive, so a loss found
         // just now is reported by this call, not the next.
         let earlier_loss = self.lost_state.take();
+        self.note_started().await;
         let call = self.call_driver(&request, &stop).await?;
         let facts = Facts {
             limits: &request.limits,
@@ -548,6 +473,7 @@ impl CodeInterpreter for WasmSandbox {
         if let Some(loss) = loss {
             self.after_loss(&loss);
         }
+        self.keep_state().await;
         Ok(execution)
     }
 
@@ -586,6 +512,7 @@ impl CodeInterpreter for WasmSandbox {
                 output.push_str(&format!("Their imports were not checked: {why}."));
             }
         }
+        self.keep_state().await;
         Ok(report)
     }
 
@@ -622,60 +549,19 @@ impl CodeInterpreter for WasmSandbox {
         self.image.manifest.name.clone()
     }
 
-    async fn save(&mut self, id: &str) -> Result<bool, SandboxError> {
-        let Some(store) = self.saver.clone() else {
-            return Ok(false);
-        };
-        if self.closed {
-            return Ok(false);
+    fn kept_across_restarts(&self) -> KeptAcrossRestarts {
+        match (&self.keeping, self.image.turns) {
+            (None, _) => KeptAcrossRestarts::Nothing,
+            (Some(_), true) => KeptAcrossRestarts::FilesAndVariables,
+            (Some(_), false) => KeptAcrossRestarts::FilesOnly,
         }
-        let alive = self.interpreter.as_ref().filter(|i| i.is_alive());
-        // The copy of its memory is charged while the save holds it, never
-        // refused (refusing would lose the sandbox); saves at a stop run one
-        // at a time.
-        let _copy = alive.map(|i| self.image.memory_budget.hold(i.memory_bytes()));
-        let state = match alive {
-            Some(interpreter) if self.image.turns => match interpreter.capture().await {
-                Ok(state) => Some(state),
-                Err(e) => {
-                    tracing::warn!(id, error = %e, "saving only the sandbox's files: its interpreter's state could not be copied");
-                    None
-                }
-            },
-            _ => None,
-        };
-        if let Some(mut interpreter) = self.interpreter.take() {
-            interpreter.kill();
-        }
-        if let Some(task) = self.restarting.take() {
-            task.abort();
-        }
-        let meta = SavedMeta {
-            session_id: id.to_owned(),
-            runtime: self.image.manifest.name.clone(),
-            image_key: self.image.state_key.clone(),
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            saved_at: unix_now(),
-            state_sha256: None,
-            memory_bytes: self.limits.memory_bytes,
-            timeout_ms: self.limits.timeout.as_millis() as u64,
-            executions: self.executions,
-            allow_hosts: self.door.as_ref().and_then(|d| d.asked.clone()),
-        };
-        let dir = self.host_dir.clone();
-        let saved = tokio::task::spawn_blocking(move || store.save(meta, state.as_ref(), &dir))
-            .await
-            .map_err(|source| WasmError::Task {
-                what: "saving",
-                source,
-            })?;
-        saved.map_err(WasmError::Save)?;
-        // The directory now belongs to the saved sandbox.
-        self.closed = true;
-        Ok(true)
     }
 
-    async fn fork(&mut self) -> Result<Forked, SandboxError> {
+    async fn save(&mut self, _id: &str) -> Result<bool, SandboxError> {
+        self.save_into_store().await
+    }
+
+    async fn fork(&mut self, new_id: &str) -> Result<Forked, SandboxError> {
         if !self.image.turns {
             return Err(SandboxError::InvalidArgument(format!(
                 "sandboxes of the runtime '{}' cannot be forked: its interpreter never returns to the server between executions, so its state cannot be copied; create the sandbox with runtime \"scientific\" to fork it",
@@ -709,7 +595,7 @@ impl CodeInterpreter for WasmSandbox {
             }
         };
         let open_files_not_carried = memory.open_files;
-        match self.fill_fork(&host_dir, memory).await {
+        match self.fill_fork(&host_dir, memory, new_id).await {
             Ok((sandbox, files_copied)) => Ok(Forked {
                 interpreter: Box::new(sandbox),
                 open_files_not_carried,

@@ -1,39 +1,48 @@
 //! What a turn-driven interpreter's memory starts as, and putting it in
 //! place between instantiation and the first turn: the runtime's snapshot
 //! mapped in (a new sandbox), another interpreter's pages mapped in (a fork),
-//! or a saved state copied in (a restore).
+//! or a saved sandbox's pages mapped in (a restore). In each case the memory
+//! is made of file mappings: nothing is copied.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use wasmtime::{Instance, Store};
 
-use super::globals::{GlobalValue, capture_globals, restore_globals};
-use super::guest_memory::MemoryRegion;
+use super::globals::{GlobalValue, restore_globals};
 use super::interpreter::{GuestImage, GuestState};
+use super::journal::Replayed;
+use super::kept_memory::{KeptMemory, region_of};
 use super::page_store::PageStore;
 use super::state_error::StateError;
-use super::state_image::StateImage;
 
 /// The bytes of a 32-bit linear memory's page.
 const WASM_PAGE: usize = 64 << 10;
 
+/// Where an interpreter keeps the pages it writes (a sandbox's own
+/// interpreter), and whether it keeps a journal of them.
+#[derive(Clone, Debug)]
+pub(crate) struct PagesPlan {
+    /// The directory of its page store.
+    pub dir: PathBuf,
+    /// Whether its state is made durable after each execution.
+    pub durable: bool,
+}
+
 /// What an interpreter's memory starts as.
 pub(crate) enum StartingMemory {
-    /// The runtime's snapshot; the pages it writes are kept in `pages`
-    /// when given (a sandbox's own interpreter), so that it can be forked.
-    Fresh {
-        /// The directory of its page store.
-        pages: Option<PathBuf>,
-    },
+    /// The runtime's snapshot. Without a plan for its pages the interpreter
+    /// cannot be forked or kept (an import check's, a compiler's).
+    Fresh(Option<PagesPlan>),
     /// Another interpreter's memory, forked.
-    Forked(ForkedMemory),
-    /// A saved state, copied in.
-    Saved {
-        /// The state.
-        state: Arc<StateImage>,
-        /// The directory of its page store.
-        pages: Option<PathBuf>,
+    Forked(ForkedMemory, PagesPlan),
+    /// A saved sandbox's memory, read back from the journal in `from`.
+    Restored {
+        /// The saved entry's memory directory.
+        from: PathBuf,
+        /// What its journal holds.
+        replayed: Box<Replayed>,
+        /// Where the restored interpreter keeps its pages.
+        plan: PagesPlan,
     },
 }
 
@@ -51,86 +60,71 @@ pub(crate) struct ForkedMemory {
     pub open_files: usize,
 }
 
-/// The region of `instance`'s memory, which must be this server's.
-fn region_of(
-    store: &mut Store<GuestState>,
-    instance: &Instance,
-) -> Result<Arc<MemoryRegion>, StateError> {
-    let memory = instance
-        .get_memory(&mut *store, "memory")
-        .ok_or(StateError::NoMemory)?;
-    MemoryRegion::of(memory.data_ptr(&*store)).ok_or(StateError::NotCopyable)
-}
-
 /// Puts `starting` in place in `instance`, just instantiated; returns the
-/// page store the interpreter keeps its pages in, if it has one.
+/// memory the interpreter keeps, if it keeps one.
 pub(crate) fn place(
     store: &mut Store<GuestState>,
     instance: &Instance,
     image: &GuestImage,
     starting: StartingMemory,
-) -> Result<Option<PageStore>, StateError> {
+) -> Result<Option<KeptMemory>, StateError> {
+    let Some(snapshot) = &image.snapshot else {
+        return Ok(None);
+    };
     match starting {
-        StartingMemory::Fresh { pages } => {
-            let Some(snapshot) = &image.snapshot else {
-                return Ok(None);
-            };
+        StartingMemory::Fresh(plan) => {
             snapshot.apply(store, instance)?;
-            Ok(pages.map(|dir| PageStore::of_image(dir, snapshot.clone())))
+            let Some(plan) = plan else { return Ok(None) };
+            let pages = PageStore::of_image(plan.dir, snapshot.clone());
+            Ok(Some(KeptMemory::new(pages, plan.durable)?))
         }
-        StartingMemory::Forked(forked) => {
-            let memory = instance
-                .get_memory(&mut *store, "memory")
-                .ok_or(StateError::NoMemory)?;
-            let have = memory.data_size(&*store);
-            if have > forked.memory_bytes || !forked.memory_bytes.is_multiple_of(WASM_PAGE) {
-                return Err(StateError::DoesNotFit {
-                    saved: forked.memory_bytes,
-                    have,
-                });
-            }
-            memory
-                .grow(
-                    &mut *store,
-                    ((forked.memory_bytes - have) / WASM_PAGE) as u64,
-                )
-                .map_err(|e| StateError::CannotGrow(e.to_string()))?;
-            let region = region_of(store, instance)?;
-            // SAFETY: no guest code has run on this memory yet, and the
-            // store's files are never changed.
-            unsafe { forked.pages.map_into(&region)? };
+        StartingMemory::Forked(forked, plan) => {
+            map_pages(store, instance, &forked.pages, forked.memory_bytes)?;
             restore_globals(store, instance, &forked.globals)?;
-            Ok(Some(forked.pages))
+            Ok(Some(KeptMemory::new(forked.pages, plan.durable)?))
         }
-        StartingMemory::Saved { state, pages } => {
-            state.restore(store, instance)?;
-            Ok(match (pages, &image.snapshot) {
-                (Some(dir), Some(snapshot)) => Some(PageStore::unmapped(dir, snapshot.clone())),
-                _ => None,
-            })
+        StartingMemory::Restored {
+            from,
+            replayed,
+            plan,
+        } => {
+            let pages = PageStore::restored(&from, plan.dir, snapshot.clone(), &replayed)?;
+            map_pages(
+                store,
+                instance,
+                &pages,
+                replayed.state.memory_bytes as usize,
+            )?;
+            restore_globals(store, instance, &replayed.state.globals)?;
+            Ok(Some(KeptMemory::new(pages, plan.durable)?))
         }
     }
 }
 
-/// Takes a fork of the memory of `instance` (between turns) into a store
-/// in `dir`: the pages written since the last flush are flushed first.
-pub(crate) fn fork(
+/// Grows the fresh memory of `instance` to `memory_bytes` and maps the
+/// pages of `pages` into it.
+fn map_pages(
     store: &mut Store<GuestState>,
     instance: &Instance,
-    pages: Option<&mut PageStore>,
-    dir: PathBuf,
-) -> Result<ForkedMemory, StateError> {
-    let pages = pages.ok_or(StateError::NotCopyable)?;
+    pages: &PageStore,
+    memory_bytes: usize,
+) -> Result<(), StateError> {
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or(StateError::NoMemory)?;
+    let have = memory.data_size(&*store);
+    if have > memory_bytes || !memory_bytes.is_multiple_of(WASM_PAGE) {
+        return Err(StateError::DoesNotFit {
+            saved: memory_bytes,
+            have,
+        });
+    }
+    memory
+        .grow(&mut *store, ((memory_bytes - have) / WASM_PAGE) as u64)
+        .map_err(|e| StateError::CannotGrow(e.to_string()))?;
     let region = region_of(store, instance)?;
-    let memory_bytes = region.size();
-    // SAFETY: between turns no guest code runs, and the store describes
-    // this memory.
-    unsafe { pages.flush(&region, memory_bytes)? };
-    let forked = pages.fork(dir)?;
-    Ok(ForkedMemory {
-        pages: forked,
-        globals: capture_globals(store, instance)?,
-        memory_bytes,
-        open_files: store.data_mut().open_files(),
-    })
+    // SAFETY: no guest code has run on this memory yet, and the store's
+    // files are never changed.
+    unsafe { pages.map_into(&region)? };
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //! code is on the stack, so the instance's whole state is its linear memory
 //! and globals (plus the WASI context the host holds), which is what makes
 //! snapshots, forks and saved sandboxes possible (see [`super::preinit`] and
-//! [`super::state_image`]).
+//! [`super::kept_memory`]).
 //!
 //! Each execution is one turn of [`SERVE`], which has the driver answer the
 //! one request waiting on stdin; the call ends when the turn returns.
@@ -17,10 +17,9 @@ use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::guest_io::GuestLink;
 use super::interpreter::GuestState;
-use super::page_store::PageStore;
-use super::starting_memory::{self, ForkedMemory};
+use super::kept_memory::KeptMemory;
+use super::starting_memory::ForkedMemory;
 use super::state_error::StateError;
-use super::state_image::StateImage;
 use super::trap::{GuestExit, classify};
 
 /// The source of every turn after the driver's set-up: answer one request.
@@ -72,10 +71,12 @@ impl TurnExports {
 
 /// What the host may ask of an instance between two turns.
 pub(crate) enum Control {
-    /// Copy the instance's state (for a saved sandbox).
-    Capture(oneshot::Sender<Result<StateImage, StateError>>),
     /// Fork the instance's memory into a page store in the directory.
     Fork(PathBuf, oneshot::Sender<Result<ForkedMemory, StateError>>),
+    /// An execution (the one numbered) is about to start.
+    Started(u64),
+    /// Keep the state the last turn left (after the execution numbered).
+    Keep(u64, oneshot::Sender<Result<(), StateError>>),
 }
 
 /// Answers requests, one turn each, until the instance traps or exits; asks
@@ -86,7 +87,7 @@ pub(crate) async fn serve(
     link: Arc<GuestLink>,
     metered: bool,
     mut control: mpsc::Receiver<Control>,
-    mut pages: Option<PageStore>,
+    mut kept: Option<KeptMemory>,
 ) -> GuestExit {
     let exports = match TurnExports::find(&mut store, &instance) {
         Ok(exports) => exports,
@@ -96,11 +97,24 @@ pub(crate) async fn serve(
         tokio::select! {
             biased;
             asked = control.recv() => match asked {
-                Some(Control::Capture(answer)) => {
-                    let _ = answer.send(StateImage::capture(&mut store, &instance));
-                }
                 Some(Control::Fork(dir, answer)) => {
-                    let _ = answer.send(starting_memory::fork(&mut store, &instance, pages.as_mut(), dir));
+                    let forked = match &mut kept {
+                        Some(kept) => kept.fork(&mut store, &instance, dir),
+                        None => Err(StateError::NotCopyable),
+                    };
+                    let _ = answer.send(forked);
+                }
+                Some(Control::Started(executions)) => {
+                    if let Some(kept) = &mut kept {
+                        kept.started(executions);
+                    }
+                }
+                Some(Control::Keep(executions, answer)) => {
+                    let kept = match &mut kept {
+                        Some(kept) => kept.keep(&mut store, &instance, executions),
+                        None => Ok(()),
+                    };
+                    let _ = answer.send(kept);
                 }
                 // The interpreter's owner is gone.
                 None => return GuestExit::Gone,

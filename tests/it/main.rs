@@ -11,6 +11,7 @@ mod cli;
 mod deploy;
 mod disk_blocks;
 mod docs;
+mod durable;
 mod e2b;
 mod e2b_fake;
 mod execution;

@@ -207,7 +207,7 @@ fn saved_entries(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
 }
 
 #[tokio::test]
-async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_files_kept() {
+async fn sandboxes_survive_a_restart_and_a_damaged_save_comes_back_with_its_files_and_says_so() {
     scientific_cache();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
@@ -246,11 +246,22 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
         );
     }
     let tampered = &saved.iter().find(|(id, _)| id == "tamper-me").unwrap().1;
-    let state = tampered.join("state.bin");
-    let mut bytes = std::fs::read(&state).unwrap();
+    // A byte of its memory's pages flipped on disk.
+    let segment = std::fs::read_dir(tampered)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("segment-")
+        })
+        .expect("the memory's pages are kept");
+    let mut bytes = std::fs::read(&segment).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
-    std::fs::write(&state, bytes).unwrap();
+    std::fs::write(&segment, bytes).unwrap();
 
     // One sandbox at a time, to see a restore refused at the cap lose nothing.
     let second = Server::start_in(
@@ -322,18 +333,23 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_is_refused_with_its_file
     second
         .ok("close_sandbox", json!({"session_id": "plain"}))
         .await;
-    let refused = second
-        .err(
+    // Damaged pages are never mapped: it comes back with its files only,
+    // and says why.
+    let damaged = second
+        .call(
             "execute_code",
             json!({"session_id": "tamper-me", "code": "total"}),
         )
         .await;
+    assert_eq!(structured(&damaged)["error"]["name"], "NameError");
+    let said = text(&damaged);
     assert!(
-        refused.contains("damaged") && refused.contains("files are kept"),
-        "{refused}"
+        said.contains("damaged") && said.contains("files only"),
+        "{said}"
     );
-    assert!(
-        tampered.join("files/data.txt").exists(),
+    assert_eq!(
+        second.run("tamper-me", "open('data.txt').read()").await["value"],
+        "'saved file'",
         "its files are kept"
     );
     let closed = second

@@ -489,12 +489,16 @@ pub fn with_progress(tool: &str, args: Value, token: &str) -> CallToolRequestPar
 pub fn sandbox_dirs_under(root: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for server in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if !server.file_name().to_string_lossy().starts_with("server-") {
+            continue;
+        }
         for sb in std::fs::read_dir(server.path())
             .into_iter()
             .flatten()
             .flatten()
         {
-            if sb.path().is_dir() {
+            // A sandbox's directory, not the memory directory beside it.
+            if sb.path().is_dir() && sb.path().extension().is_none() {
                 dirs.push(sb.path());
             }
         }

@@ -93,6 +93,7 @@ fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
         let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
         assert_eq!(
             changed
+                .extents
                 .iter()
                 .map(|e| (e.first, e.pages))
                 .collect::<Vec<_>>(),
@@ -103,6 +104,11 @@ fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
         assert!(dir.join("segment-00000000").exists());
         // Nothing new: nothing written.
         assert!(unsafe { pages.flush(&guest.region, size).unwrap() }.is_empty());
+        assert_eq!(changed.marks.len(), 1, "one checksum for the bytes added");
+        assert_eq!(
+            (changed.marks[0].from, changed.marks[0].to),
+            (0, 3 * page as u64)
+        );
         // Mapped from the segment, the pages read the same.
         assert_eq!(guest.get(3 * page + 1), 33);
         assert_eq!(guest.get(3 * page), 3);
@@ -111,7 +117,8 @@ fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
         // The same page again: the old copy is garbage, the new one counts.
         guest.put(3 * page + 1, 34);
         let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
-        assert_eq!(changed.len(), 1);
+        assert_eq!(changed.extents.len(), 1);
+        assert_eq!(changed.marks.len(), 1);
         assert_eq!(guest.get(3 * page + 1), 34);
         let extents: Vec<(usize, usize, Source)> = pages
             .layout()

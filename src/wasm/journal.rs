@@ -1,0 +1,298 @@
+//! [`Journal`]: what makes a sandbox's memory durable. Beside its page
+//! segments (see [`super::page_store`]), a sandbox that is kept across
+//! restarts has a journal: one record when an execution starts, and one
+//! after each turn that says what changed (the extents mapped anew, the
+//! globals, the memory's size) and checksums the bytes its segments gained.
+//! A record after a compaction (or the first of a journal) holds the whole
+//! layout, and the journal is then rewritten with it alone; the segments the
+//! records before it named, and it does not, are deleted only then.
+//!
+//! Records are appended with one write each, so a server killed at any
+//! moment leaves whole records and at most one cut short; [`replay`] reads
+//! them back, stops at the first that is cut short or damaged (its frame's
+//! checksum, or the checksum of the segment bytes it names), and gives the
+//! state of the last good one, saying what it left out. An execution whose
+//! start was recorded with no state after it did not finish.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::globals::GlobalValue;
+use super::page_store::{Extent, Layout};
+
+/// The journal's file name in a memory directory.
+pub(crate) const JOURNAL: &str = "journal";
+/// The most bytes one record may take (a layout is bounded well below).
+const MAX_RECORD: u32 = 64 << 20;
+
+/// Bytes a segment gained since the record before, and their checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SegmentMark {
+    /// The segment.
+    pub id: u32,
+    /// Its length before.
+    pub from: u64,
+    /// Its length after.
+    pub to: u64,
+    /// CRC-32 of the bytes between.
+    pub crc: u32,
+}
+
+/// The state of a memory after a turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StateRecord {
+    /// Executions the sandbox had run.
+    pub executions: u64,
+    /// Bytes of memory.
+    pub memory_bytes: u64,
+    /// The globals' values.
+    pub globals: Vec<(String, GlobalValue)>,
+    /// Whether `extents` is the whole layout (or what changed).
+    pub whole: bool,
+    /// Extents mapped anew (or all of them).
+    pub extents: Vec<Extent>,
+    /// What the segments gained (or, for a whole record, all they hold).
+    pub marks: Vec<SegmentMark>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Record {
+    Started { executions: u64 },
+    State(StateRecord),
+}
+
+/// A memory directory's journal, open for appending.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    path: PathBuf,
+    file: Arc<File>,
+    written: u64,
+}
+
+impl Journal {
+    /// A new, empty journal in `dir`.
+    pub(crate) fn create(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(JOURNAL);
+        let file = Arc::new(File::create(&path)?);
+        Ok(Self {
+            path,
+            file,
+            written: 0,
+        })
+    }
+
+    /// Records that an execution (the `executions`th) starts.
+    pub(crate) fn started(&mut self, executions: u64) -> std::io::Result<()> {
+        self.append(&Record::Started { executions })
+    }
+
+    /// Records the state after a turn; a whole record replaces the journal
+    /// (so the segments earlier records named can go).
+    pub(crate) fn state(&mut self, state: StateRecord) -> std::io::Result<()> {
+        if state.whole {
+            return self.rewrite(state);
+        }
+        self.append(&Record::State(state))
+    }
+
+    /// The file, for syncing it in the background: a server killed
+    /// outright loses nothing written; a machine that stops, what the system
+    /// had not put on disk.
+    pub(crate) fn sync_handle(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
+    fn append(&mut self, record: &Record) -> std::io::Result<()> {
+        let frame = frame(record)?;
+        (&*self.file).write_all(&frame)?;
+        self.written += frame.len() as u64;
+        Ok(())
+    }
+
+    /// Replaces the journal with one holding `state` alone.
+    fn rewrite(&mut self, state: StateRecord) -> std::io::Result<()> {
+        let temp = self.path.with_extension("new");
+        let frame = frame(&Record::State(state))?;
+        let mut file = File::create(&temp)?;
+        file.write_all(&frame)?;
+        file.sync_data()?;
+        std::fs::rename(&temp, &self.path)?;
+        self.file = Arc::new(OpenOptions::new().append(true).open(&self.path)?);
+        self.written = frame.len() as u64;
+        Ok(())
+    }
+}
+
+/// A record as written: its length, the CRC-32 of its body, the body.
+fn frame(record: &Record) -> std::io::Result<Vec<u8>> {
+    let body = serde_json::to_vec(record)?;
+    let mut frame = Vec::with_capacity(body.len() + 8);
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// A memory brought back from its journal.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    /// The last good state.
+    pub state: StateRecord,
+    /// Its whole layout.
+    pub layout: Layout,
+    /// The bytes of each segment it uses.
+    pub segments: BTreeMap<u32, u64>,
+    /// The checksums of each segment's bytes.
+    pub marks: BTreeMap<u32, Vec<SegmentMark>>,
+}
+
+/// What a journal holds.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    /// The memory as of its last good state, if it has one.
+    pub memory: Option<Replayed>,
+    /// Whether an execution started after that state and did not finish.
+    pub unfinished: bool,
+    /// What was left out because it was damaged or cut short, if anything.
+    pub damage: Option<String>,
+}
+
+/// Reads the journal of the memory directory `dir` (whose segments are
+/// checked against the records).
+pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
+    let mut bytes = Vec::new();
+    File::open(dir.join(JOURNAL))?.read_to_end(&mut bytes)?;
+    let mut at = 0;
+    let mut good: Option<Replayed> = None;
+    let mut checked: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut unfinished = false;
+    let mut damage = None;
+    while at < bytes.len() {
+        let record = match read_frame(&bytes[at..]) {
+            Ok((record, used)) => {
+                at += used;
+                record
+            }
+            Err(why) => {
+                damage = Some(why);
+                break;
+            }
+        };
+        match record {
+            Record::Started { .. } => unfinished = true,
+            Record::State(state) => match apply(dir, good.as_ref(), &mut checked, state) {
+                Ok(next) => {
+                    good = Some(next);
+                    unfinished = false;
+                }
+                Err(why) => {
+                    damage = Some(why);
+                    break;
+                }
+            },
+        }
+    }
+    Ok(Replay {
+        memory: good,
+        unfinished,
+        damage,
+    })
+}
+
+/// One frame at the start of `bytes`, and the bytes it took.
+fn read_frame(bytes: &[u8]) -> Result<(Record, usize), String> {
+    let cut = || "the last record is cut short".to_owned();
+    let head = bytes.get(..8).ok_or_else(cut)?;
+    let len = u32::from_le_bytes(head[..4].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes(head[4..].try_into().unwrap_or_default());
+    if len > MAX_RECORD {
+        return Err("a record's length is damaged".into());
+    }
+    let body = bytes.get(8..8 + len as usize).ok_or_else(cut)?;
+    if crc32fast::hash(body) != crc {
+        return Err("a record is damaged (its checksum does not match)".into());
+    }
+    let record =
+        serde_json::from_slice(body).map_err(|e| format!("a record cannot be read ({e})"))?;
+    Ok((record, 8 + len as usize))
+}
+
+/// The state after `state` on top of `previous`, its segment bytes checked;
+/// on failure, why.
+fn apply(
+    dir: &Path,
+    previous: Option<&Replayed>,
+    checked: &mut BTreeMap<u32, u64>,
+    state: StateRecord,
+) -> Result<Replayed, String> {
+    let (mut layout, mut segments, mut marks) = match (previous, state.whole) {
+        (_, true) => (Layout::default(), BTreeMap::new(), BTreeMap::new()),
+        (Some(p), false) => (p.layout.clone(), p.segments.clone(), p.marks.clone()),
+        (None, false) => return Err("the journal does not start with a whole state".into()),
+    };
+    for mark in &state.marks {
+        let known = checked.get(&mark.id).copied().unwrap_or(0);
+        if mark.to > known {
+            check_mark(dir, mark)?;
+            checked.insert(mark.id, mark.to);
+        }
+        let len = segments.entry(mark.id).or_insert(0);
+        *len = (*len).max(mark.to);
+        marks.entry(mark.id).or_insert_with(Vec::new).push(*mark);
+    }
+    for extent in &state.extents {
+        layout.set(*extent);
+    }
+    layout.check(&segments, state.memory_bytes)?;
+    // Segments no extent uses any more are not carried.
+    let used: std::collections::BTreeSet<u32> = layout
+        .extents()
+        .iter()
+        .filter_map(|e| match e.source {
+            super::page_store::Source::Segment(id) => Some(id),
+            super::page_store::Source::Image => None,
+        })
+        .collect();
+    segments.retain(|id, _| used.contains(id));
+    marks.retain(|id, _| used.contains(id));
+    Ok(Replayed {
+        state,
+        layout,
+        segments,
+        marks,
+    })
+}
+
+/// Checks the bytes a mark names against its checksum.
+fn check_mark(dir: &Path, mark: &SegmentMark) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(super::page_store::segment_name(mark.id));
+    let damaged = |what: String| format!("the pages of a state are damaged ({what})");
+    let file = File::open(&path).map_err(|e| damaged(format!("segment {}: {e}", mark.id)))?;
+    if mark.to < mark.from {
+        return Err(damaged("a mark runs backwards".into()));
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut at = mark.from;
+    while at < mark.to {
+        let n = ((mark.to - at) as usize).min(buffer.len());
+        file.read_exact_at(&mut buffer[..n], at)
+            .map_err(|e| damaged(format!("segment {} is cut short: {e}", mark.id)))?;
+        hasher.update(&buffer[..n]);
+        at += n as u64;
+    }
+    if hasher.finalize() != mark.crc {
+        return Err(damaged(format!(
+            "segment {} does not match its checksum",
+            mark.id
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Taking in the sandboxes of servers that died: a server killed outright
+//! (SIGKILL, the machine's memory running out, a power cut) leaves each of
+//! its durable sandboxes in its directory under the root, a memory
+//! directory with a sealed record beside the sandbox's files. A server that
+//! opens the root, or that is asked for a sandbox it does not find, moves
+//! each such pair into the saved store, where the next call naming the
+//! sandbox restores it as of its last completed execution.
+//!
+//! A server directory is dead when nobody holds its lock; the one taking it
+//! in holds that lock meanwhile, so two servers never take in the same one.
+//! A memory directory without a record, or without files (a restore or a
+//! fork cut short, whose sandbox lives on elsewhere), is left for the
+//! directory's removal.
+
+use std::fs::{self, File};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::{FILES, META, SEAL, SavedMeta, SavedStore, unix_now};
+use crate::sandbox::remove_tree::remove_tree;
+use crate::sandbox::root::{SERVER_PREFIX, lock_file_of};
+
+/// How often a server looks for dead servers' sandboxes when asked for one
+/// it does not have.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+impl SavedStore {
+    /// [`SavedStore::adopt_abandoned`], unless it ran less than a second ago
+    /// (a call for an unknown sandbox triggers it, and such calls can come
+    /// fast).
+    pub(crate) fn adopt_if_due(&self) -> usize {
+        {
+            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
+                return 0;
+            }
+            *last = Some(Instant::now());
+        }
+        self.adopt_abandoned()
+    }
+
+    /// Moves the durable sandboxes of dead servers under the root into the
+    /// store; returns how many.
+    pub(crate) fn adopt_abandoned(&self) -> usize {
+        let Ok(servers) = fs::read_dir(&self.root) else {
+            return 0;
+        };
+        let mut adopted = 0;
+        for server in servers.flatten() {
+            let name = server.file_name();
+            if !name.to_string_lossy().starts_with(SERVER_PREFIX)
+                || !server.file_type().is_ok_and(|t| t.is_dir())
+            {
+                continue;
+            }
+            let dir = server.path();
+            // Held while the directory is taken in; a live server holds it.
+            let Some(_lock) = take_lock(&dir) else {
+                continue;
+            };
+            adopted += self.adopt_server(&dir);
+        }
+        if adopted > 0 {
+            tracing::info!(
+                adopted,
+                "took in the sandboxes of a server that did not shut down: each comes back as of its last completed execution when called"
+            );
+        }
+        adopted
+    }
+
+    /// Takes in the sandboxes of the dead server directory `dir`.
+    fn adopt_server(&self, dir: &Path) -> usize {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return 0;
+        };
+        let mut adopted = 0;
+        for entry in entries.flatten() {
+            let memory = entry.path();
+            if memory.extension().is_none_or(|e| e != "memory") {
+                continue;
+            }
+            match self.adopt_sandbox(&memory) {
+                Ok(true) => adopted += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(path = %memory.display(), error = %e, "could not take in a sandbox of a server that died; it is removed with that server's directory")
+                }
+            }
+        }
+        adopted
+    }
+
+    /// Moves the sandbox of the memory directory `memory` into the store
+    /// (whether it was one to take in).
+    fn adopt_sandbox(&self, memory: &Path) -> std::io::Result<bool> {
+        let Ok(record) = fs::read(memory.join(META)) else {
+            return Ok(false);
+        };
+        let Ok(mut meta) = serde_json::from_slice::<SavedMeta>(&record) else {
+            return Ok(false);
+        };
+        let files = memory.with_extension("");
+        let inside = memory.join(FILES);
+        if fs::symlink_metadata(&files).is_ok_and(|m| m.is_dir()) {
+            if inside.exists() {
+                return Ok(false);
+            }
+            fs::rename(&files, &inside)?;
+        } else if !fs::symlink_metadata(&inside).is_ok_and(|m| m.is_dir()) {
+            return Ok(false);
+        }
+        fs::create_dir_all(&self.dir)?;
+        // Kept from now on for SANDBOX_KEEP_SAVED_SECONDS; a record whose
+        // seal does not match is moved as it is (and refused at restore),
+        // never sealed anew.
+        let sealed = fs::read_to_string(memory.join(SEAL))
+            .is_ok_and(|seal| self.seal.verify(&record, &seal));
+        if sealed {
+            meta.saved_at = unix_now();
+            self.write_record(memory, &meta)
+                .map_err(std::io::Error::other)?;
+        }
+        let entry = self.entry(&meta.session_id);
+        // An older save of the same sandbox is superseded.
+        let _ = remove_tree(&entry);
+        fs::rename(memory, &entry)?;
+        let _ = self.trim(&entry);
+        Ok(true)
+    }
+}
+
+/// The lock of the server directory `dir`, when nobody else holds it.
+fn take_lock(dir: &Path) -> Option<File> {
+    let lock = File::open(lock_file_of(dir)).ok()?;
+    lock.try_lock().ok()?;
+    Some(lock)
+}

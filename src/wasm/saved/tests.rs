@@ -1,0 +1,295 @@
+use super::super::globals::GlobalValue;
+use super::super::journal::{Journal, StateRecord};
+use super::*;
+
+fn meta(id: &str) -> SavedMeta {
+    SavedMeta {
+        session_id: id.into(),
+        runtime: "scientific".into(),
+        image_key: "key-1".into(),
+        server_version: env!("CARGO_PKG_VERSION").into(),
+        saved_at: unix_now(),
+        memory_bytes: 1 << 29,
+        timeout_ms: 30_000,
+        executions: 3,
+        allow_hosts: None,
+    }
+}
+
+/// A live sandbox as a server keeps it: `<dir>/sb-1` with a file, and
+/// `<dir>/sb-1.memory` with its record and a journal of one state.
+fn live_sandbox(store: &SavedStore, dir: &Path, id: &str) -> (PathBuf, PathBuf) {
+    let files = dir.join("sb-1");
+    let memory = dir.join("sb-1.memory");
+    fs::create_dir_all(&files).unwrap();
+    fs::write(files.join("data.txt"), "kept").unwrap();
+    store.write_record(&memory, &meta(id)).unwrap();
+    let mut journal = Journal::create(&memory).unwrap();
+    journal
+        .state(StateRecord {
+            executions: 3,
+            memory_bytes: 64 << 10,
+            globals: vec![("__wizer_global_0".into(), GlobalValue::I32(7))],
+            whole: true,
+            extents: Vec::new(),
+            marks: Vec::new(),
+        })
+        .unwrap();
+    (files, memory)
+}
+
+#[test]
+fn a_saved_sandbox_comes_back_once_checked_and_a_damaged_one_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    let (files, memory) = live_sandbox(&store, root.path(), "../../etc");
+    store.save(meta("../../etc"), &files, &memory).unwrap();
+    assert!(
+        !files.exists() && !memory.exists(),
+        "both moved into the store"
+    );
+    let listed = store.list();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].state_kept && listed[0].session_id == "../../etc");
+    let key = |_: &str| Some("key-1".to_owned());
+    let back = store.take("../../etc", key).unwrap().unwrap();
+    assert!(!back.memory.unfinished && back.memory.damage.is_none());
+    let replayed = back.memory.memory.unwrap();
+    assert_eq!(replayed.state.executions, 3);
+    assert_eq!(replayed.state.globals[0].1, GlobalValue::I32(7));
+    assert_eq!(
+        fs::read_to_string(back.files.join("data.txt")).unwrap(),
+        "kept"
+    );
+    assert!(
+        back.entry.starts_with(root.path().join("saved")),
+        "the id is not a path"
+    );
+
+    let other_key = |_: &str| Some("key-2".to_owned());
+    let stale = match store.take("../../etc", other_key).unwrap() {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a state of another runtime build must be refused"),
+    };
+    assert!(
+        stale.contains("has changed") && stale.contains("files are kept"),
+        "{stale}"
+    );
+    let record = back.entry.join(META);
+    let saved = fs::read(&record).unwrap();
+    let raised = String::from_utf8(saved.clone())
+        .unwrap()
+        .replace("536870912", "4294967296");
+    fs::write(&record, raised).unwrap();
+    let changed = match store.take("../../etc", key).unwrap() {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a record changed after its save must be refused"),
+    };
+    assert!(changed.contains("does not match its seal"), "{changed}");
+    fs::write(&record, saved).unwrap();
+    assert!(store.take("nobody", key).is_none());
+    assert!(store.delete("../../etc"));
+    assert!(store.list().is_empty());
+}
+
+#[test]
+fn a_dead_servers_sandboxes_are_taken_in_and_a_live_ones_left() {
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    // A live server's sandbox is its own (its root is claimed first: a
+    // claim removes what dead servers left).
+    let live_root = crate::sandbox::root::SandboxRoot::open(root.path(), None).unwrap();
+    live_sandbox(&store, live_root.path(), "running");
+    let dead = root.path().join("server-dead");
+    fs::create_dir_all(&dead).unwrap();
+    fs::write(dead.join(".lock"), b"").unwrap();
+    live_sandbox(&store, &dead, "lost");
+    // A memory directory without files: a restore cut short, not a sandbox.
+    store
+        .write_record(&dead.join("sb-2.memory"), &meta("orphan"))
+        .unwrap();
+
+    assert_eq!(store.adopt_abandoned(), 1);
+    let key = |_: &str| Some("key-1".to_owned());
+    let back = store.take("lost", key).unwrap().unwrap();
+    assert_eq!(back.memory.memory.unwrap().state.executions, 3);
+    assert_eq!(
+        fs::read_to_string(back.files.join("data.txt")).unwrap(),
+        "kept"
+    );
+    assert!(store.take("orphan", key).is_none());
+    assert!(store.take("running", key).is_none());
+    assert!(live_root.path().join("sb-1.memory").exists());
+
+    // A record changed while its server was dead is moved, not sealed anew.
+    let dead = root.path().join("server-dead2");
+    fs::create_dir_all(&dead).unwrap();
+    fs::write(dead.join(".lock"), b"").unwrap();
+    let (_, memory) = live_sandbox(&store, &dead, "tampered");
+    let record = memory.join(META);
+    let raised = fs::read_to_string(&record)
+        .unwrap()
+        .replace("536870912", "4294967296");
+    fs::write(&record, raised).unwrap();
+    assert_eq!(store.adopt_abandoned(), 1);
+    let refused = match store.take("tampered", key).unwrap() {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a tampered record must stay refused"),
+    };
+    assert!(refused.contains("does not match its seal"), "{refused}");
+}
+
+#[test]
+fn an_unfinished_execution_and_a_damaged_record_are_told() {
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    let (files, memory) = live_sandbox(&store, root.path(), "a");
+    let mut journal = Journal::create(&memory).unwrap();
+    let state = |executions| StateRecord {
+        executions,
+        memory_bytes: 64 << 10,
+        globals: Vec::new(),
+        whole: true,
+        extents: Vec::new(),
+        marks: Vec::new(),
+    };
+    journal.state(state(4)).unwrap();
+    journal.started(5).unwrap();
+    store.save(meta("a"), &files, &memory).unwrap();
+    let key = |_: &str| Some("key-1".to_owned());
+    let back = store.take("a", key).unwrap().unwrap().memory;
+    assert!(back.unfinished && back.memory.unwrap().state.executions == 4);
+
+    // A record cut short in the middle: the one before it stands.
+    let entry = store.entry("a");
+    let journal_path = entry.join(JOURNAL);
+    let good = fs::read(&journal_path).unwrap();
+    let mut more = Journal::create(&root.path().join("x")).unwrap();
+    more.state(state(9)).unwrap();
+    let extra = fs::read(root.path().join("x").join(JOURNAL)).unwrap();
+    let mut cut = good.clone();
+    cut.extend_from_slice(&extra[..extra.len() - 3]);
+    fs::write(&journal_path, &cut).unwrap();
+    let back = store.take("a", key).unwrap().unwrap().memory;
+    assert!(
+        back.damage.as_deref().unwrap().contains("cut short"),
+        "{:?}",
+        back.damage
+    );
+    assert_eq!(back.memory.unwrap().state.executions, 4);
+    // A flipped byte in a whole record's body.
+    let mut flipped = good.clone();
+    flipped.extend_from_slice(&extra);
+    flipped[good.len() + 10] ^= 0x20;
+    fs::write(&journal_path, &flipped).unwrap();
+    let back = store.take("a", key).unwrap().unwrap().memory;
+    assert!(back.damage.as_deref().unwrap().contains("damaged"));
+    assert_eq!(back.memory.unwrap().state.executions, 4);
+}
+
+#[test]
+fn old_entries_expire_and_the_size_limit_drops_the_oldest() {
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 150_000).unwrap();
+    for (i, id) in ["a", "b"].iter().enumerate() {
+        let files = root.path().join(id);
+        fs::create_dir(&files).unwrap();
+        fs::write(files.join("blob"), vec![0u8; 100_000]).unwrap();
+        let mut m = meta(id);
+        m.saved_at -= 10 - i as u64;
+        store
+            .save(m, &files, &root.path().join(format!("{id}.memory")))
+            .unwrap();
+    }
+    let ids: Vec<String> = store.list().into_iter().map(|s| s.session_id).collect();
+    assert_eq!(ids, ["b"], "the older entry made room");
+    let big = root.path().join("big");
+    fs::create_dir(&big).unwrap();
+    fs::write(big.join("blob"), vec![1u8; 200_000]).unwrap();
+    let refused = store.save(meta("big"), &big, &root.path().join("big.memory"));
+    assert!(
+        matches!(refused, Err(SaveError::TooLarge { max_mib: 0, .. })),
+        "{refused:?}"
+    );
+    let ids: Vec<String> = store.list().into_iter().map(|s| s.session_id).collect();
+    assert_eq!(ids, ["b"], "a sandbox over the limit alone is not kept");
+    let mut old = meta("c");
+    old.saved_at -= 3600;
+    let files = root.path().join("c");
+    fs::create_dir(&files).unwrap();
+    store
+        .save(old, &files, &root.path().join("c.memory"))
+        .unwrap();
+    let reopened = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    let ids: Vec<String> = reopened.list().into_iter().map(|s| s.session_id).collect();
+    assert_eq!(
+        ids,
+        ["b"],
+        "an entry past the keeping time is deleted at start"
+    );
+    assert!(
+        reopened.take("b", |_| None).unwrap().is_ok(),
+        "the seal's key survives a restart, so the record still verifies"
+    );
+    assert!(SavedStore::open(root.path(), Duration::ZERO, 1).is_none());
+}
+
+#[test]
+fn the_size_limit_counts_every_directory_however_many() {
+    // 1,500 directories of 64 KiB each (the review's attack): the walk
+    // counts them all, so the sandbox is over a limit of 88 MiB.
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 88 << 20).unwrap();
+    let files = root.path().join("many");
+    fs::create_dir(&files).unwrap();
+    for i in 0..1500 {
+        let d = files.join(format!("d{i}"));
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("blob"), vec![7u8; 64 << 10]).unwrap();
+    }
+    let refused = store.save(meta("many"), &files, &root.path().join("many.memory"));
+    assert!(
+        matches!(refused, Err(SaveError::TooLarge { max_mib: 88, .. })),
+        "{refused:?}"
+    );
+    assert!(store.list().is_empty(), "nothing over the limit is kept");
+}
+
+#[test]
+fn a_walk_that_cannot_finish_is_an_error_never_a_smaller_number() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let shut = tmp.path().join("shut");
+    fs::create_dir(&shut).unwrap();
+    fs::write(shut.join("blob"), vec![1u8; 1 << 20]).unwrap();
+    fs::set_permissions(&shut, fs::Permissions::from_mode(0o000)).unwrap();
+    let unreadable = fs::read_dir(&shut).is_err();
+    let measured = tree_bytes(tmp.path());
+    fs::set_permissions(&shut, fs::Permissions::from_mode(0o755)).unwrap();
+    if unreadable {
+        assert!(measured.is_err(), "{measured:?}");
+    } else {
+        // Running as root: every directory can be read.
+        assert!(measured.unwrap() >= 1 << 20);
+    }
+    assert!(tree_bytes(&tmp.path().join("absent")).is_err());
+}
+
+#[test]
+fn another_entry_deleted_mid_walk_counts_as_nothing_and_a_young_half_written_one_stays() {
+    let root = tempfile::tempdir().unwrap();
+    let gone = root.path().join("gone");
+    assert_eq!(other_entry_bytes(&gone).unwrap(), 0);
+    assert!(
+        tree_bytes(&gone).is_err(),
+        "the entry saved itself must be measured"
+    );
+    // Another server is writing this one right now.
+    let partial = root.path().join("saved").join("0123.partial");
+    fs::create_dir_all(&partial).unwrap();
+    let _store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    assert!(
+        partial.exists(),
+        "a half-written entry of a running save is kept"
+    );
+}

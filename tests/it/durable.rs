@@ -1,0 +1,236 @@
+//! Durable sandboxes: a server killed outright, or stopped the way real
+//! clients stop it, brings every sandbox back at its next start as of its
+//! last completed execution (variables, imports and files); an execution cut
+//! off by the kill is named once; with saving off, nothing is kept.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{Server, scientific_cache, structured, text};
+
+async fn scientific_server(root: &std::path::Path, env: &[(&str, &str)]) -> Server {
+    scientific_cache();
+    let mut all = vec![
+        ("SANDBOX_POOL_SIZE", "1"),
+        ("SANDBOX_RUNTIME", "scientific"),
+    ];
+    all.extend_from_slice(env);
+    Server::start_in(tempfile::tempdir().unwrap(), root.to_owned(), &all).await
+}
+
+/// Whether the process `pid` is still there.
+fn alive(pid: u32) -> bool {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::test_kill_process(pid).is_ok()
+}
+
+/// Waits (boundedly) for the process `pid` to be gone; how long it took.
+async fn gone(pid: u32) -> Duration {
+    let started = Instant::now();
+    while alive(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the server did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+/// Kills the server outright, as the machine's OOM killer or a crash would.
+async fn kill(server: Server) {
+    let pid = server.pid;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    gone(pid).await;
+    drop(server);
+}
+
+#[tokio::test]
+async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execution() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = scientific_server(&root, &[]).await;
+    let ids = ["one", "two", "three"];
+    for (n, id) in ids.iter().enumerate() {
+        first.ok("create_sandbox", json!({"session_id": id})).await;
+        first
+            .run(id, &format!("import numpy as np\nn = {n}\nrows = []"))
+            .await;
+        first
+            .run(
+                id,
+                "rows.append(n * 10)\nopen('rows.txt', 'w').write(str(rows))",
+            )
+            .await;
+        first
+            .run(
+                id,
+                "rows.append(int(np.arange(1_000_000, dtype=np.int64).sum()) + n)",
+            )
+            .await;
+    }
+    let status = first
+        .ok("get_sandbox_status", json!({"session_id": "one"}))
+        .await;
+    assert_eq!(
+        status["sandboxes"][0]["kept_across_restarts"], "files_and_variables",
+        "{status}"
+    );
+    kill(first).await;
+
+    let second = scientific_server(&root, &[]).await;
+    for (n, id) in ids.iter().enumerate() {
+        let back = second
+            .exec(id, "(n, rows, open('rows.txt').read(), np.__name__)")
+            .await;
+        assert_ne!(back.is_error, Some(true), "{id}: {}", text(&back));
+        let expected = format!(
+            "({n}, [{}, {}], '[{}]', 'numpy')",
+            n * 10,
+            499999500000 + n,
+            n * 10
+        );
+        assert_eq!(structured(&back)["value"], expected, "{id}");
+        assert!(
+            !text(&back).contains("lost"),
+            "nothing is said to be lost: {}",
+            text(&back)
+        );
+    }
+    // The two go on from there, and a second kill keeps the new state too.
+    second.run("one", "rows.append('after')").await;
+    kill(second).await;
+    let third = scientific_server(&root, &[]).await;
+    assert_eq!(third.run("one", "rows[-1]").await["value"], "'after'");
+    third.stop().await;
+}
+
+#[tokio::test]
+async fn an_execution_cut_off_by_the_kill_is_named_once_and_the_one_before_stands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = scientific_server(&root, &[]).await;
+    first
+        .ok("create_sandbox", json!({"session_id": "cut"}))
+        .await;
+    first.run("cut", "x = 1").await;
+    let running = first.client.peer().clone();
+    let call = tokio::spawn(async move {
+        let args = json!({"session_id": "cut", "code": "x = 2\nimport time\ntime.sleep(60)"});
+        let serde_json::Value::Object(args) = args else {
+            unreachable!()
+        };
+        running
+            .call_tool(rmcp::model::CallToolRequestParams::new("execute_code").with_arguments(args))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    kill(first).await;
+    let _ = call.await;
+
+    let second = scientific_server(&root, &[]).await;
+    let back = second.exec("cut", "x").await;
+    assert_eq!(structured(&back)["value"], "1", "{}", text(&back));
+    assert!(
+        text(&back).contains("the last execution did not finish before the server stopped"),
+        "{}",
+        text(&back)
+    );
+    let again = second.exec("cut", "x + 1").await;
+    assert_eq!(structured(&again)["value"], "2");
+    assert!(
+        !text(&again).contains("did not finish"),
+        "said once: {}",
+        text(&again)
+    );
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_the_server_loses_nothing_and_waits_for_nothing() {
+    // As the official Python SDK does: stdin closed, then SIGTERM after 2 s
+    // and SIGKILL after 2 s more. Eight sandboxes of 150 MiB each.
+    const SANDBOXES: usize = 8;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = scientific_server(&root, &[]).await;
+    for i in 0..SANDBOXES {
+        let id = format!("big-{i}");
+        first.ok("create_sandbox", json!({"session_id": id})).await;
+        first
+            .run(
+                &id,
+                &format!("import numpy as np\nheap = np.full(150 << 17, {i}.0)"),
+            )
+            .await;
+    }
+    let pid = first.pid;
+    let stopping = Instant::now();
+    first.stop().await;
+    let took = stopping.elapsed().max(gone(pid).await);
+    assert!(
+        took < Duration::from_secs(2),
+        "the server took {took:?} to exit: a client would have sent SIGTERM"
+    );
+
+    let second = scientific_server(&root, &[]).await;
+    for i in 0..SANDBOXES {
+        let id = format!("big-{i}");
+        let back = second
+            .run(&id, "(heap.nbytes >> 20, float(heap.sum() / len(heap)))")
+            .await;
+        assert_eq!(back["value"], format!("(150, {i}.0)"), "{id}");
+    }
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn with_saving_off_a_killed_server_keeps_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let off = [("SANDBOX_KEEP_SAVED_SECONDS", "0")];
+    let first = scientific_server(&root, &off).await;
+    first
+        .ok("create_sandbox", json!({"session_id": "gone"}))
+        .await;
+    first.run("gone", "x = 1").await;
+    let status = first
+        .ok("get_sandbox_status", json!({"session_id": "gone"}))
+        .await;
+    assert_eq!(
+        status["sandboxes"][0]["kept_across_restarts"], "nothing",
+        "{status}"
+    );
+    kill(first).await;
+    let second = scientific_server(&root, &off).await;
+    let unknown = second
+        .err("execute_code", json!({"session_id": "gone", "code": "x"}))
+        .await;
+    assert!(unknown.contains("gone"), "{unknown}");
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn a_python_3_12_sandbox_says_its_variables_are_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let server = Server::start_in(tempfile::tempdir().unwrap(), root, &[]).await;
+    let created = server
+        .ok(
+            "create_sandbox",
+            json!({"session_id": "plain", "runtime": "python-3.12"}),
+        )
+        .await;
+    assert_eq!(created["kept_across_restarts"], "files_only", "{created}");
+    let message = created["message"].as_str().unwrap();
+    assert!(
+        message.contains("its files come back but not its variables"),
+        "{message}"
+    );
+    server.stop().await;
+}
