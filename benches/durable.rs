@@ -47,7 +47,12 @@ async fn call(client: &Client, tool: &str, args: Value) -> Value {
 }
 
 async fn run(client: &Client, id: &str, code: &str) -> Value {
-    call(client, "execute_code", json!({"session_id": id, "code": code})).await
+    call(
+        client,
+        "execute_code",
+        json!({"session_id": id, "code": code}),
+    )
+    .await
 }
 
 /// Closes the server's stdin and waits until its process is gone; how long
@@ -81,7 +86,9 @@ fn scientific_ready(rt: &tokio::runtime::Runtime) -> bool {
         let ok = made.is_ok_and(|r| r.is_error != Some(true));
         stop(client, pid).await;
         if !ok {
-            eprintln!("note: skipping durable: the scientific runtime is not ready (./fetch-python.sh)");
+            eprintln!(
+                "note: skipping durable: the scientific runtime is not ready (./fetch-python.sh)"
+            );
         }
         ok
     })
@@ -101,7 +108,11 @@ fn one_plus_one(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
             .as_str()
             .unwrap()
             .to_owned();
-        rt.block_on(run(&client, &id, "import numpy as np\nframe = np.zeros(1000)"));
+        rt.block_on(run(
+            &client,
+            &id,
+            "import numpy as np\nframe = np.zeros(1000)",
+        ));
         group.bench_function(name, |b| {
             b.to_async(rt).iter(|| async {
                 assert_eq!(run(&client, &id, "1+1").await["value"], "2");
@@ -119,7 +130,12 @@ fn restore(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     rt.block_on(async {
         let (client, pid) = start(&root, &[]).await;
         call(&client, "create_sandbox", json!({"session_id": "big"})).await;
-        run(&client, "big", "import numpy as np\nheap = np.full(150 << 17, 1.0)").await;
+        run(
+            &client,
+            "big",
+            "import numpy as np\nheap = np.full(150 << 17, 1.0)",
+        )
+        .await;
         stop(client, pid).await;
     });
     group.bench_function("first_call_after_restore_150mib", |b| {

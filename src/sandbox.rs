@@ -16,6 +16,7 @@ pub mod door_usage;
 pub mod error;
 pub mod guest_path;
 pub mod host_resources;
+pub mod lease;
 pub mod local_files;
 pub mod manager;
 pub mod open_files;

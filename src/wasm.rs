@@ -313,7 +313,7 @@ impl WasmBackend {
                     self.root().await?.clone(),
                     self.settings.pool_size,
                     self.settings.pool_limits.clone(),
-                    self.saved.is_some(),
+                    self.saved.as_ref().map(|s| s.disk_budget()),
                 );
                 pool.refill();
                 Ok(pool)
@@ -500,9 +500,10 @@ impl Backend for WasmBackend {
         let Some(saved) = &self.saved else {
             return false;
         };
-        // A server on the same root that died may have held it.
+        // A server on the same root that died may have held it (looking
+        // costs a lock attempt per server directory under the root).
         saved.runtime_of(id).is_some()
-            || (saved.adopt_if_due() > 0 && saved.runtime_of(id).is_some())
+            || (saved.adopt_abandoned() > 0 && saved.runtime_of(id).is_some())
     }
 
     fn saved_limits(&self, id: &str) -> Option<SavedLimits> {

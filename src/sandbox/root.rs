@@ -1,10 +1,12 @@
 //! The host directory that holds sandbox directories.
 //!
 //! Each server process works in its own subdirectory `server-<random>` of the
-//! root and holds an exclusive lock on a file inside it for as long as it runs.
-//! At start, subdirectories whose lock nobody holds are leftovers of a server
-//! that was killed, and are removed; those of other running servers are left
-//! alone. Sandbox directories get random names: a client's sandbox id never
+//! root and holds an exclusive lock on a file inside it for as long as it runs,
+//! and a [`Lease`] on it that servers on other hosts sharing the root can
+//! read. A subdirectory whose lock nobody holds and whose lease has lapsed is
+//! what a server that died left: its durable sandboxes are taken into the
+//! saved store (see the local backend), and at start the rest is removed;
+//! those of other running servers are left alone. Sandbox directories get random names: a client's sandbox id never
 //! becomes part of a host path. Directories are removed however deep a guest
 //! made them (see [`remove_tree`]).
 //!
@@ -24,6 +26,7 @@ use super::allocation::Allocation;
 use super::budget::Budget;
 use super::error::SandboxError;
 use super::host_resources::default_disk_budget;
+use super::lease::{self, Lease};
 use super::quota::{DiskQuota, QuotaLedger};
 use super::remove_tree::remove_tree;
 use super::types::SandboxLimits;
@@ -40,6 +43,7 @@ pub struct SandboxRoot {
     dir: PathBuf,
     disk_budget: Arc<Budget>,
     allocation: Allocation,
+    _lease: Lease,
     _lock: File,
 }
 
@@ -67,6 +71,7 @@ impl SandboxRoot {
             .map_err(err)?;
         lock.try_lock()
             .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let lease = Lease::take(&dir).map_err(err)?;
         let allocation = Allocation::probe(&dir).map_err(err)?;
         if !allocation.sparse {
             tracing::error!(root = %root.display(), "the sandbox root's file system gives disk to holes in files");
@@ -79,6 +84,7 @@ impl SandboxRoot {
             dir,
             disk_budget: Budget::new(disk_budget),
             allocation,
+            _lease: lease,
             _lock: lock,
         })
     }
@@ -195,13 +201,15 @@ pub fn lock_file_of(server_dir: &Path) -> PathBuf {
 }
 
 /// Whether the server directory `server_dir` belongs to no running server
-/// (its lock is free, or it never got one): what is left in it is nobody's.
+/// (its lock is free, or it never got one, and its lease has lapsed): what
+/// is left in it is nobody's.
 pub fn is_abandoned(server_dir: &Path) -> bool {
-    match File::open(server_dir.join(LOCK_FILE)) {
+    let unlocked = match File::open(server_dir.join(LOCK_FILE)) {
         Ok(lock) => lock.try_lock().is_ok(),
         // No lock file: a server died while creating its directory.
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    }
+    };
+    unlocked && lease::lapsed(server_dir)
 }
 
 fn random_name() -> String {

@@ -296,6 +296,10 @@ pub struct Execution {
     /// was stopped during this call, or restarted before it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_lost: Option<String>,
+    /// Something the client should know that does not change this result
+    /// (that the sandbox's variables are no longer kept across a restart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     /// Images the execution produced.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ExecImage>,

@@ -267,6 +267,9 @@ pub fn render_execution(e: &Execution) -> String {
     if let Some(lost) = &e.state_lost {
         let _ = writeln!(out, "State lost: {lost}.");
     }
+    if let Some(notice) = &e.notice {
+        let _ = writeln!(out, "Note: {notice}.");
+    }
     if out.is_empty() {
         out.push_str("(no output)\n");
     }

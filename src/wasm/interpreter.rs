@@ -638,8 +638,9 @@ impl Interpreter {
     }
 
     /// Keeps the state the last call left (a durable interpreter writes its
-    /// pages and a journal record; others do nothing).
-    pub(crate) async fn keep_state(&self, executions: u64) -> Result<(), StateError> {
+    /// pages and a journal record; others do nothing); what to tell the
+    /// client, if anything.
+    pub(crate) async fn keep_state(&self, executions: u64) -> Result<Option<String>, StateError> {
         self.ask(|answer| Control::Keep(executions, answer)).await
     }
 
@@ -753,6 +754,9 @@ async fn run_guest(
     store.epoch_deadline_callback(move |_| {
         if cpu.over_budget() {
             return Err(CpuBudgetSpent.into());
+        }
+        if !crate::sandbox::lease::still_held() {
+            return Err(crate::sandbox::lease::LeaseLost.into());
         }
         Ok(UpdateDeadline::Yield(1))
     });

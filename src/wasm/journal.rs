@@ -62,8 +62,14 @@ pub(crate) struct StateRecord {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Record {
-    Started { executions: u64 },
+    Started {
+        executions: u64,
+    },
     State(StateRecord),
+    /// The memory is no longer kept from the execution numbered on.
+    Lapsed {
+        executions: u64,
+    },
 }
 
 /// A memory directory's journal, open for appending.
@@ -85,6 +91,12 @@ impl Journal {
             file,
             written: 0,
         })
+    }
+
+    /// Records that the memory is no longer kept after the `executions`th
+    /// execution (its pages would not fit the disk allowed).
+    pub(crate) fn lapsed(&mut self, executions: u64) -> std::io::Result<()> {
+        self.append(&Record::Lapsed { executions })
     }
 
     /// Records that an execution (the `executions`th) starts.
@@ -161,6 +173,8 @@ pub(crate) struct Replay {
     pub unfinished: bool,
     /// What was left out because it was damaged or cut short, if anything.
     pub damage: Option<String>,
+    /// When the memory stopped being kept: after the execution numbered.
+    pub lapsed: Option<u64>,
 }
 
 /// Reads the journal of the memory directory `dir` (whose segments are
@@ -173,6 +187,7 @@ pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
     let mut checked: BTreeMap<u32, u64> = BTreeMap::new();
     let mut unfinished = false;
     let mut damage = None;
+    let mut lapsed = None;
     while at < bytes.len() {
         let record = match read_frame(&bytes[at..]) {
             Ok((record, used)) => {
@@ -186,6 +201,7 @@ pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
         };
         match record {
             Record::Started { .. } => unfinished = true,
+            Record::Lapsed { executions } => lapsed = Some(executions),
             Record::State(state) => match apply(dir, good.as_ref(), &mut checked, state) {
                 Ok(next) => {
                     good = Some(next);
@@ -202,6 +218,7 @@ pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
         memory: good,
         unfinished,
         damage,
+        lapsed,
     })
 }
 

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use wasmtime::{Instance, Store};
 
 use super::globals::capture_globals;
-use super::guest_memory::MemoryRegion;
+use super::guest_memory::{MemoryRegion, host_page};
 use super::interpreter::GuestState;
 use super::journal::{Journal, StateRecord};
 use super::page_store::PageStore;
 use super::starting_memory::ForkedMemory;
 use super::state_error::StateError;
+use crate::sandbox::budget::Budget;
 
 /// An interpreter's pages, and its journal when it is durable.
 #[derive(Debug)]
@@ -25,23 +26,34 @@ pub(crate) struct KeptMemory {
     /// Whether the next state record must hold the whole layout (the first
     /// of a journal, or the one after a record that could not be written).
     needs_whole: bool,
+    /// The disk durable sandboxes' pages may take, and what this one's
+    /// segments are charged to it.
+    disk: Option<(Arc<Budget>, u64)>,
 }
 
 impl KeptMemory {
     /// The memory kept in `pages`, with a new journal beside its pages when
-    /// `durable`.
-    pub(crate) fn new(mut pages: PageStore, durable: bool) -> Result<Self, StateError> {
-        let journal = if durable {
-            pages.hold_unused_segments();
-            Some(Journal::create(pages.dir()).map_err(StateError::io("creating the journal"))?)
-        } else {
-            None
-        };
-        Ok(Self {
-            pages,
-            journal,
+    /// `durable` (the disk durable pages may take).
+    pub(crate) fn new(pages: PageStore, durable: Option<Arc<Budget>>) -> Result<Self, StateError> {
+        let mut kept = Self {
+            journal: None,
             needs_whole: true,
-        })
+            disk: None,
+            pages,
+        };
+        if let Some(budget) = durable {
+            kept.pages.hold_unused_segments();
+            kept.journal = Some(
+                Journal::create(kept.pages.dir())
+                    .map_err(StateError::io("creating the journal"))?,
+            );
+            // The pages a fork or a restore starts with are on disk already:
+            // charged, never refused.
+            let held = kept.pages.segment_bytes();
+            budget.charge(held);
+            kept.disk = Some((budget, held));
+        }
+        Ok(kept)
     }
 
     /// Notes that an execution starts (the `executions`th), so that a server
@@ -56,15 +68,18 @@ impl KeptMemory {
 
     /// Keeps the state the last turn left: its written pages into the page
     /// store, and a record of it in the journal. A durable memory's files
-    /// are then synced in the background.
+    /// are then synced in the background. When the pages would take the
+    /// durable sandboxes past the disk they may take, the journal says the
+    /// memory is no longer kept and stops; what to tell the client then is
+    /// returned.
     pub(crate) fn keep(
         &mut self,
         store: &mut Store<GuestState>,
         instance: &Instance,
         executions: u64,
-    ) -> Result<(), StateError> {
+    ) -> Result<Option<String>, StateError> {
         let Some(journal) = &mut self.journal else {
-            return Ok(());
+            return Ok(None);
         };
         let region = region_of(store, instance)?;
         let memory_bytes = region.size();
@@ -72,8 +87,27 @@ impl KeptMemory {
         let pages = &mut self.pages;
         // SAFETY: between turns no guest code runs, and the store describes
         // this memory.
-        let flushed =
-            tokio::task::block_in_place(|| unsafe { pages.flush(&region, memory_bytes) })?;
+        let written = unsafe { pages.written(&region, memory_bytes)? };
+        // Charged before anything is written: what would not fit is never
+        // put on disk, and the memory stops being kept.
+        let adding = written.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
+        if let Some(notice) = charge(&mut self.disk, pages.segment_bytes() + adding) {
+            let lapsed = tokio::task::block_in_place(|| journal.lapsed(executions));
+            self.journal = None;
+            lapsed.map_err(StateError::io("writing the sandbox's journal"))?;
+            return Ok(Some(notice));
+        }
+        // A compaction writes the pages in use once more until the journal
+        // is rewritten: only when the disk allowed can take them.
+        let may_compact = self
+            .disk
+            .as_ref()
+            .is_none_or(|(budget, _)| budget.free() >= pages.used_bytes() + adding);
+        // SAFETY: as above.
+        let flushed = tokio::task::block_in_place(|| unsafe {
+            pages.flush_written(&region, &written, may_compact)
+        })?;
+        charge(&mut self.disk, pages.segment_bytes());
         let flushed = if self.needs_whole {
             pages.whole()
         } else {
@@ -94,6 +128,7 @@ impl KeptMemory {
                 // The journal now names only what the whole record names.
                 if whole {
                     pages.release_unused();
+                    charge(&mut self.disk, pages.segment_bytes());
                 }
             }
             Err(e) => {
@@ -108,7 +143,7 @@ impl KeptMemory {
                 let _ = file.sync_data();
             }
         }));
-        Ok(())
+        Ok(None)
     }
 
     /// Takes a fork of the memory into a store in `dir`: the pages written
@@ -137,6 +172,35 @@ impl KeptMemory {
             open_files: store.data_mut().open_files(),
         })
     }
+}
+
+impl Drop for KeptMemory {
+    fn drop(&mut self) {
+        if let Some((budget, charged)) = self.disk.take() {
+            budget.release(charged);
+        }
+    }
+}
+
+/// Charges `disk` for segments that now hold `held` bytes (or gives back
+/// what they no longer hold); when the budget cannot take the growth, what
+/// to tell the client (nothing is charged then).
+fn charge(disk: &mut Option<(Arc<Budget>, u64)>, held: u64) -> Option<String> {
+    let (budget, charged) = disk.as_mut()?;
+    if held <= *charged {
+        budget.release(*charged - held);
+        *charged = held;
+        return None;
+    }
+    if budget.try_charge(held - *charged) {
+        *charged = held;
+        return None;
+    }
+    Some(format!(
+        "this sandbox's variables will not come back if the server restarts (its files will): its memory pages ({} MiB) would take the server's kept sandboxes past SANDBOX_SAVED_MAX_MB ({} MiB)",
+        held.div_ceil(1 << 20),
+        budget.limit() >> 20
+    ))
 }
 
 /// The region of `instance`'s memory, which must be this server's.

@@ -377,15 +377,46 @@ impl PageStore {
         memory_bytes: usize,
     ) -> Result<Flushed, StoreError> {
         // SAFETY: passed on from the caller.
-        let written = unsafe { written_pages(region, memory_bytes, self.finder, self) }
-            .map_err(StoreError::io("finding the pages written in", &self.dir))?;
+        let written = unsafe { self.written(region, memory_bytes)? };
+        // SAFETY: passed on from the caller.
+        unsafe { self.flush_written(region, &written, true) }
+    }
+
+    /// The pages of `region` (up to `memory_bytes`) written since the last
+    /// flush, as runs of page indices.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    pub(crate) unsafe fn written(
+        &self,
+        region: &MemoryRegion,
+        memory_bytes: usize,
+    ) -> Result<Vec<Range<usize>>, StoreError> {
+        // SAFETY: passed on from the caller.
+        unsafe { written_pages(region, memory_bytes, self.finder, self) }
+            .map_err(StoreError::io("finding the pages written in", &self.dir))
+    }
+
+    /// [`PageStore::flush`] of the pages `written` found; compacting
+    /// afterwards only when `may_compact`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    pub(crate) unsafe fn flush_written(
+        &mut self,
+        region: &MemoryRegion,
+        written: &[Range<usize>],
+        may_compact: bool,
+    ) -> Result<Flushed, StoreError> {
         if written.is_empty() {
             return Ok(Flushed::default());
         }
         // SAFETY: passed on from the caller.
-        let (extents, mark) = unsafe { self.append(region, &written)? };
+        let (extents, mark) = unsafe { self.append(region, written)? };
         self.drop_unused_segments();
-        if self.needs_compaction() {
+        if may_compact && self.needs_compaction() {
             // SAFETY: passed on from the caller.
             unsafe { self.compact(region)? };
             return Ok(self.whole());
@@ -395,6 +426,11 @@ impl PageStore {
             whole: false,
             marks: vec![mark],
         })
+    }
+
+    /// Bytes a compaction would write now: the pages the segments hold.
+    pub(crate) fn used_bytes(&self) -> u64 {
+        self.layout.segment_use().values().sum::<u64>() * host_page() as u64
     }
 
     /// The whole layout, and the checksums of every segment it uses.

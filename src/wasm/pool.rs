@@ -15,6 +15,7 @@ use super::error::WasmError;
 use super::interpreter::START_TIMEOUT;
 use super::interpreter::{DirState, GuestImage, Interpreter};
 use super::starting_memory::PagesPlan;
+use crate::sandbox::budget::Budget;
 use crate::sandbox::quota::QuotaLedger;
 use crate::sandbox::{SandboxError, SandboxLimits};
 
@@ -65,8 +66,9 @@ pub(crate) struct WarmPool {
     root: Arc<SandboxRoot>,
     size: usize,
     limits: SandboxLimits,
-    /// Whether the sandboxes it serves are made durable after each execution.
-    durable: bool,
+    /// When the sandboxes it serves are made durable after each execution,
+    /// the disk their pages may take.
+    durable: Option<Arc<Budget>>,
     ready: Mutex<VecDeque<Warm>>,
     refilling: AtomicBool,
 }
@@ -74,13 +76,13 @@ pub(crate) struct WarmPool {
 impl WarmPool {
     /// A pool of `size` interpreters of `image`, started with the default
     /// sandbox `limits` (a sandbox's own memory limit replaces them later),
-    /// journaling their state when the sandboxes are `durable`.
+    /// journaling their state within `durable` when the sandboxes are kept.
     pub(crate) fn new(
         image: Arc<GuestImage>,
         root: Arc<SandboxRoot>,
         size: usize,
         limits: SandboxLimits,
-        durable: bool,
+        durable: Option<Arc<Budget>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             image,
@@ -172,7 +174,7 @@ impl WarmPool {
                 START_TIMEOUT,
                 Some(PagesPlan {
                     dir: memory_dir_of(&dir),
-                    durable: self.durable && self.image.turns,
+                    durable: self.durable.clone().filter(|_| self.image.turns),
                 }),
             )
             .await

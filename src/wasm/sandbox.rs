@@ -469,11 +469,11 @@ impl CodeInterpreter for WasmSandbox {
                 .then(|| self.ledger.quota().describe()),
             earlier_loss,
         };
-        let (execution, loss) = outcome::execution(call, &facts);
+        let (mut execution, loss) = outcome::execution(call, &facts);
         if let Some(loss) = loss {
             self.after_loss(&loss);
         }
-        self.keep_state().await;
+        execution.notice = self.keep_state().await;
         Ok(execution)
     }
 
@@ -512,7 +512,13 @@ impl CodeInterpreter for WasmSandbox {
                 output.push_str(&format!("Their imports were not checked: {why}."));
             }
         }
-        self.keep_state().await;
+        if let Some(notice) = self.keep_state().await {
+            let output = report.output.get_or_insert_with(String::new);
+            if !output.is_empty() {
+                output.push('\n');
+            }
+            output.push_str(&format!("Note: {notice}."));
+        }
         Ok(report)
     }
 

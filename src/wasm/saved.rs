@@ -27,6 +27,7 @@ mod adopt;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,7 @@ use super::files_on_loan::recover_loans;
 use super::journal::{JOURNAL, Replay, replay};
 use super::record_seal::RecordSeal;
 use super::save_error::SaveError;
+use crate::sandbox::budget::Budget;
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::{SandboxError, SavedLimits, SavedSandbox};
 
@@ -128,8 +130,9 @@ pub(crate) struct SavedStore {
     keep: Duration,
     max_bytes: u64,
     seal: RecordSeal,
-    /// When dead servers' sandboxes were last looked for.
-    last_sweep: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The disk live sandboxes' journaled pages take (within `max_bytes`,
+    /// with the saved entries).
+    live: Arc<Budget>,
 }
 
 impl SavedStore {
@@ -149,7 +152,7 @@ impl SavedStore {
             keep,
             max_bytes,
             seal,
-            last_sweep: std::sync::Mutex::new(None),
+            live: Budget::new(max_bytes),
         };
         let recovered = recover_loans(root, &store.dir, |entry| entry.join(FILES));
         if recovered > 0 {
@@ -161,6 +164,12 @@ impl SavedStore {
         store.adopt_abandoned();
         store.expire();
         Some(store)
+    }
+
+    /// The disk the pages of live durable sandboxes may take: what
+    /// `SANDBOX_SAVED_MAX_MB` allows, shared with the saved entries.
+    pub(crate) fn disk_budget(&self) -> Arc<Budget> {
+        self.live.clone()
     }
 
     fn entry(&self, id: &str) -> PathBuf {
@@ -323,8 +332,10 @@ impl SavedStore {
             let _ = remove_tree(newest);
             SaveError::Unmeasurable(e)
         };
+        // Live sandboxes' journaled pages take their share first.
+        let max_bytes = self.max_bytes.saturating_sub(self.live.used());
         let own = tree_bytes(newest).map_err(refuse)?;
-        if own > self.max_bytes {
+        if own > max_bytes {
             let _ = remove_tree(newest);
             return Err(SaveError::TooLarge {
                 mib: own >> 20,
@@ -343,7 +354,7 @@ impl SavedStore {
         others.sort_by_key(|(_, saved_at, _)| *saved_at);
         let mut total: u64 = own.saturating_add(others.iter().map(|(_, _, b)| b).sum::<u64>());
         for (path, _, bytes) in others {
-            if total <= self.max_bytes {
+            if total <= max_bytes {
                 break;
             }
             tracing::warn!(path = %path.display(), "deleting the oldest saved sandbox: saved sandboxes would take more than SANDBOX_SAVED_MAX_MB");

@@ -5,6 +5,7 @@
 //! is made of file mappings: nothing is copied.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use wasmtime::{Instance, Store};
 
@@ -14,6 +15,7 @@ use super::journal::Replayed;
 use super::kept_memory::{KeptMemory, region_of};
 use super::page_store::PageStore;
 use super::state_error::StateError;
+use crate::sandbox::budget::Budget;
 
 /// The bytes of a 32-bit linear memory's page.
 const WASM_PAGE: usize = 64 << 10;
@@ -24,8 +26,9 @@ const WASM_PAGE: usize = 64 << 10;
 pub(crate) struct PagesPlan {
     /// The directory of its page store.
     pub dir: PathBuf,
-    /// Whether its state is made durable after each execution.
-    pub durable: bool,
+    /// When its state is made durable after each execution: the disk all
+    /// durable sandboxes' pages may take (`SANDBOX_SAVED_MAX_MB`).
+    pub durable: Option<Arc<Budget>>,
 }
 
 /// What an interpreter's memory starts as.

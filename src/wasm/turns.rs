@@ -75,8 +75,9 @@ pub(crate) enum Control {
     Fork(PathBuf, oneshot::Sender<Result<ForkedMemory, StateError>>),
     /// An execution (the one numbered) is about to start.
     Started(u64),
-    /// Keep the state the last turn left (after the execution numbered).
-    Keep(u64, oneshot::Sender<Result<(), StateError>>),
+    /// Keep the state the last turn left (after the execution numbered);
+    /// the answer may hold something to tell the client.
+    Keep(u64, oneshot::Sender<Result<Option<String>, StateError>>),
 }
 
 /// Answers requests, one turn each, until the instance traps or exits; asks
@@ -112,7 +113,7 @@ pub(crate) async fn serve(
                 Some(Control::Keep(executions, answer)) => {
                     let kept = match &mut kept {
                         Some(kept) => kept.keep(&mut store, &instance, executions),
-                        None => Ok(()),
+                        None => Ok(None),
                     };
                     let _ = answer.send(kept);
                 }

@@ -234,3 +234,69 @@ async fn a_python_3_12_sandbox_says_its_variables_are_not_kept() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_sandbox_whose_pages_outgrow_the_saved_budget_says_its_variables_are_no_longer_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let small = [("SANDBOX_SAVED_MAX_MB", "64")];
+    let first = scientific_server(&root, &small).await;
+    first
+        .ok("create_sandbox", json!({"session_id": "huge"}))
+        .await;
+    first
+        .run(
+            "huge",
+            "open('/kept.txt', 'w').write('files stay')\nsmall = 1",
+        )
+        .await;
+    let grown = first
+        .exec(
+            "huge",
+            "import numpy as np\nheap = np.ones(100 << 17)\nheap.nbytes >> 20",
+        )
+        .await;
+    assert_eq!(structured(&grown)["value"], "100", "{}", text(&grown));
+    let notice = structured(&grown)["notice"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        notice.contains("will not come back if the server restarts")
+            && notice.contains("SANDBOX_SAVED_MAX_MB"),
+        "{}",
+        text(&grown)
+    );
+    kill(first).await;
+    let disk: u64 = walk(&root);
+    assert!(disk < 80 << 20, "{disk} bytes kept under a 64 MiB budget");
+
+    let second = scientific_server(&root, &small).await;
+    let back = second.exec("huge", "open('/kept.txt').read()").await;
+    assert_eq!(
+        structured(&back)["value"],
+        "'files stay'",
+        "{}",
+        text(&back)
+    );
+    assert!(
+        text(&back).contains("memory was not kept from execution 2 on"),
+        "{}",
+        text(&back)
+    );
+    second.stop().await;
+}
+
+/// Bytes the files under `dir` hold on disk.
+fn walk(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = entry.path().symlink_metadata().unwrap();
+        total += meta.blocks() * 512;
+        if meta.is_dir() {
+            total += walk(&entry.path());
+        }
+    }
+    total
+}

@@ -165,6 +165,18 @@ impl HttpServer {
         connect_with(&self.url(), handler, era, token).await
     }
 
+    /// Kills the process outright (SIGKILL), as a crash or the machine's
+    /// OOM killer would, and waits for it to be gone.
+    pub async fn kill(mut self) {
+        let pid = self.child.id().expect("running") as i32;
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await;
+    }
+
     /// Sends SIGTERM and waits for the process to exit; its exit status.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().expect("running") as i32;

@@ -2,8 +2,8 @@
 //! SANDBOX_ROOT, behind real nginx with the shipped configuration (routing by
 //! the mirrored `Mcp-Param-Session-Id` header with consistent hashing). Each
 //! sandbox's calls land on the replica that holds it; a replica stopped with
-//! SIGTERM saves its sandboxes and they come back, variables and all, on the
-//! other one.
+//! SIGTERM saves its sandboxes, and one killed outright leaves them durable,
+//! and either way they come back, variables and all, on the other one.
 
 use std::collections::BTreeMap;
 
@@ -46,26 +46,9 @@ async fn nginx_routes_each_sandbox_to_its_replica_and_a_stopped_replicas_come_ba
         .await
         .expect("tools/list through nginx");
 
-    // Named sandboxes until both replicas hold some: each one created and
-    // given a variable through nginx.
-    let mut holders: BTreeMap<String, usize> = BTreeMap::new();
-    for i in 0..MOST {
-        let id = format!("team-{i}");
-        let created = call(&client, "create_sandbox", json!({"session_id": id})).await;
-        assert_ne!(created.is_error, Some(true), "{}", text(&created));
-        run(&client, &id, &format!("x = {i}")).await;
-        holders = holders_of(&[&a, &b]).await;
-        let on = |r| holders.values().filter(|&&h| h == r).count();
-        if on(0) >= EACH && on(1) >= EACH {
-            break;
-        }
-    }
+    let holders = spread(&client, &a, &b).await;
     let on_a: Vec<String> = ids_on(&holders, 0);
     let on_b: Vec<String> = ids_on(&holders, 1);
-    assert!(
-        on_a.len() >= EACH && on_b.len() >= EACH,
-        "nginx should spread named sandboxes over both replicas: {holders:?}"
-    );
 
     // Every later call reaches the replica holding the sandbox: the state is
     // there each time, and each replica counts exactly its sandboxes' calls.
@@ -157,6 +140,79 @@ async fn a_session_protocol_client_keeps_its_replica_through_nginx() {
         1,
         "one replica serves the session: {holders:?}"
     );
+    client.cancel().await.unwrap();
+}
+
+/// Named sandboxes created through nginx until both replicas hold at least
+/// [`EACH`], each given `x = i`; which replica holds each.
+async fn spread(
+    client: &RunningService<RoleClient, ()>,
+    a: &HttpServer,
+    b: &HttpServer,
+) -> BTreeMap<String, usize> {
+    let mut holders: BTreeMap<String, usize> = BTreeMap::new();
+    for i in 0..MOST {
+        let id = format!("team-{i}");
+        let created = call(client, "create_sandbox", json!({"session_id": id})).await;
+        assert_ne!(created.is_error, Some(true), "{}", text(&created));
+        run(client, &id, &format!("x = {i}")).await;
+        holders = holders_of(&[a, b]).await;
+        let on = |r| holders.values().filter(|&&h| h == r).count();
+        if on(0) >= EACH && on(1) >= EACH {
+            break;
+        }
+    }
+    assert!(
+        ids_on(&holders, 0).len() >= EACH && ids_on(&holders, 1).len() >= EACH,
+        "nginx should spread named sandboxes over both replicas: {holders:?}"
+    );
+    holders
+}
+
+#[tokio::test]
+async fn a_replica_killed_outright_loses_nothing_its_sandboxes_resume_on_the_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("shared-root");
+    let cache = scientific_cache();
+    let env = [
+        ("SANDBOX_RUNTIME", "scientific"),
+        ("SANDBOX_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    let a = replica(&root, &env).await;
+    let b = replica(&root, &env).await;
+    let nginx = Nginx::start([addr(&a), addr(&b)]);
+    let client = connect(&nginx.url(), Era::Stateless, None)
+        .await
+        .expect("a 2026-07-28 client connects through nginx");
+    // The tools' schemas say which arguments go into headers nginx routes by.
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list through nginx");
+    let holders = spread(&client, &a, &b).await;
+    for id in holders.keys() {
+        run(
+            &client,
+            id,
+            "x = x * 10\nimport numpy as np\nblock = np.arange(10)",
+        )
+        .await;
+    }
+    let on_a = ids_on(&holders, 0);
+    // SIGKILL: nothing is saved on the way out. The other replica takes in
+    // the dead one's sandboxes when their next calls reach it.
+    a.kill().await;
+    for id in &on_a {
+        let n: i64 = id.trim_start_matches("team-").parse().unwrap();
+        let back = run(&client, id, "(x, int(block.sum()))").await;
+        assert_eq!(back, format!("({}, 45)", n * 10), "{id} came back");
+    }
+    let now_on_b = status_of(&b).await;
+    let mut ids: Vec<String> = serde_json::from_value(now_on_b["sandbox_ids"].clone()).unwrap();
+    ids.sort();
+    let mut all: Vec<String> = holders.keys().cloned().collect();
+    all.sort();
+    assert_eq!(ids, all, "the remaining replica holds every sandbox");
     client.cancel().await.unwrap();
 }
 

@@ -30,7 +30,11 @@ impl WasmSandbox {
     pub(crate) fn pages_plan(&self) -> PagesPlan {
         PagesPlan {
             dir: memory_dir_of(&self.host_dir),
-            durable: self.keeping.is_some() && self.image.turns,
+            durable: self
+                .keeping
+                .as_ref()
+                .filter(|_| self.image.turns)
+                .map(|k| k.saver.disk_budget()),
         }
     }
 
@@ -72,16 +76,17 @@ impl WasmSandbox {
     }
 
     /// Makes the state the last call left durable (a sandbox kept across
-    /// restarts, whose interpreter still runs).
-    pub(crate) async fn keep_state(&self) {
-        if self.keeping.is_none() {
-            return;
-        }
-        let Some(interpreter) = self.interpreter.as_ref().filter(|i| i.is_alive()) else {
-            return;
-        };
-        if let Err(e) = interpreter.keep_state(self.executions).await {
-            tracing::warn!(error = %e, "could not keep the sandbox's state: if the server dies now, it comes back as of an earlier execution");
+    /// restarts, whose interpreter still runs); what to tell the client, if
+    /// anything.
+    pub(crate) async fn keep_state(&self) -> Option<String> {
+        self.keeping.as_ref()?;
+        let interpreter = self.interpreter.as_ref().filter(|i| i.is_alive())?;
+        match interpreter.keep_state(self.executions).await {
+            Ok(notice) => notice,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not keep the sandbox's state: if the server dies now, it comes back as of an earlier execution");
+                None
+            }
         }
     }
 
@@ -147,7 +152,8 @@ impl WasmSandbox {
         } = restorable;
         let plan = sandbox.pages_plan();
         sandbox.lost_state = restore_note(&memory, meta.executions, &sandbox);
-        let interpreter = match memory.memory {
+        let usable = memory.memory.filter(|_| memory.lapsed.is_none());
+        let interpreter = match usable {
             Some(replayed) if sandbox.image.turns => {
                 let budget = &sandbox.image.memory_budget;
                 let needed = replayed.state.memory_bytes;
@@ -239,6 +245,11 @@ fn restore_note(replay: &Replay, executions: u64, sandbox: &WasmSandbox) -> Opti
         return files_only_note(sandbox, executions, replay.damage.as_deref());
     };
     let executions = memory.state.executions;
+    if let Some(lapsed) = replay.lapsed {
+        return Some(format!(
+            "the sandbox was restored after the server restarted with its files only: its memory was not kept from execution {lapsed} on (its pages would have taken the server past SANDBOX_SAVED_MAX_MB), so variables, imports and definitions are lost"
+        ));
+    }
     match (&replay.damage, replay.unfinished) {
         (Some(damage), _) => Some(format!(
             "part of the sandbox's saved state could not be used ({damage}): it was restored as of execution {executions}, and what later executions did to its variables is lost (its files are as they were)"

@@ -6,39 +6,24 @@
 //! each such pair into the saved store, where the next call naming the
 //! sandbox restores it as of its last completed execution.
 //!
-//! A server directory is dead when nobody holds its lock; the one taking it
-//! in holds that lock meanwhile, so two servers never take in the same one.
+//! A server directory is dead when nobody holds its lock and its lease has
+//! lapsed (see [`crate::sandbox::lease`]: at once for a process of this host
+//! that is gone, after the lease's time for one elsewhere); the one taking
+//! it in holds that lock meanwhile, so two servers never take in the same
+//! one.
 //! A memory directory without a record, or without files (a restore or a
 //! fork cut short, whose sandbox lives on elsewhere), is left for the
 //! directory's removal.
 
 use std::fs::{self, File};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use super::{FILES, META, SEAL, SavedMeta, SavedStore, unix_now};
+use crate::sandbox::lease;
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::{SERVER_PREFIX, lock_file_of};
 
-/// How often a server looks for dead servers' sandboxes when asked for one
-/// it does not have.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
-
 impl SavedStore {
-    /// [`SavedStore::adopt_abandoned`], unless it ran less than a second ago
-    /// (a call for an unknown sandbox triggers it, and such calls can come
-    /// fast).
-    pub(crate) fn adopt_if_due(&self) -> usize {
-        {
-            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
-                return 0;
-            }
-            *last = Some(Instant::now());
-        }
-        self.adopt_abandoned()
-    }
-
     /// Moves the durable sandboxes of dead servers under the root into the
     /// store; returns how many.
     pub(crate) fn adopt_abandoned(&self) -> usize {
@@ -130,9 +115,10 @@ impl SavedStore {
     }
 }
 
-/// The lock of the server directory `dir`, when nobody else holds it.
+/// The lock of the server directory `dir`, when nobody else holds it and
+/// its lease has lapsed (its server is dead).
 fn take_lock(dir: &Path) -> Option<File> {
     let lock = File::open(lock_file_of(dir)).ok()?;
     lock.try_lock().ok()?;
-    Some(lock)
+    lease::lapsed(dir).then_some(lock)
 }

@@ -1,0 +1,240 @@
+//! [`Lease`]: a server's claim on its directory under a sandbox root that
+//! other servers sharing the root (replicas, on one machine or on several
+//! over a shared file system) can read: a file naming its host, process and
+//! boot, and until when the claim holds. The server renews it every few
+//! seconds; another server takes in a dead server's sandboxes only once its
+//! lease has lapsed, or at once when the lease names a process of the same
+//! host and boot that is gone.
+//!
+//! Fencing: a server that cannot renew its lease in time must assume
+//! another replica will take its sandboxes. Guests check [`still_held`] at
+//! every epoch tick and stop when it is false, and the renewal thread stops
+//! the whole process once the lease has lapsed, so two replicas never run
+//! the same sandbox at once. Wall clocks of the hosts sharing a root are
+//! assumed to agree within [`CLOCK_SLACK`].
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// The lease file in a server directory.
+pub const LEASE_FILE: &str = "lease";
+/// How long a lease holds after each renewal.
+pub const LEASE_TIME: Duration = Duration::from_secs(30);
+/// How often a lease is renewed.
+const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How far the wall clocks of hosts sharing a root may disagree.
+pub const CLOCK_SLACK: Duration = Duration::from_secs(5);
+
+/// What a lease file says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The holder's host name.
+    pub host: String,
+    /// The holder's boot (`/proc/sys/kernel/random/boot_id` on Linux).
+    pub boot: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// Until when the claim holds (milliseconds since the Unix epoch).
+    pub expires_at_ms: u64,
+}
+
+/// When this process's lease stops holding (an [`Instant`] as nanoseconds
+/// since [`START`]; `u64::MAX` while no lease is held, so nothing is fenced).
+static VALID_UNTIL: AtomicU64 = AtomicU64::new(u64::MAX);
+static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Whether this process may still run sandboxes: its lease (if it holds
+/// one) has been renewed in time.
+pub fn still_held() -> bool {
+    let until = VALID_UNTIL.load(Ordering::Relaxed);
+    until == u64::MAX || (START.elapsed().as_nanos() as u64) < until
+}
+
+/// Why a guest was stopped: this process's lease lapsed (see [`still_held`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this server could not renew its lease on its sandbox directory in time, so another replica may take this sandbox over: the execution was stopped; call the sandbox again (it comes back on the replica that takes it)"
+)]
+pub struct LeaseLost;
+
+/// A lease held by this process on a server directory, renewed until dropped.
+#[derive(Debug)]
+pub struct Lease {
+    path: PathBuf,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Lease {
+    /// Claims `server_dir` now and renews the claim on a thread of its own.
+    pub fn take(server_dir: &Path) -> std::io::Result<Self> {
+        let path = server_dir.join(LEASE_FILE);
+        renew(&path)?;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (thread_path, thread_stop) = (path.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("lease".into())
+            .spawn(move || keep_renewing(&thread_path, &thread_stop))?;
+        Ok(Self { path, stop })
+    }
+
+    /// The lease file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        VALID_UNTIL.store(u64::MAX, Ordering::Relaxed);
+    }
+}
+
+/// Writes the lease anew, valid for [`LEASE_TIME`] from now.
+fn renew(path: &Path) -> std::io::Result<()> {
+    let renewed_at = START.elapsed();
+    let record = LeaseRecord {
+        host: host_name(),
+        boot: boot_id(),
+        pid: std::process::id(),
+        expires_at_ms: unix_ms().saturating_add(LEASE_TIME.as_millis() as u64),
+    };
+    let temp = path.with_extension("new");
+    fs::write(&temp, serde_json::to_vec(&record)?)?;
+    fs::rename(&temp, path)?;
+    // Held here a little less long than others will think: they wait for
+    // the expiry plus the clocks' slack.
+    let until = renewed_at + LEASE_TIME.saturating_sub(CLOCK_SLACK);
+    VALID_UNTIL.store(until.as_nanos() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Renews the lease every [`RENEW_EVERY`] until `stop`; a process that
+/// cannot renew it before it lapses stops, so that another replica may take
+/// its sandboxes without two running them.
+fn keep_renewing(path: &Path, stop: &std::sync::atomic::AtomicBool) {
+    loop {
+        std::thread::sleep(RENEW_EVERY);
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match renew(path) {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "could not renew this server's lease on its sandbox directory");
+                if !still_held() {
+                    tracing::error!(
+                        "this server's lease has lapsed: another server may take its sandboxes now, so it stops"
+                    );
+                    std::process::exit(75);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the lease in `server_dir` lets another server take it over: it
+/// is missing, unreadable, lapsed (past its expiry and the clocks' slack),
+/// or names a process of this host and boot that is gone.
+pub fn lapsed(server_dir: &Path) -> bool {
+    let Ok(bytes) = fs::read(server_dir.join(LEASE_FILE)) else {
+        return true;
+    };
+    let Ok(record) = serde_json::from_slice::<LeaseRecord>(&bytes) else {
+        return true;
+    };
+    if record.host == host_name() && record.boot == boot_id() {
+        return !process_exists(record.pid);
+    }
+    unix_ms()
+        > record
+            .expires_at_ms
+            .saturating_add(CLOCK_SLACK.as_millis() as u64)
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn host_name() -> String {
+    static NAME: LazyLock<String> = LazyLock::new(|| {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    });
+    NAME.clone()
+}
+
+fn boot_id() -> String {
+    static BOOT: LazyLock<String> = LazyLock::new(|| {
+        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    });
+    BOOT.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_lapsed_when_missing_expired_or_its_process_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(lapsed(tmp.path()), "no lease: nobody holds it");
+        let lease = Lease::take(tmp.path()).unwrap();
+        assert!(!lapsed(tmp.path()), "this process holds it");
+        assert!(still_held());
+        let write = |record: &LeaseRecord| {
+            fs::write(
+                tmp.path().join(LEASE_FILE),
+                serde_json::to_vec(record).unwrap(),
+            )
+            .unwrap()
+        };
+        let elsewhere = LeaseRecord {
+            host: "another-host".into(),
+            boot: "another-boot".into(),
+            pid: 1,
+            expires_at_ms: unix_ms() + 10_000,
+        };
+        write(&elsewhere);
+        assert!(!lapsed(tmp.path()), "another host's live lease holds");
+        write(&LeaseRecord {
+            expires_at_ms: unix_ms() - CLOCK_SLACK.as_millis() as u64 - 1,
+            ..elsewhere.clone()
+        });
+        assert!(lapsed(tmp.path()), "past its expiry and the slack");
+        write(&LeaseRecord {
+            host: host_name(),
+            boot: boot_id(),
+            pid: u32::MAX - 7,
+            expires_at_ms: unix_ms() + 10_000,
+        });
+        assert!(lapsed(tmp.path()), "a process of this host that is gone");
+        fs::write(tmp.path().join(LEASE_FILE), b"not json").unwrap();
+        assert!(lapsed(tmp.path()));
+        drop(lease);
+    }
+}
