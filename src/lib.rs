@@ -34,7 +34,8 @@
 //! - [`bundle`]: reading and checking an air-gapped bundle ([`app`] makes one).
 //! - [`digest`]: sha256 of files and streams.
 //!
-//! Dependencies point one way, with no circle between these modules: `main`
+//! Dependencies point one way, with no circle between these modules (nor
+//! between the files of one folder): `main`
 //! → [`app`], [`http`], [`oneshot`] → [`server`] and [`config`] (with [`cli`],
 //! [`auth`], [`bundle`]) → the manager and the backends ([`wasm`], [`e2b`]) →
 //! [`packages`] and [`door`] → the core, [`sandbox`] (its trait, types,

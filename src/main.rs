@@ -35,7 +35,9 @@ fn main() -> ExitCode {
         }
     };
     let status = runtime.block_on(run(cli.command.unwrap_or(Command::Serve), config));
-    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    // Everything that matters is done (sandboxes saved, E2B told); what may
+    // still run is a blocking read of stdin, which cannot be cancelled.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     status
 }
 
@@ -141,7 +143,9 @@ async fn prepare(app: &App, runtimes: Vec<String>) -> anyhow::Result<i32> {
 }
 
 async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32> {
-    use mcp_code_sandbox::packages::{BuiltInPackages, Installer, split_requirements, wheelhouse};
+    use mcp_code_sandbox::packages::{
+        BuiltInPackages, Installer, split_requirements, wheelhouse_add,
+    };
     let WheelhouseCommand::Add { requirements, dir } = action;
     let wasm = &app.config.wasm;
     let manifest = app.wasm.manifest(&wasm.default_runtime)?;
@@ -167,7 +171,7 @@ async fn wheelhouse(app: &App, action: WheelhouseCommand) -> anyhow::Result<i32>
         None => BuiltInPackages::default(),
     };
     let progress = |m: String| eprintln!("{m}");
-    let added = wheelhouse::add(
+    let added = wheelhouse_add::add(
         &installer,
         &requirements,
         &dir,

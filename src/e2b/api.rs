@@ -10,7 +10,7 @@ use reqwest::{Client, Method, RequestBuilder, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::config::{ApiKey, E2bSettings};
-use super::error::E2bError;
+use super::error::{E2bError, UnusableSandbox};
 use super::names;
 use tokio_util::sync::CancellationToken;
 
@@ -82,17 +82,6 @@ impl std::fmt::Debug for CreatedSandbox {
             .field("domain", &self.domain)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a sandbox E2B created cannot be reached safely.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum UnusableSandbox {
-    /// Its domain is not a DNS name (shown shortened and escaped).
-    #[error("the sandbox's domain '{0}' is not a DNS name")]
-    Domain(String),
-    /// One of its tokens cannot go into a header.
-    #[error("the {0} is not a usable token (visible ASCII, at most 1 KiB)")]
-    Token(&'static str),
 }
 
 impl CreatedSandbox {

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use super::api::UnusableSandbox;
 use crate::sandbox::{human_bytes, human_duration};
 
 /// Why a call to E2B failed.
@@ -296,6 +295,17 @@ impl From<E2bError> for crate::sandbox::SandboxError {
     fn from(e: E2bError) -> Self {
         Self::Backend(Box::new(e))
     }
+}
+
+/// Why a sandbox E2B created cannot be reached safely.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableSandbox {
+    /// Its domain is not a DNS name (shown shortened and escaped).
+    #[error("the sandbox's domain '{0}' is not a DNS name")]
+    Domain(String),
+    /// One of its tokens cannot go into a header.
+    #[error("the {0} is not a usable token (visible ASCII, at most 1 KiB)")]
+    Token(&'static str),
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! Python string literals, never as shell text.
 
 use super::pip_error::PipError;
+use crate::packages::PackageError;
 use crate::packages::requirement::parse_requirements;
 use crate::sandbox::{InstalledPackage, PackageSource, SandboxError};
 
@@ -17,7 +18,7 @@ const MAX_REQUIREMENTS: usize = 64;
 /// Checks the requirements and returns the cell that installs them; the
 /// cell's value is pip's exit status, its output is pip's log.
 pub(crate) fn install_cell(requirements: &[String]) -> Result<String, SandboxError> {
-    parse_requirements(requirements, MAX_REQUIREMENTS)?;
+    parse_requirements(requirements, MAX_REQUIREMENTS).map_err(PackageError::from)?;
     // A JSON array of strings is also a Python list literal of str.
     let list = serde_json::to_string(requirements).map_err(PipError::Encode)?;
     Ok(format!(

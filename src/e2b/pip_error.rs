@@ -88,6 +88,7 @@ impl From<PipError> for crate::sandbox::SandboxError {
 #[cfg(test)]
 mod tests {
     use crate::packages::PackageError;
+    use crate::packages::requirement::RequirementError;
 
     #[test]
     fn a_refused_requirement_stays_the_installers_error() {
@@ -95,7 +96,9 @@ mod tests {
         assert!(
             matches!(
                 err.backend::<PackageError>(),
-                Some(PackageError::DirectReference { .. })
+                Some(PackageError::Requirement(
+                    RequirementError::DirectReference { .. }
+                ))
             ),
             "{err:?}"
         );

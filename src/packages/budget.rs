@@ -24,6 +24,7 @@ pub struct InstallBudget {
     max_steps: u64,
     download_left: AtomicU64,
     max_download: u64,
+    max_solving: std::time::Duration,
 }
 
 impl InstallBudget {
@@ -35,7 +36,13 @@ impl InstallBudget {
             max_steps: limits.max_resolver_steps,
             download_left: AtomicU64::new(limits.max_install_download_bytes),
             max_download: limits.max_install_download_bytes,
+            max_solving: limits.max_solving,
         }
+    }
+
+    /// Most time the solver may think in this install.
+    pub fn max_solving(&self) -> std::time::Duration {
+        self.max_solving
     }
 
     /// Its stop condition.

@@ -5,8 +5,10 @@
 use super::environment::PythonVersionError;
 use super::http::{ClientSetupError, RedirectRefused};
 use super::metadata_error::MetadataError;
+use super::requirement::RequirementError;
 use super::simple_page::PageError;
 use super::staging::NoRoom;
+use super::stop::Stopped;
 use super::unpack::WheelError;
 use crate::sandbox::SandboxError;
 
@@ -31,34 +33,9 @@ pub enum PackageError {
     )]
     NoIndexForWheelhouse,
 
-    /// A requirement does not parse.
-    #[error(
-        "'{input}' is not a requirement pip would accept: {reason}. Write NAME, NAME==VERSION, NAME>=VERSION or NAME[extra], several separated by spaces or commas"
-    )]
-    BadRequirement {
-        /// The requirement as given (escaped, shortened).
-        input: String,
-        /// What is wrong.
-        reason: String,
-    },
-
-    /// A requirement is a URL or a path.
-    #[error(
-        "'{input}' names a URL, a file or a version-control link; only packages from the server's configured index or wheelhouse can be installed: give a package name and version instead (e.g. attrs==23.2.0); a wheel of your own can go into the server's wheelhouse (SANDBOX_WHEELHOUSE)"
-    )]
-    DirectReference {
-        /// The requirement as given.
-        input: String,
-    },
-
-    /// Too many requirements in one call.
-    #[error("{count} packages were named; at most {limit} can be installed in one call")]
-    TooManyRequirements {
-        /// How many were given.
-        count: usize,
-        /// The limit.
-        limit: usize,
-    },
+    /// A requirement is refused (see [`RequirementError`]).
+    #[error(transparent)]
+    Requirement(#[from] RequirementError),
 
     /// No source has the project.
     #[error(
@@ -373,6 +350,15 @@ pub enum PackageError {
         limit: u64,
     },
 
+    /// The solver thought longer than one install may.
+    #[error(
+        "working out which versions fit took more than {seconds} s of the solver's time, the most one install may take; nothing was installed. The packages' requirements conflict in too many ways: pin the versions you want (NAME==VERSION), or install fewer packages at a time"
+    )]
+    TooHardToSolve {
+        /// The cap, in seconds.
+        seconds: f64,
+    },
+
     /// The sandbox's site-packages holds more than an install reads.
     #[error("{0}; nothing was installed")]
     CrowdedSite(String),
@@ -406,29 +392,15 @@ pub enum PackageError {
     Internal(String),
 }
 
-/// At most `max` characters of `text`, with `…` when it was cut: for text
-/// from an index or a guest quoted in a message.
-pub fn clip(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
-}
+pub use super::message_text::{clip, some_of};
 
-/// `items` joined with `separator`, at most `shown` of them, then how many
-/// more there are: a bounded list for a message.
-pub fn some_of<S: AsRef<str>>(items: &[S], shown: usize, separator: &str) -> String {
-    let mut out = items
-        .iter()
-        .take(shown)
-        .map(AsRef::as_ref)
-        .collect::<Vec<_>>()
-        .join(separator);
-    if items.len() > shown {
-        out.push_str(&format!(" (and {} more)", items.len() - shown));
+impl From<Stopped> for PackageError {
+    fn from(stopped: Stopped) -> Self {
+        match stopped {
+            Stopped::Cancelled => Self::Cancelled,
+            Stopped::TimedOut { limit } => Self::TimedOut { limit },
+        }
     }
-    out
 }
 
 impl PackageError {
@@ -440,6 +412,7 @@ impl PackageError {
             Self::Cancelled
                 | Self::TimedOut { .. }
                 | Self::TooComplex { .. }
+                | Self::TooHardToSolve { .. }
                 | Self::InstallTooLarge { .. }
         )
     }

@@ -131,7 +131,7 @@ impl IndexClient {
         let limit = budget.download_limit(self.max_page_bytes);
         let fetched = match budget
             .stop()
-            .race(async { Ok(http.get(&url, ACCEPT_PAGE, limit).await) })
+            .race(async { Ok::<_, PackageError>(http.get(&url, ACCEPT_PAGE, limit).await) })
             .await?
         {
             Ok(Some(f)) => f,

@@ -30,37 +30,30 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use cap_std::fs::Dir;
 use pep440_rs::Version;
 use pep508_rs::PackageName;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::InstallBudget;
-use super::built_in::BuiltInPackages;
-use super::bytecode::{self, BytecodeCache, Compiler, WheelBytecode};
-use super::cache::WheelCache;
-use super::credentials::CredentialRule;
+use super::bytecode::{self, BytecodeCache, WheelBytecode};
 use super::environment::{PythonVersionError, wasi_environment};
 use super::error::PackageError;
-use super::http::{ClientSetupError, HttpClient};
-use super::index::IndexClient;
 use super::offload::offload;
 use super::pip_index::{PipIndexError, ask_pip};
-use super::place::{Fetched, place, room_for};
+use super::place::{Fetched, InstallTarget, place, room_for};
 use super::requirement::parse_requirements;
 use super::resolver::{Choice, Installed, Resolution, Resolver};
 use super::session::Session;
 use super::settings::PackageSettings;
 use super::site_packages::{self, InstalledDist, SiteScan};
+use super::sources::Sources;
 use super::stop::InstallStop;
-use super::unpack::{UnpackLimits, python_sources};
+use super::unpack::python_sources;
 use super::wheel_name::PythonMinor;
-use super::wheelhouse::Wheelhouse;
-use crate::sandbox::quota::QuotaLedger;
-use crate::sandbox::{GuestPath, InstallReport, InstalledPackage, PackageSource};
+use crate::sandbox::{InstallReport, InstalledPackage, PackageSource};
 
 /// Most modules of one install whose import is checked after it.
 const MAX_MODULES_CHECKED: usize = 5;
@@ -69,34 +62,12 @@ const MAX_MODULES_CHECKED: usize = 5;
 /// past it, the wheels install without (their modules compile when imported).
 const MAX_COMPILE_TIME: Duration = Duration::from_secs(120);
 
-/// Where an install goes.
-#[derive(Clone, Debug)]
-pub struct InstallTarget {
-    /// The sandbox's root directory.
-    pub sandbox: Arc<Dir>,
-    /// Its site-packages, as a guest path.
-    pub site_packages: GuestPath,
-    /// The runtime's full Python version, e.g. `3.12.0`.
-    pub python_version: String,
-    /// The sandbox's disk quota and its account (charged to the server's
-    /// disk budget).
-    pub ledger: Arc<QuotaLedger>,
-    /// Packages the runtime carries itself.
-    pub built_in: Arc<BuiltInPackages>,
-    /// What compiles installed modules for the sandbox's runtime (`None`:
-    /// they are installed as sources only).
-    pub compiler: Option<Arc<dyn Compiler>>,
-}
-
 /// Installs packages; one per server, shared by its sandboxes (a clone
 /// shares the page cache and the HTTP client).
 #[derive(Clone, Debug)]
 pub struct Installer {
-    settings: PackageSettings,
-    index: Arc<IndexClient>,
-    cache: WheelCache,
+    sources: Sources,
     bytecode: BytecodeCache,
-    http: Arc<OnceLock<Result<HttpClient, ClientSetupError>>>,
     /// With nothing configured: an installer for the index pip names, made
     /// by the first install that needs it.
     from_pip: Arc<std::sync::Mutex<Option<Installer>>>,
@@ -106,37 +77,33 @@ impl Installer {
     /// An installer with these settings. Nothing is contacted until the
     /// first install.
     pub fn new(settings: PackageSettings) -> Self {
-        let index = Arc::new(IndexClient::new(
-            settings.indexes.clone(),
-            &settings.http,
-            settings.limits.max_page_bytes,
-        ));
-        let cache = WheelCache::new(settings.cache_dir.clone(), settings.wheel_cache_bytes);
         let bytecode =
             BytecodeCache::new(settings.bytecode_dir.clone(), settings.wheel_cache_bytes);
         Self {
-            settings,
-            index,
-            cache,
+            sources: Sources::new(settings),
             bytecode,
-            http: Arc::new(OnceLock::new()),
             from_pip: Arc::default(),
         }
     }
 
     /// Its settings.
     pub fn settings(&self) -> &PackageSettings {
-        &self.settings
+        self.sources.settings()
+    }
+
+    /// Where it finds packages.
+    pub(crate) fn sources(&self) -> &Sources {
+        &self.sources
     }
 
     /// Whether an index is configured.
     pub fn has_index(&self) -> bool {
-        self.index.is_configured()
+        self.sources.has_index()
     }
 
     /// Whether an index or a wheelhouse is configured.
     pub fn is_configured(&self) -> bool {
-        self.has_index() || self.settings.wheelhouse.is_some()
+        self.sources.is_configured()
     }
 
     /// The installer that serves installs: this one when a source is
@@ -149,7 +116,7 @@ impl Installer {
         if self.is_configured() {
             return Ok(self.clone());
         }
-        let Some(python) = self.settings.pip_python.as_deref() else {
+        let Some(python) = self.settings().pip_python.as_deref() else {
             return Err(PackageError::NotConfigured);
         };
         let mut from_pip = self.wait_for_pip_question(stop)?;
@@ -157,11 +124,14 @@ impl Installer {
             return Ok(installer.clone());
         }
         let indexes = ask_pip(python, &|| stop.check().is_err()).map_err(|e| match e {
-            PipIndexError::Stopped => stop.check().err().unwrap_or(PackageError::Cancelled),
+            PipIndexError::Stopped => stop
+                .check()
+                .err()
+                .map_or(PackageError::Cancelled, PackageError::from),
             e => PackageError::NoPipIndex(e.to_string()),
         })?;
         tracing::info!(python, indexes = ?indexes, "no index is configured; using the one pip names");
-        let mut settings = self.settings.clone();
+        let mut settings = self.settings().clone();
         settings.indexes = indexes;
         settings.pip_python = None;
         let installer = Installer::new(settings);
@@ -189,74 +159,6 @@ impl Installer {
         }
     }
 
-    /// The wheel cache.
-    pub(crate) fn cache(&self) -> &WheelCache {
-        &self.cache
-    }
-
-    /// The indexes.
-    pub(crate) fn index(&self) -> &IndexClient {
-        &self.index
-    }
-
-    /// The HTTP client, made on first use.
-    pub(crate) fn http(&self) -> Result<&HttpClient, PackageError> {
-        self.http
-            .get_or_init(|| {
-                HttpClient::new(
-                    &self.settings.http,
-                    CredentialRule::from_indexes(self.index.indexes()),
-                )
-            })
-            .as_ref()
-            .map_err(|e| PackageError::HttpClient(e.clone()))
-    }
-
-    /// The caps on one wheel.
-    pub(crate) fn unpack_limits(&self) -> UnpackLimits {
-        let l = &self.settings.limits;
-        UnpackLimits {
-            max_members: l.max_members,
-            max_total_bytes: l.max_unpacked_bytes,
-            max_member_bytes: l.max_member_bytes,
-            max_metadata_bytes: l.max_metadata_bytes,
-        }
-    }
-
-    /// A fresh budget for one install (or one `wheelhouse add`).
-    pub(crate) fn budget(&self, stop: InstallStop) -> InstallBudget {
-        InstallBudget::new(stop, &self.settings.limits)
-    }
-
-    /// Where names are looked for, in words.
-    pub(crate) fn searched(&self, wheelhouse: Option<&Wheelhouse>) -> String {
-        let mut places = Vec::new();
-        if let Some(w) = wheelhouse {
-            places.push(format!("the wheelhouse {}", w.dir().display()));
-        }
-        if self.has_index() {
-            places.push(self.index.describe());
-        }
-        match (places.is_empty(), wheelhouse) {
-            (true, _) => "no index or wheelhouse is configured".into(),
-            (false, Some(w)) if !self.has_index() => format!(
-                "looked in {}; no index is configured, so add wheels to the wheelhouse on a machine that reaches one with `mcp-code-sandbox wheelhouse add NAME --dir {}`",
-                places.join(" and "),
-                w.dir().display()
-            ),
-            (false, _) => format!("looked in {}", places.join(" and ")),
-        }
-    }
-
-    /// The wheelhouse as it is now, when one is configured.
-    pub(crate) fn scan_wheelhouse(&self) -> Result<Option<Wheelhouse>, PackageError> {
-        self.settings
-            .wheelhouse
-            .as_deref()
-            .map(Wheelhouse::scan)
-            .transpose()
-    }
-
     /// Resolves requirement strings for a WASI CPython of `python_version`.
     pub(crate) async fn resolve(
         &self,
@@ -266,7 +168,8 @@ impl Installer {
         installed: &HashMap<PackageName, Installed>,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Resolution, PackageError> {
-        let requirements = parse_requirements(requirements, self.settings.limits.max_requirements)?;
+        let requirements =
+            parse_requirements(requirements, self.settings().limits.max_requirements)?;
         let env = wasi_environment(python_version)?;
         let python = PythonMinor::parse(python_version)
             .ok_or_else(|| PythonVersionError::Form(python_version.to_owned()))?;
@@ -282,7 +185,7 @@ impl Installer {
             python,
             python_full,
             installed,
-            max_packages: self.settings.limits.max_packages,
+            max_packages: self.settings().limits.max_packages,
             budget: session.budget,
             progress,
         };
@@ -302,7 +205,7 @@ impl Installer {
         // Should this call be dropped, the work stops too.
         let token = cancel.child_token();
         let _stop_when_dropped = token.clone().drop_guard();
-        let stop = InstallStop::new(token, self.settings.install_timeout);
+        let stop = InstallStop::new(token, self.settings().install_timeout);
         let installer = self.clone();
         let requirements = requirements.to_vec();
         let target = target.clone();
@@ -326,11 +229,11 @@ impl Installer {
         stop: InstallStop,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<InstallReport, PackageError> {
-        let budget = self.budget(stop);
-        let wheelhouse = self.scan_wheelhouse()?;
+        let budget = self.sources.budget(stop);
+        let wheelhouse = self.sources.scan_wheelhouse()?;
         let SiteScan { dists, mut notes } = self.scan_site(target, &budget)?;
         let installed = with_built_in(&dists, target);
-        let session = Session::new(self, wheelhouse, &budget);
+        let session = Session::new(&self.sources, wheelhouse, &budget);
         let resolution = self
             .resolve(
                 &session,
@@ -377,7 +280,7 @@ impl Installer {
         mark_replaced_built_ins(&mut report.installed, target);
         // Only the packages asked for: their imports import what they need.
         let asked: Vec<PackageName> =
-            parse_requirements(requirements, self.settings.limits.max_requirements)?
+            parse_requirements(requirements, self.settings().limits.max_requirements)?
                 .into_iter()
                 .map(|r| r.name)
                 .collect();
@@ -392,7 +295,10 @@ impl Installer {
             .iter()
             .any(|p| p.source == Some(PackageSource::Index))
         {
-            notes.push(format!("Downloaded from {}.", self.index.describe()));
+            notes.push(format!(
+                "Downloaded from {}.",
+                self.sources.index().describe()
+            ));
         }
         report.output = (!notes.is_empty()).then(|| notes.join("\n"));
         Ok(report)
@@ -419,7 +325,7 @@ impl Installer {
             .iter()
             .map(|f| (&f.wheel_file.file, f.wheel_file.sha256.clone()))
             .collect();
-        let limits = self.unpack_limits();
+        let limits = self.sources.unpack_limits();
         // Time left for placing the wheels afterwards, whatever the compile takes.
         let within = (stop.remaining() * 3 / 4).min(MAX_COMPILE_TIME);
         let found = bytecode::for_wheels(
@@ -456,9 +362,14 @@ impl Installer {
         }
         progress(format!("unpacking {} wheel(s)", fetched.len()));
         // Held until what was placed has been measured and charged.
-        let (room, _hold) = room_for(target, &self.settings.limits, budget.stop())?;
-        let (placed, more_notes) =
-            place(target, fetched, &self.unpack_limits(), room, &self.cache)?;
+        let (room, _hold) = room_for(target, &self.settings().limits, budget.stop())?;
+        let (placed, more_notes) = place(
+            target,
+            fetched,
+            &self.sources.unpack_limits(),
+            room,
+            self.sources.cache(),
+        )?;
         notes.extend(more_notes);
         progress(format!("installed {} package(s)", placed.len()));
         Ok(placed)
@@ -475,7 +386,9 @@ impl Installer {
         let site = site_packages::open_existing(&target.sandbox, site_path)
             .map_err(|source| PackageError::io("open", site_path.to_string(), source))?;
         match site {
-            Some(site) => site_packages::installed(&site, site_path, &self.settings.limits, budget),
+            Some(site) => {
+                site_packages::installed(&site, site_path, &self.settings().limits, budget)
+            }
             None => Ok(SiteScan::default()),
         }
     }

@@ -170,7 +170,7 @@ fn run(
         let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(PipIndexError::NoPip {
             python: python.to_owned(),
-            reason: super::error::clip(stderr.trim(), 300),
+            reason: super::message_text::clip(stderr.trim(), 300),
         });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
@@ -198,13 +198,13 @@ fn read_answer(python: &str, stdout: &str) -> Result<Answer, PipIndexError> {
             python: python.to_owned(),
             reason: format!(
                 "it printed no answer: '{}'",
-                super::error::clip(stdout.trim(), 200)
+                super::message_text::clip(stdout.trim(), 200)
             ),
         })?;
     match answer.error {
         Some(reason) => Err(PipIndexError::NoPip {
             python: python.to_owned(),
-            reason: super::error::clip(&reason, 300),
+            reason: super::message_text::clip(&reason, 300),
         }),
         None => Ok(answer),
     }

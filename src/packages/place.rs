@@ -12,7 +12,9 @@
 //! is checked after the install are picked.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
+use std::sync::Arc;
 
 use cap_std::fs::{Dir, OpenOptions};
 use pep440_rs::Version;
@@ -20,12 +22,12 @@ use pep508_rs::PackageName;
 use rand::Rng;
 use sha2::Digest;
 
-use super::bytecode::{self, Pyc, WheelBytecode};
+use super::built_in::BuiltInPackages;
+use super::bytecode::{self, Compiler, Pyc, WheelBytecode};
 use super::cache::WheelCache;
-use super::error::{PackageError, some_of};
-use super::installer::InstallTarget;
+use super::error::PackageError;
+use super::message_text::some_of;
 use super::record::record_hash;
-use super::session::WheelFile;
 use super::settings::InstallLimits;
 use super::site_packages::{self, InstalledDist};
 use super::staging::{Free, NoRoom, StagingRoom};
@@ -34,9 +36,39 @@ use super::unpack::{
     InstalledFile, UnpackLimits, Unpacked, WheelError, unpack_wheel, write_installed_record,
 };
 use super::wheel_name::WheelFilename;
-use crate::sandbox::quota::RoomHold;
+use crate::sandbox::quota::{QuotaLedger, RoomHold};
 use crate::sandbox::remove_tree::remove_tree_in;
-use crate::sandbox::{GuestPath, InstalledPackage};
+use crate::sandbox::{GuestPath, InstalledPackage, PackageSource};
+
+/// Where an install goes.
+#[derive(Clone, Debug)]
+pub struct InstallTarget {
+    /// The sandbox's root directory.
+    pub sandbox: Arc<Dir>,
+    /// Its site-packages, as a guest path.
+    pub site_packages: GuestPath,
+    /// The runtime's full Python version, e.g. `3.12.0`.
+    pub python_version: String,
+    /// The sandbox's disk quota and its account (charged to the server's
+    /// disk budget).
+    pub ledger: Arc<QuotaLedger>,
+    /// Packages the runtime carries itself.
+    pub built_in: Arc<BuiltInPackages>,
+    /// What compiles installed modules for the sandbox's runtime (`None`:
+    /// they are installed as sources only).
+    pub compiler: Option<Arc<dyn Compiler>>,
+}
+
+/// A wheel on the host, open at its start.
+#[derive(Debug)]
+pub struct WheelFile {
+    /// The file.
+    pub file: File,
+    /// Where it came from.
+    pub source: PackageSource,
+    /// Its sha256 when it is in the wheel cache (wheelhouse files have none).
+    pub sha256: Option<String>,
+}
 
 /// What installed files are marked with (`*.dist-info/INSTALLER`).
 const INSTALLER_NAME: &str = "mcp-code-sandbox";
@@ -96,7 +128,10 @@ pub fn room_for(
 /// The error for staging that ran out of room or had to stop.
 fn no_room(e: NoRoom, stop: &InstallStop) -> PackageError {
     match e {
-        NoRoom::Stopped => stop.check().err().unwrap_or(PackageError::Cancelled),
+        NoRoom::Stopped => stop
+            .check()
+            .err()
+            .map_or(PackageError::Cancelled, PackageError::from),
         NoRoom::InstallCap { limit } => PackageError::InstallTooLarge {
             what: "unpack",
             limit,

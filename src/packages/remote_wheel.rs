@@ -59,7 +59,7 @@ pub async fn metadata_by_ranges(
     let (tail, head) = budget
         .stop()
         .race(async {
-            Ok(tokio::join!(
+            Ok::<_, PackageError>(tokio::join!(
                 fetcher.piece(ByteRange::Last(TAIL_BYTES)),
                 fetcher.piece(ByteRange::Span {
                     first: 0,

@@ -11,7 +11,38 @@ use std::str::FromStr;
 use pep508_rs::VersionOrUrl;
 use reqwest::Url;
 
-use super::error::PackageError;
+/// Why requirements given by a user are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    /// A requirement does not parse.
+    #[error(
+        "'{input}' is not a requirement pip would accept: {reason}. Write NAME, NAME==VERSION, NAME>=VERSION or NAME[extra], several separated by spaces or commas"
+    )]
+    BadRequirement {
+        /// The requirement as given (escaped, shortened).
+        input: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A requirement is a URL or a path.
+    #[error(
+        "'{input}' names a URL, a file or a version-control link; only packages from the server's configured index or wheelhouse can be installed: give a package name and version instead (e.g. attrs==23.2.0); a wheel of your own can go into the server's wheelhouse (SANDBOX_WHEELHOUSE)"
+    )]
+    DirectReference {
+        /// The requirement as given.
+        input: String,
+    },
+
+    /// Too many requirements in one call.
+    #[error("{count} packages were named; at most {limit} can be installed in one call")]
+    TooManyRequirements {
+        /// How many were given.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
 
 /// A PEP 508 requirement. URLs parse with `url::Url` (nothing touches the
 /// file system), and are refused by [`parse_requirements`].
@@ -128,15 +159,18 @@ pub fn split_requirements(text: &str) -> Vec<String> {
 
 /// Parses requirement strings (as [`split_requirements`] makes them), at most
 /// `max` of them.
-pub fn parse_requirements(items: &[String], max: usize) -> Result<Vec<Requirement>, PackageError> {
+pub fn parse_requirements(
+    items: &[String],
+    max: usize,
+) -> Result<Vec<Requirement>, RequirementError> {
     if items.is_empty() {
-        return Err(PackageError::BadRequirement {
+        return Err(RequirementError::BadRequirement {
             input: String::new(),
             reason: "no package was named".into(),
         });
     }
     if items.len() > max {
-        return Err(PackageError::TooManyRequirements {
+        return Err(RequirementError::TooManyRequirements {
             count: items.len(),
             limit: max,
         });
@@ -145,8 +179,8 @@ pub fn parse_requirements(items: &[String], max: usize) -> Result<Vec<Requiremen
 }
 
 /// Parses one requirement string.
-pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
-    let bad = |reason: String| PackageError::BadRequirement {
+pub fn parse_requirement(input: &str) -> Result<Requirement, RequirementError> {
+    let bad = |reason: String| RequirementError::BadRequirement {
         input: quote(input),
         reason,
     };
@@ -170,13 +204,13 @@ pub fn parse_requirement(input: &str) -> Result<Requirement, PackageError> {
     // A URL, a path or a version-control link is refused as such, before
     // the parser can suggest a `name @ URL` form that is refused too.
     if looks_like_a_location(input) {
-        return Err(PackageError::DirectReference {
+        return Err(RequirementError::DirectReference {
             input: quote(input),
         });
     }
     let requirement = parse_pep508(input).map_err(|e| bad(e.to_string()))?;
     if matches!(requirement.version_or_url, Some(VersionOrUrl::Url(_))) || input.contains(" @ ") {
-        return Err(PackageError::DirectReference {
+        return Err(RequirementError::DirectReference {
             input: quote(input),
         });
     }
@@ -366,7 +400,7 @@ mod tests {
         ] {
             let err = parse_requirement(location).unwrap_err();
             assert!(
-                matches!(err, PackageError::DirectReference { .. }),
+                matches!(err, RequirementError::DirectReference { .. }),
                 "{location}: {err}"
             );
             assert!(!err.to_string().contains("@"), "{err}");
@@ -437,7 +471,7 @@ mod tests {
         assert!(parse_requirements(&many, 10).is_ok());
         assert!(matches!(
             parse_requirements(&many, 9),
-            Err(PackageError::TooManyRequirements { .. })
+            Err(RequirementError::TooManyRequirements { .. })
         ));
         assert!(parse_requirements(&[], 9).is_err());
     }

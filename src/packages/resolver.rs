@@ -30,6 +30,7 @@ mod tests;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use pep440_rs::Version;
@@ -37,7 +38,8 @@ use pep508_rs::{MarkerEnvironment, PackageName};
 use pubgrub::{PubGrubError, SelectedDependencies};
 
 use super::budget::InstallBudget;
-use super::error::{PackageError, clip, some_of};
+use super::error::PackageError;
+use super::message_text::{clip, some_of};
 use super::metadata::CoreMetadata;
 use super::metadata_error::MetadataError;
 use super::project_file::ProjectFile;
@@ -174,15 +176,19 @@ impl Resolver<'_> {
     /// Resolves `requirements` (the user's).
     pub async fn resolve(&self, requirements: &[Requirement]) -> Result<Resolution, PackageError> {
         let known = Mutex::new(Known::default());
+        let mut solving = Duration::ZERO;
         loop {
+            let began = Instant::now();
             let solved = {
                 let provider = Provider {
                     resolver: self,
                     known: &known,
                     requirements,
+                    solving_until: began + self.budget.max_solving().saturating_sub(solving),
                 };
                 pubgrub::resolve(&provider, Node::Root, root_version())
             };
+            solving += began.elapsed();
             match solved {
                 Ok(solution) => return self.resolution(&solution, &lock(&known)),
                 Err(PubGrubError::NoSolution(tree)) => {

@@ -15,35 +15,25 @@ use super::budget::InstallBudget;
 use super::error::PackageError;
 use super::http::FetchError;
 use super::index::fetch_error;
-use super::installer::Installer;
 use super::metadata::CoreMetadata;
 use super::metadata_error::MetadataError;
+use super::place::WheelFile;
 use super::project_file::{FileLocation, ProjectFile, sha256_hex};
 use super::remote_wheel::{self, Ranged};
 use super::resolver::Source;
 use super::settings::redact;
+use super::sources::Sources;
 use super::unpack::{WheelError, read_metadata};
 use super::wheel_name::WheelFilename;
 use super::wheelhouse::Wheelhouse;
 use crate::sandbox::{PackageSource, human_bytes};
-
-/// A wheel on the host, open at its start.
-#[derive(Debug)]
-pub struct WheelFile {
-    /// The file.
-    pub file: File,
-    /// Where it came from.
-    pub source: PackageSource,
-    /// Its sha256 when it is in the wheel cache (wheelhouse files have none).
-    pub sha256: Option<String>,
-}
 
 /// One install's view of the sources: the wheelhouse as scanned at its
 /// start, the indexes, what was fetched so far, and the install's budget.
 /// It does blocking work (hashing, parsing), so it is used only on the
 /// install's blocking thread.
 pub struct Session<'a> {
-    installer: &'a Installer,
+    sources: &'a Sources,
     wheelhouse: Option<Wheelhouse>,
     /// What the install may spend.
     pub budget: &'a InstallBudget,
@@ -59,15 +49,15 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session over `installer`'s indexes and `wheelhouse`, spending
+    /// A session over `sources`' indexes and `wheelhouse`, spending
     /// from `budget`.
     pub fn new(
-        installer: &'a Installer,
+        sources: &'a Sources,
         wheelhouse: Option<Wheelhouse>,
         budget: &'a InstallBudget,
     ) -> Self {
         Self {
-            installer,
+            sources,
             wheelhouse,
             budget,
             metadata: Mutex::new(HashMap::new()),
@@ -100,7 +90,7 @@ impl<'a> Session<'a> {
                     filename: file.filename.clone(),
                 })?;
         self.budget.stop().check()?;
-        let cache = self.installer.cache();
+        let cache = self.sources.cache();
         if let Some(cached) = cache.get(&sha256) {
             let fresh = self.lock_downloaded().contains(&sha256);
             return Ok(WheelFile {
@@ -113,8 +103,8 @@ impl<'a> Session<'a> {
                 sha256: Some(sha256),
             });
         }
-        let http = self.installer.http()?;
-        let cap = self.installer.settings().limits.max_download_bytes;
+        let http = self.sources.http()?;
+        let cap = self.sources.settings().limits.max_download_bytes;
         let limit = self.budget.download_limit(cap);
         // Deleted when dropped: on any error, a cancellation or the deadline.
         let partial = cache
@@ -123,7 +113,7 @@ impl<'a> Session<'a> {
         let outcome = self
             .budget
             .stop()
-            .race(async { Ok(http.download(url, partial.file(), limit).await) })
+            .race(async { Ok::<_, PackageError>(http.download(url, partial.file(), limit).await) })
             .await?;
         let downloaded = match outcome {
             Ok(Some(d)) => d,
@@ -188,11 +178,11 @@ impl<'a> Session<'a> {
         if self.ranges_not_served.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let Ok(http) = self.installer.http() else {
+        let Ok(http) = self.sources.http() else {
             return Ok(None);
         };
-        let limits = self.installer.unpack_limits();
-        let max_wheel = self.installer.settings().limits.max_download_bytes;
+        let limits = self.sources.unpack_limits();
+        let max_wheel = self.sources.settings().limits.max_download_bytes;
         let read =
             remote_wheel::metadata_by_ranges(http, url, &limits, max_wheel, self.budget).await?;
         match read {
@@ -224,7 +214,7 @@ impl<'a> Session<'a> {
             filename: file.filename.clone(),
             source,
         };
-        let limits = self.installer.unpack_limits();
+        let limits = self.sources.unpack_limits();
         let text =
             read_metadata(std::io::BufReader::new(&wheel.file), &limits).map_err(unsafe_wheel)?;
         wheel
@@ -255,18 +245,18 @@ impl<'a> Session<'a> {
         let Some(expected) = file.metadata.clone().flatten() else {
             return Ok(None);
         };
-        let Ok(http) = self.installer.http() else {
+        let Ok(http) = self.sources.http() else {
             return Ok(None);
         };
         let mut meta_url = url.clone();
         meta_url.set_path(&format!("{}.metadata", url.path()));
         let limit = self
             .budget
-            .download_limit(self.installer.settings().limits.max_metadata_bytes);
+            .download_limit(self.sources.settings().limits.max_metadata_bytes);
         let fetched = self
             .budget
             .stop()
-            .race(async { Ok(http.get(&meta_url, "*/*", limit).await) })
+            .race(async { Ok::<_, PackageError>(http.get(&meta_url, "*/*", limit).await) })
             .await?;
         let Ok(Some(fetched)) = fetched else {
             return Ok(None);
@@ -294,14 +284,11 @@ impl Source for Session<'_> {
         &self,
         name: &PackageName,
     ) -> Result<Option<Arc<Vec<ProjectFile>>>, PackageError> {
-        if !self.installer.has_index() {
+        if !self.sources.has_index() {
             return Ok(None);
         }
-        let http = self.installer.http()?;
-        self.installer
-            .index()
-            .project(http, name, self.budget)
-            .await
+        let http = self.sources.http()?;
+        self.sources.index().project(http, name, self.budget).await
     }
 
     async fn metadata(
@@ -323,7 +310,7 @@ impl Source for Session<'_> {
     }
 
     fn searched(&self) -> String {
-        self.installer.searched(self.wheelhouse.as_ref())
+        self.sources.searched(self.wheelhouse.as_ref())
     }
 
     fn cheap_metadata(&self) -> bool {
@@ -359,7 +346,7 @@ impl Session<'_> {
             let cached = file
                 .sha256
                 .as_deref()
-                .is_some_and(|sha| self.installer.cache().contains(sha));
+                .is_some_and(|sha| self.sources.cache().contains(sha));
             if !cached {
                 text = self.metadata_file(file, url).await?;
             }
@@ -375,7 +362,7 @@ impl Session<'_> {
             Some(t) => (t, None),
             None => {
                 let mut wheel = self.fetch(file).await?;
-                let limits = self.installer.unpack_limits();
+                let limits = self.sources.unpack_limits();
                 let read = wheel
                     .file
                     .seek(SeekFrom::Start(0))
@@ -385,7 +372,7 @@ impl Session<'_> {
                     Ok(text) => (text, wheel.sha256),
                     Err(source) => {
                         if let Some(sha) = &wheel.sha256 {
-                            self.installer.cache().discard(sha);
+                            self.sources.cache().discard(sha);
                         }
                         return Err(PackageError::UnsafeWheel {
                             filename: file.filename.clone(),
@@ -400,7 +387,7 @@ impl Session<'_> {
             Ok(m) => m,
             Err(reason) => {
                 if let Some(sha) = &from_wheel {
-                    self.installer.cache().discard(sha);
+                    self.sources.cache().discard(sha);
                 }
                 return Err(bad(reason));
             }

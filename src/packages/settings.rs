@@ -176,7 +176,7 @@ pub fn redact(url: &Url) -> String {
         let _ = clean.set_password(None);
         clean.to_string()
     };
-    super::error::clip(&text, SHOWN_URL_CHARS)
+    super::message_text::clip(&text, SHOWN_URL_CHARS)
 }
 
 /// [`redact`] for text that may not parse as a URL.
@@ -220,6 +220,9 @@ pub struct InstallLimits {
     /// Steps one install may take to resolve: entries of site-packages and
     /// requirements read, files of index pages sorted, versions compared.
     pub max_resolver_steps: u64,
+    /// Most time the solver may think in one install (its runs together,
+    /// not the fetches between them).
+    pub max_solving: Duration,
 }
 
 impl Default for InstallLimits {
@@ -238,6 +241,7 @@ impl Default for InstallLimits {
             max_installed_dists: 1000,
             max_site_metadata_bytes: 64 << 20,
             max_resolver_steps: 1_000_000,
+            max_solving: Duration::from_secs(20),
         }
     }
 }

@@ -34,7 +34,7 @@ pub enum PageError {
     /// short: the parser quotes what it read, which the index chose).
     #[error(
         "the JSON page does not parse: {}",
-        super::error::clip(&.0.to_string(), MAX_QUOTED_CHARS)
+        super::message_text::clip(&.0.to_string(), MAX_QUOTED_CHARS)
     )]
     Json(#[source] serde_json::Error),
     /// A JSON page of an API version this server does not speak.
@@ -127,7 +127,7 @@ pub fn parse_json(body: &[u8], page_url: &Url) -> Result<Vec<ProjectFile>, PageE
             .unwrap_or(1)
             > 1
     {
-        return Err(PageError::ApiVersion(super::error::clip(
+        return Err(PageError::ApiVersion(super::message_text::clip(
             &version,
             MAX_VERSION_CHARS,
         )));

@@ -19,7 +19,8 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 
 use super::budget::InstallBudget;
-use super::error::{PackageError, some_of};
+use super::error::PackageError;
+use super::message_text::some_of;
 use super::metadata::CoreMetadata;
 use super::record::Record;
 use super::resolver::Installed;

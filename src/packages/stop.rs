@@ -12,7 +12,19 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::error::PackageError;
+/// Why an install gave up (the package error says it in full).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Stopped {
+    /// The caller cancelled.
+    #[error("the install was cancelled")]
+    Cancelled,
+    /// The deadline passed.
+    #[error("the install took longer than {limit}")]
+    TimedOut {
+        /// The deadline, in words.
+        limit: String,
+    },
+}
 
 /// The stop condition of one install.
 #[derive(Clone, Debug)]
@@ -39,9 +51,9 @@ impl InstallStop {
     }
 
     /// The error to give up with, if it is time to.
-    pub fn check(&self) -> Result<(), PackageError> {
+    pub fn check(&self) -> Result<(), Stopped> {
         if self.token.is_cancelled() {
-            return Err(PackageError::Cancelled);
+            return Err(Stopped::Cancelled);
         }
         if Instant::now() >= self.deadline {
             return Err(self.timed_out());
@@ -51,15 +63,15 @@ impl InstallStop {
 
     /// Runs `work` until it ends or the install must stop, whichever comes
     /// first; `work` is dropped when it loses.
-    pub async fn race<T>(
+    pub async fn race<T, E: From<Stopped>>(
         &self,
-        work: impl Future<Output = Result<T, PackageError>>,
-    ) -> Result<T, PackageError> {
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         self.check()?;
         tokio::select! {
             result = work => result,
-            () = self.token.cancelled() => Err(PackageError::Cancelled),
-            () = tokio::time::sleep_until(self.deadline.into()) => Err(self.timed_out()),
+            () = self.token.cancelled() => Err(Stopped::Cancelled.into()),
+            () = tokio::time::sleep_until(self.deadline.into()) => Err(self.timed_out().into()),
         }
     }
 
@@ -73,8 +85,8 @@ impl InstallStop {
         &self.token
     }
 
-    fn timed_out(&self) -> PackageError {
-        PackageError::TimedOut {
+    fn timed_out(&self) -> Stopped {
+        Stopped::TimedOut {
             limit: describe(self.timeout),
         }
     }
@@ -98,9 +110,9 @@ mod tests {
     #[tokio::test]
     async fn a_race_ends_at_the_deadline_or_the_cancellation() {
         let stop = InstallStop::new(CancellationToken::new(), Duration::from_millis(50));
-        let never = std::future::pending::<Result<(), PackageError>>();
+        let never = std::future::pending::<Result<(), Stopped>>();
         let err = stop.race(never).await.unwrap_err();
-        assert!(matches!(err, PackageError::TimedOut { .. }), "{err}");
+        assert!(matches!(err, Stopped::TimedOut { .. }), "{err}");
         assert!(err.to_string().contains("longer than 50 ms"), "{err}");
         assert!(stop.check().is_err(), "and stays stopped");
 
@@ -108,7 +120,10 @@ mod tests {
         let stop = InstallStop::new(token.clone(), Duration::from_secs(60));
         assert!(stop.check().is_ok());
         token.cancel();
-        let err = stop.race(async { Ok(()) }).await.unwrap_err();
-        assert!(matches!(err, PackageError::Cancelled), "{err}");
+        let err = stop
+            .race(async { Ok::<(), Stopped>(()) })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Stopped::Cancelled), "{err}");
     }
 }

@@ -31,7 +31,7 @@ use std::io::{Read, Seek, SeekFrom};
 
 use cap_std::fs::Dir;
 
-use super::error::some_of;
+use super::message_text::some_of;
 use super::metadata::{CoreMetadata, WheelInfo};
 use super::metadata_error::MetadataError;
 use super::record::{Record, RecordError};

@@ -184,9 +184,9 @@ fn is_escape(e: &std::io::Error) -> bool {
 fn not_found(path: &str) -> String {
     let server_file = path
         .trim_start_matches('/')
-        .strip_prefix(super::server_files::OUTPUT_DIR)
+        .strip_prefix(super::server_file_names::OUTPUT_DIR)
         .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(super::server_files::is_server_name);
+        .is_some_and(super::server_file_names::is_server_name);
     if server_file {
         format!(
             "'{path}' does not exist in the sandbox: the files the server saves in /.outputs/ give way, oldest first, when the sandbox's own files need the room (get_sandbox_status counts those that did)"

@@ -8,23 +8,22 @@
 //! the sandboxes it created.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rand::Rng;
-use schemars::JsonSchema;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::error::SandboxError;
-use super::guest_path::GuestPath;
-use super::stop::{StopReason, StopSignal};
-use super::types::{
-    ExecRequest, Execution, FileContent, InstallReport, KeptAcrossRestarts, Listing, OutputTap,
-    ResourceUsage, SandboxLimits, SandboxSpec, SavedSandbox,
-};
-use super::{Backend, BackendKind, CodeInterpreter, Owner, OwnerCaps};
+use super::types::{SandboxLimits, SandboxSpec, SavedSandbox};
+use super::{Backend, BackendKind, Owner, OwnerCaps};
+
+mod live;
+mod status;
+
+pub use live::Sandbox;
+use live::lock;
+pub use status::{LimitsView, SandboxStatus};
 
 /// How long a call waits while another creates or restores the same sandbox
 /// (a first compile of a runtime can take minutes; so can a large restore).
@@ -111,27 +110,6 @@ impl Claim {
     }
 }
 
-/// One live sandbox.
-pub struct Sandbox {
-    /// The id its owner knows it by.
-    id: String,
-    /// Who created it.
-    owner: Owner,
-    /// Where it is kept: in the manager, on disk, in the saved store.
-    key: String,
-    backend: BackendKind,
-    runtime: String,
-    kept_across_restarts: KeptAcrossRestarts,
-    limits: SandboxLimits,
-    created: SystemTime,
-    last_used: Mutex<SystemTime>,
-    executions: AtomicU64,
-    /// Cancelled when the sandbox is closed, to stop a running execution.
-    closing: CancellationToken,
-    /// `None` once closed.
-    interpreter: tokio::sync::Mutex<Option<Box<dyn CodeInterpreter>>>,
-}
-
 /// What a fork carried and what it could not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForkFacts {
@@ -139,79 +117,6 @@ pub struct ForkFacts {
     pub open_files_not_carried: usize,
     /// Files and directories copied.
     pub files_copied: u64,
-}
-
-/// How a sandbox is doing, for `get_sandbox_status`.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
-pub struct SandboxStatus {
-    /// Its id.
-    pub session_id: String,
-    /// The backend running it (`wasm` or `e2b`).
-    pub backend: BackendKind,
-    /// The Python runtime it runs.
-    pub runtime: String,
-    /// What of it comes back if the server restarts or is killed.
-    pub kept_across_restarts: KeptAcrossRestarts,
-    /// When it was created (RFC 3339, UTC).
-    pub created_at: String,
-    /// When a tool last used it (RFC 3339, UTC).
-    pub last_used_at: String,
-    /// When it will be closed if left unused (RFC 3339, UTC).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<String>,
-    /// Executions run so far.
-    pub executions: u64,
-    /// Whether a call is running in it right now.
-    pub busy: bool,
-    /// Memory and disk it uses (absent while busy, and at creation).
-    pub usage: ResourceUsage,
-    /// Its limits.
-    pub limits: LimitsView,
-}
-
-/// A sandbox's limits, as status shows them.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
-pub struct LimitsView {
-    /// Default wall-clock timeout of an execution, in seconds.
-    pub timeout_seconds: f64,
-    /// Largest timeout an execution may ask for, in seconds.
-    pub max_timeout_seconds: f64,
-    /// Inline output per stream, in bytes.
-    pub output_bytes: usize,
-    /// Memory cap, in bytes (absent where the backend sets its own).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Fuel per execution (absent when not metered).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fuel: Option<u64>,
-    /// CPU time per execution, in seconds (absent when only the wall clock
-    /// bounds an execution).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_seconds: Option<f64>,
-    /// Disk quota, in bytes (absent where the backend sets its own).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk_bytes: Option<u64>,
-    /// Most files and directories (absent where the backend sets its own).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk_files: Option<u64>,
-}
-
-impl LimitsView {
-    /// The limits of a sandbox of `backend`: a remote VM's memory, fuel, CPU
-    /// time and disk are its provider's, not this server's, so they are left out.
-    pub fn new(limits: &SandboxLimits, backend: BackendKind) -> Self {
-        let local = backend == BackendKind::Wasm;
-        Self {
-            timeout_seconds: limits.timeout.as_secs_f64(),
-            max_timeout_seconds: limits.max_timeout.as_secs_f64(),
-            output_bytes: limits.output_bytes,
-            memory_bytes: local.then_some(limits.memory_bytes),
-            fuel: limits.fuel.filter(|_| local),
-            cpu_seconds: limits.cpu.filter(|_| local).map(|cpu| cpu.as_secs_f64()),
-            disk_bytes: local.then_some(limits.disk_bytes),
-            disk_files: local.then_some(limits.disk_files),
-        }
-    }
 }
 
 /// Checks a client-chosen sandbox id.
@@ -233,10 +138,6 @@ pub fn validate_id(id: &str) -> Result<(), SandboxError> {
 fn generate_id() -> String {
     let n: u64 = rand::rng().random();
     format!("sb-{n:016x}")
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl SandboxManager {
@@ -749,227 +650,6 @@ impl Slots {
     }
 }
 
-impl Sandbox {
-    /// `owner`'s sandbox `id` made now of `interpreter`.
-    fn new(
-        owner: &Owner,
-        id: &str,
-        backend: BackendKind,
-        interpreter: Box<dyn CodeInterpreter>,
-        limits: SandboxLimits,
-    ) -> Arc<Self> {
-        let now = SystemTime::now();
-        Arc::new(Self {
-            id: id.to_owned(),
-            owner: owner.clone(),
-            key: owner.key(id),
-            backend,
-            runtime: interpreter.runtime(),
-            kept_across_restarts: interpreter.kept_across_restarts(),
-            limits,
-            created: now,
-            last_used: Mutex::new(now),
-            executions: AtomicU64::new(0),
-            closing: CancellationToken::new(),
-            interpreter: tokio::sync::Mutex::new(Some(interpreter)),
-        })
-    }
-
-    /// The id its owner knows it by.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Who created it.
-    pub fn owner(&self) -> &Owner {
-        &self.owner
-    }
-
-    /// Its backend.
-    pub fn backend(&self) -> BackendKind {
-        self.backend
-    }
-
-    /// The runtime it runs.
-    pub fn runtime(&self) -> &str {
-        &self.runtime
-    }
-
-    /// Its limits.
-    pub fn limits(&self) -> &SandboxLimits {
-        &self.limits
-    }
-
-    fn is_busy(&self) -> bool {
-        self.interpreter.try_lock().is_err()
-    }
-
-    fn idle_deadline(&self, idle: Duration) -> SystemTime {
-        *lock(&self.last_used) + idle
-    }
-
-    fn touch(&self) {
-        *lock(&self.last_used) = SystemTime::now();
-    }
-
-    /// Waits for this sandbox's turn and holds it until the guard is dropped.
-    async fn turn(&self) -> Result<Turn<'_>, SandboxError> {
-        let guard = self.interpreter.lock().await;
-        if guard.is_none() {
-            return Err(SandboxError::UnknownSandbox(self.id.clone()));
-        }
-        self.touch();
-        Ok(Turn {
-            sandbox: self,
-            guard,
-        })
-    }
-
-    /// Runs code. `cancel` (a client's cancellation) stops it as a timeout
-    /// would; `output`, when given, sees the output while it is produced.
-    pub async fn execute(
-        &self,
-        code: String,
-        timeout: Option<Duration>,
-        cancel: CancellationToken,
-        output: Option<OutputTap>,
-    ) -> Result<Execution, SandboxError> {
-        let limits = self.limits.for_execution(timeout)?;
-        let mut turn = self.turn().await?;
-        let stop = self.stop_on_cancel_or_close(cancel);
-        let started = super::changed_files::file_clock_now();
-        let writes_before = turn.interpreter().files().write_count();
-        let mut result = turn
-            .interpreter()
-            .execute(
-                ExecRequest {
-                    code,
-                    limits,
-                    output,
-                },
-                stop.signal(),
-            )
-            .await;
-        self.executions.fetch_add(1, Ordering::Relaxed);
-        let files = turn.interpreter().files();
-        let wrote = writes_before.is_none() || files.write_count() != writes_before;
-        if let Ok(execution) = &mut result
-            && wrote
-        {
-            (execution.files, execution.files_not_listed) = files.changed_since(started).await;
-        }
-        result
-    }
-
-    /// Installs packages into the running interpreter. `cancel` (a client's
-    /// cancellation) or closing the sandbox stops the install.
-    pub async fn install(
-        &self,
-        requirements: Vec<String>,
-        progress: &(dyn Fn(String) + Send + Sync),
-        cancel: CancellationToken,
-    ) -> Result<InstallReport, SandboxError> {
-        let mut turn = self.turn().await?;
-        let stop = self.stop_on_cancel_or_close(cancel);
-        turn.interpreter()
-            .install(&requirements, progress, stop.signal())
-            .await
-    }
-
-    /// A signal that fires when the client cancels or the sandbox closes.
-    fn stop_on_cancel_or_close(&self, cancel: CancellationToken) -> StopGuard {
-        let signal = StopSignal::new();
-        let watcher = {
-            let signal = signal.clone();
-            let closing = self.closing.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = cancel.cancelled() => signal.stop(StopReason::Cancelled),
-                    _ = closing.cancelled() => signal.stop(StopReason::Closing),
-                }
-            })
-        };
-        StopGuard { signal, watcher }
-    }
-
-    /// Lists a directory.
-    pub async fn list(&self, path: GuestPath, max_entries: usize) -> Result<Listing, SandboxError> {
-        let mut turn = self.turn().await?;
-        turn.interpreter().files().list(&path, max_entries).await
-    }
-
-    /// Reads at most `max_bytes` of a file, from byte `offset`.
-    pub async fn read(
-        &self,
-        path: GuestPath,
-        offset: u64,
-        max_bytes: u64,
-    ) -> Result<FileContent, SandboxError> {
-        let mut turn = self.turn().await?;
-        turn.interpreter()
-            .files()
-            .read(&path, offset, max_bytes)
-            .await
-    }
-
-    /// Writes a file.
-    pub async fn write(&self, path: GuestPath, data: Vec<u8>) -> Result<u64, SandboxError> {
-        let mut turn = self.turn().await?;
-        turn.interpreter().files().write(&path, data).await
-    }
-
-    /// Its status now; `measure` adds memory and disk use (a directory walk).
-    pub async fn status(&self, idle_timeout: Option<Duration>, measure: bool) -> SandboxStatus {
-        let (busy, usage) = match self.interpreter.try_lock() {
-            Ok(guard) => match guard.as_ref() {
-                Some(i) if measure => (false, i.usage().await),
-                _ => (false, ResourceUsage::default()),
-            },
-            Err(_) => (true, ResourceUsage::default()),
-        };
-        let last_used = *lock(&self.last_used);
-        SandboxStatus {
-            session_id: self.id.clone(),
-            backend: self.backend,
-            runtime: self.runtime.clone(),
-            kept_across_restarts: self.kept_across_restarts,
-            created_at: humantime::format_rfc3339_seconds(self.created).to_string(),
-            last_used_at: humantime::format_rfc3339_seconds(last_used).to_string(),
-            expires_at: idle_timeout
-                .map(|idle| humantime::format_rfc3339_seconds(last_used + idle).to_string()),
-            executions: self.executions.load(Ordering::Relaxed),
-            busy,
-            usage,
-            limits: LimitsView::new(&self.limits, self.backend),
-        }
-    }
-
-    /// Stops whatever runs in it and releases it.
-    /// Saves the sandbox for the next start when its backend keeps saved
-    /// sandboxes (a call in progress is stopped first).
-    async fn save(&self) {
-        self.closing.cancel();
-        let mut guard = self.interpreter.lock().await;
-        if let Some(interpreter) = guard.as_mut() {
-            match interpreter.save(&self.key).await {
-                Ok(true) => tracing::info!(id = %self.id, "saved the sandbox for the next start"),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(id = %self.id, error = %e, "could not save the sandbox; it is closed")
-                }
-            }
-        }
-    }
-
-    async fn shut(&self) {
-        self.closing.cancel();
-        let mut guard = self.interpreter.lock().await;
-        if let Some(mut interpreter) = guard.take() {
-            interpreter.close().await;
-        }
-    }
-}
-
 /// An id held against the sandbox cap while its sandbox is being created.
 struct Reservation<'a> {
     slots: &'a Mutex<Slots>,
@@ -994,45 +674,6 @@ impl Drop for Reservation<'_> {
         if self.existing.is_none() {
             lock(self.slots).reserved.remove(self.key);
         }
-    }
-}
-
-/// A call's stop signal and the task that fires it on a client's
-/// cancellation or the sandbox closing; dropping it ends the task.
-struct StopGuard {
-    signal: StopSignal,
-    watcher: tokio::task::JoinHandle<()>,
-}
-
-impl StopGuard {
-    fn signal(&self) -> StopSignal {
-        self.signal.clone()
-    }
-}
-
-impl Drop for StopGuard {
-    fn drop(&mut self) {
-        self.watcher.abort();
-    }
-}
-
-/// Exclusive use of a sandbox's interpreter; marks the sandbox used when dropped.
-struct Turn<'a> {
-    sandbox: &'a Sandbox,
-    guard: tokio::sync::MutexGuard<'a, Option<Box<dyn CodeInterpreter>>>,
-}
-
-impl Turn<'_> {
-    fn interpreter(&mut self) -> &mut dyn CodeInterpreter {
-        self.guard
-            .as_deref_mut()
-            .expect("a turn is only handed out for an open sandbox")
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        self.sandbox.touch();
     }
 }
 

@@ -19,33 +19,11 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, File};
 
 use super::disk_usage::held_bytes;
+pub use super::server_file_names::{OUTPUT_DIR, is_server_name};
 use super::types::ServerFilesUsage;
-
-/// The directory of the files the server writes, in a sandbox's root.
-pub const OUTPUT_DIR: &str = ".outputs";
 
 /// Most entries of `/.outputs/` looked at to find what may give way.
 const MAX_SCANNED: usize = 10_000;
-
-/// Whether `name` (in `/.outputs/`) is one the server makes:
-/// `exec-N-stdout.txt`, `exec-N-stderr.txt` or `exec-N-figure-K.png`.
-pub fn is_server_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("exec-") else {
-        return false;
-    };
-    let Some((number, kind)) = rest.split_once('-') else {
-        return false;
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    digits(number)
-        && match kind {
-            "stdout.txt" | "stderr.txt" => true,
-            _ => kind
-                .strip_prefix("figure-")
-                .and_then(|k| k.strip_suffix(".png"))
-                .is_some_and(digits),
-        }
-}
 
 /// A file the server is writing now (output being spilled): what it is
 /// called, and its handle, so that it can give way while still open.

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::http_support::{Era, HttpServer, call};
+use crate::support::http::{Era, HttpServer, call};
 use crate::support::{Server, sandbox_dirs_under, scientific_cache, structured, text};
 
 /// Bytes a host directory really holds (allocated blocks), walked from the host.

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::http_support::{Era, HttpServer, call, http_client, modern_headers, modern_meta, post};
+use crate::support::http::{Era, HttpServer, call, http_client, modern_headers, modern_meta, post};
 use crate::support::{Observer, sandbox_dirs_under, structured, text, with_progress};
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::auth::issuer::{FakeIssuer, RSA_A};
 use crate::auth::mint_token;
-use crate::http_support::{HttpServer, http_client};
+use crate::support::http::{HttpServer, http_client};
 
 /// A server whose tokens file admits alice and bob, with `env`; their tokens.
 async fn server_with_tokens(env: &[(&str, &str)]) -> (HttpServer, [String; 2], tempfile::TempDir) {

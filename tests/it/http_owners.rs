@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::auth::issuer::{FakeIssuer, RSA_A, now};
 use crate::auth::mint_token;
-use crate::http_support::{Era, HttpServer, call, http_client};
+use crate::support::http::{Era, HttpServer, call, http_client};
 use crate::support::{structured, text};
 
 /// A server whose tokens file admits alice, bob, and carol (one sandbox at

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::index_server::IndexServer;
+use crate::support::index::IndexServer;
 use crate::support::{Server, structured, text};
 use crate::wheels::Wheel;
 

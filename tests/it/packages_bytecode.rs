@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use crate::index_server::IndexServer;
 use crate::packages::install;
 use crate::support::Server;
+use crate::support::index::IndexServer;
 use crate::wheels::Wheel;
 
 /// Where the runtime's site-packages is, relative to a sandbox directory.

@@ -12,8 +12,8 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
-use crate::index_server::{IndexServer, Listed};
 use crate::packages::{install, install_err};
+use crate::support::index::{IndexServer, Listed};
 use crate::support::{Server, shared_cache, text};
 use crate::wheels::{Wheel, sha256_hex};
 

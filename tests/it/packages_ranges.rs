@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use crate::index_server::{IndexServer, Listed};
 use crate::support::Server;
+use crate::support::index::{IndexServer, Listed};
 use crate::wheels::{Wheel, sha256_hex};
 
 /// Publishes `wheel` with no PEP 658 metadata file.

@@ -19,7 +19,7 @@ use std::io::{Cursor, Read, Write};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::index_server::{IndexServer, Listed};
+use crate::support::index::{IndexServer, Listed};
 use crate::support::{Server, scientific_cache, text};
 use crate::wheels::sha256_hex;
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use crate::index_server::IndexServer;
+use crate::support::index::IndexServer;
 use crate::wheels::sha256_hex;
 
 /// The pinned list.

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::auth::mint_token;
-use crate::http_support::{Era, HttpServer, call};
+use crate::support::http::{Era, HttpServer, call};
 use crate::support::{Server, structured, text};
 
 /// The sandboxes saved under `root`, by id (as their records name them).

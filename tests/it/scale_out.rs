@@ -11,8 +11,8 @@ use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-use crate::http_support::{Era, HttpServer, call, connect};
-use crate::nginx_support::Nginx;
+use crate::support::http::{Era, HttpServer, call, connect};
+use crate::support::nginx::Nginx;
 use crate::support::{scientific_cache, structured, text};
 
 /// Sandboxes each replica must hold before the test goes on.

@@ -8,7 +8,7 @@ use std::path::Path;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::index_server::IndexServer;
+use crate::support::index::IndexServer;
 use crate::support::{
     Server, binary, progress_client, scientific_cache, structured, text, with_progress,
 };

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::disk_blocks::held_on_disk;
-use crate::http_support::{Era, HttpServer, call};
+use crate::support::http::{Era, HttpServer, call};
 use crate::support::{Server, sandbox_dirs_under, scientific_cache, structured, text};
 
 /// Prints 20 MB (more than the 16 MiB a stream may save).

@@ -1,5 +1,11 @@
-//! Shared helpers: start the real binary, talk MCP to it over stdio with
-//! rmcp's client, and read results the way a client would.
+//! The one support module of the integration tests: start the real binary,
+//! talk MCP to it over stdio with rmcp's client and read results the way a
+//! client would; over HTTP (`http`), behind real nginx (`nginx`), and
+//! against a package index served on loopback (`index`).
+
+pub mod http;
+pub mod index;
+pub mod nginx;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -504,4 +510,49 @@ pub fn sandbox_dirs_under(root: &Path) -> Vec<PathBuf> {
         }
     }
     dirs
+}
+
+/// A server of the scientific runtime on the sandbox root `root` (with no
+/// warm pool unless `env` says otherwise), as the durability tests start
+/// one server after another on the same root.
+pub async fn scientific_server_on(root: &Path, env: &[(&str, &str)]) -> Server {
+    scientific_cache();
+    let mut all = vec![
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_RUNTIME", "scientific"),
+    ];
+    all.extend_from_slice(env);
+    Server::start_in(tempfile::tempdir().unwrap(), root.to_owned(), &all).await
+}
+
+/// Whether the process `pid` is still there.
+pub fn process_alive(pid: u32) -> bool {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::test_kill_process(pid).is_ok()
+}
+
+/// Waits (at most 30 s) for the process `pid` to be gone; how long it took.
+pub async fn process_gone(pid: u32) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    while process_alive(pid) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the server did not exit"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+/// Kills the server outright (SIGKILL), as an OOM killer or a crash would,
+/// and waits until it is gone.
+pub async fn kill_outright(server: Server) {
+    let pid = server.pid;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    process_gone(pid).await;
+    drop(server);
 }

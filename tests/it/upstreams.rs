@@ -12,8 +12,8 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::auth::mint_token;
-use crate::http_support::HttpServer;
 use crate::network::{run, start};
+use crate::support::http::HttpServer;
 use crate::support::{Server, binary, shared_cache, structured};
 
 /// The fixture's tools that are offered (not `secret`).

@@ -10,7 +10,8 @@ use pep440_rs::{Operator, Version, VersionSpecifiers};
 use pep508_rs::PackageName;
 use pubgrub::{DerivationTree, External};
 
-use super::super::error::{PackageError, clip, some_of};
+use super::super::error::PackageError;
+use super::super::message_text::{clip, some_of};
 use super::super::project_file::{FileKind, ProjectFile};
 use super::super::wheel_name::{Fit, WheelFilename};
 use super::provider::{Constraint, Known, Node, Unusable, Versions, Worked};

@@ -229,6 +229,10 @@ pub(super) struct Provider<'r, 'a> {
     pub known: &'r Mutex<Known>,
     /// What the user asked for.
     pub requirements: &'r [Requirement],
+    /// When the solver must give up: the install's solving time is spent
+    /// (the step budget counts the solver's decisions, not the work of
+    /// each, which an index can make large).
+    pub solving_until: std::time::Instant,
 }
 
 impl Provider<'_, '_> {
@@ -471,6 +475,11 @@ impl DependencyProvider for Provider<'_, '_> {
     }
 
     fn should_cancel(&self) -> Result<(), Need> {
+        if std::time::Instant::now() >= self.solving_until {
+            return Err(Need::Fail(Box::new(PackageError::TooHardToSolve {
+                seconds: self.resolver.budget.max_solving().as_secs_f64(),
+            })));
+        }
         self.resolver
             .budget
             .spend(1)

@@ -601,110 +601,6 @@ async fn the_wheelhouse_is_used_before_the_index() {
 }
 
 #[tokio::test]
-async fn dependency_explosions_stop_at_the_cap() {
-    let mut s = FakeSource::default();
-    for i in 0..20 {
-        let next = format!("p{}", i + 1);
-        s.add(&format!("p{i}-1.0-py3-none-any.whl"), &[next.as_str()]);
-    }
-    s.add("p20-1.0-py3-none-any.whl", &[]);
-    let err = resolve(&s, &["p0"]).await.unwrap_err();
-    assert!(
-        matches!(err, PackageError::TooManyPackages { limit: 10 }),
-        "a chain of 21: {err}"
-    );
-    // One package asking for a hundred others stops before fetching them all.
-    let many: Vec<String> = (0..100).map(|i| format!("q{i}")).collect();
-    let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    s.add("wide-1.0-py3-none-any.whl", &many);
-    let err = resolve(&s, &["wide"]).await.unwrap_err();
-    assert!(
-        matches!(err, PackageError::TooManyPackages { limit: 10 }),
-        "a fan of 100: {err}"
-    );
-}
-
-/// `installed` holding `bloat 1.0` that requires `dep>=0.{i}` for each
-/// `i` below `count` (what a guest can plant in its site-packages).
-fn bloated(count: usize) -> HashMap<PackageName, Installed> {
-    let mut installed = HashMap::new();
-    installed.insert(
-        PackageName::from_str("bloat").unwrap(),
-        Installed {
-            version: Version::from_str("1.0").unwrap(),
-            requires_dist: (0..count)
-                .map(|i| Requirement::from_str(&format!("dep>=0.{i}")).unwrap())
-                .collect(),
-            built_in: false,
-            compiled: false,
-        },
-    );
-    installed
-}
-
-#[tokio::test]
-async fn thousands_of_requirements_on_one_package_resolve_in_linear_time() {
-    let mut s = FakeSource::default();
-    s.add("dep-1.0-py3-none-any.whl", &[]);
-    let installed = bloated(40_000);
-    let started = std::time::Instant::now();
-    let r = resolve_with(&s, &installed, &["bloat"]).await.unwrap();
-    let took = started.elapsed();
-    assert_eq!(picked(&r), ["bloat 1.0", "dep 1.0"]);
-    assert!(
-        took < std::time::Duration::from_secs(2),
-        "40,000 requirements took {took:?}"
-    );
-}
-
-#[tokio::test]
-async fn the_work_of_one_resolution_is_bounded() {
-    let mut s = FakeSource::default();
-    s.add("dep-1.0-py3-none-any.whl", &[]);
-    let limits = InstallLimits {
-        max_resolver_steps: 1000,
-        ..InstallLimits::default()
-    };
-    let err = resolve_within(&s, &bloated(5000), &["bloat"], &limits)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, PackageError::TooComplex { limit: 1000 }),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn messages_quote_a_bounded_number_of_requirements() {
-    let mut s = FakeSource::default();
-    let mut many: Vec<String> = (0..200).map(|i| format!("lib<2.0.{i}")).collect();
-    many.push("lib>=3".into());
-    let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    s.add("hub-1.0-py3-none-any.whl", &many);
-    s.add("lib-1.0-py3-none-any.whl", &[]);
-    s.add("lib-3.0-py3-none-any.whl", &[]);
-    let err = resolve(&s, &["hub"]).await.unwrap_err();
-    let text = err.to_string();
-    assert!(
-        matches!(err, PackageError::NoMatchingVersion { .. }),
-        "{text}"
-    );
-    assert!(text.contains("(and 197 more)"), "{text}");
-    assert!(text.len() < 1500, "{} bytes: {text}", text.len());
-}
-
-#[tokio::test]
-async fn a_cycle_terminates() {
-    let mut s = FakeSource::default();
-    s.add("ping-1.0-py3-none-any.whl", &["pong"]);
-    s.add("pong-1.0-py3-none-any.whl", &["ping"]);
-    assert_eq!(
-        picked(&resolve(&s, &["ping"]).await.unwrap()),
-        ["ping 1.0", "pong 1.0"]
-    );
-}
-
-#[tokio::test]
 async fn metadata_that_contradicts_the_file_name_is_refused() {
     let mut s = FakeSource::default();
     s.add("liar-1.0-py3-none-any.whl", &[]);
@@ -814,3 +710,5 @@ async fn a_mix_of_dead_ends_is_explained_in_a_few_lines() {
     assert!(text.contains("native") && text.contains("gone"), "{text}");
     assert!(text.len() < 2500, "{} bytes: {text}", text.len());
 }
+
+mod bounds;

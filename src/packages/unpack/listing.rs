@@ -10,7 +10,7 @@ use pep440_rs::Version;
 use pep508_rs::PackageName;
 
 use super::{UnpackLimits, WheelError, member_components, shown};
-use crate::packages::error::some_of;
+use crate::packages::message_text::some_of;
 use crate::packages::wheel_name::WheelFilename;
 use crate::sandbox::{GuestPath, human_bytes};
 

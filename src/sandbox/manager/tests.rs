@@ -1,6 +1,7 @@
 //! Tests of the sandbox manager: ids, counts, expiry and the calls to one sandbox.
 
 use super::*;
+use crate::sandbox::CodeInterpreter;
 
 /// A backend whose creations panic, or never finish.
 struct Failing {

@@ -1,6 +1,7 @@
 //! Tests of the quota gates woven into the runtime's module.
 
 use super::*;
+use gate_code::ERRNO_BADF;
 
 /// A module importing the WASI calls it uses and calling fd_write twice.
 fn sample() -> Vec<u8> {
