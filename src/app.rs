@@ -131,10 +131,11 @@ impl App {
         let stop = CancellationToken::new();
         self.manager.spawn_reaper(stop.clone());
         let server = self.server();
+        let max = self.config.requests.max_request_bytes;
+        let guarded = framing::guard(tokio::io::stdin(), tokio::io::stdout(), max);
+        let input_ended = guarded.input_ended.clone();
         tokio::select! {
             result = async {
-                let max = self.config.requests.max_request_bytes;
-                let guarded = framing::guard(tokio::io::stdin(), tokio::io::stdout(), max);
                 let transport = AsyncRwTransport::new_server(guarded.reader, guarded.writer)
                     .with_max_line_length(max.saturating_add(1));
                 let running = server.serve_with_ct(transport, stop.clone()).await?;
@@ -146,6 +147,13 @@ impl App {
                 }
                 tracing::info!("stdin closed; shutting down");
             }
+            // A client that closes stdin is stopping the server (the official
+            // SDKs kill it 2 s later): calls still running get a moment to
+            // answer, then they are stopped and every sandbox saved.
+            () = async {
+                input_ended.cancelled().await;
+                tokio::time::sleep(ANSWER_GRACE).await;
+            } => tracing::info!("stdin closed with calls still running; stopping them and shutting down"),
             signal = shutdown_signal() => tracing::info!("received {signal}; shutting down"),
         }
         stop.cancel();
@@ -165,6 +173,10 @@ impl App {
         }
     }
 }
+
+/// How long calls still running when stdin closes get to answer before they
+/// are stopped.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Waits for SIGINT or SIGTERM; returns its name.
 pub async fn shutdown_signal() -> &'static str {

@@ -332,9 +332,9 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_UPSTREAMS", global = true)]
     pub upstreams: Option<PathBuf>,
 
-    /// How long a local sandbox saved when the server stopped is kept for a
-    /// later start to restore (0: sandboxes are not saved, and close with
-    /// the server).
+    /// How long a local sandbox saved when the server stopped (or left by a
+    /// server that died) is kept for a later start to restore (0: sandboxes
+    /// are neither durable nor saved, and close with the server).
     #[arg(
         long,
         env = "SANDBOX_KEEP_SAVED_SECONDS",
@@ -343,8 +343,9 @@ pub struct Settings {
     )]
     pub keep_saved_seconds: u64,
 
-    /// Most disk all saved sandboxes together may take, in MiB; the oldest go
-    /// first (0: sandboxes are not saved).
+    /// Most disk the durable state of live sandboxes and all saved sandboxes
+    /// may take together, in MiB; the oldest saved go first, and a live
+    /// sandbox past it stops being kept (0: neither durable nor saved).
     #[arg(
         long,
         env = "SANDBOX_SAVED_MAX_MB",

@@ -6,6 +6,7 @@
 //! sandbox. Runtimes are loaded (verified, compiled or read from the module
 //! cache, linked) once per server and then instantiated per sandbox.
 
+mod background_sync;
 mod capture;
 mod code_module;
 mod compiler;
@@ -16,9 +17,11 @@ pub mod error;
 mod file_check;
 mod files_on_loan;
 mod globals;
+mod guest_image;
 mod guest_io;
 mod guest_memory;
 mod guest_program;
+mod guest_state;
 pub mod host_memory;
 mod import_check;
 mod interpreter;
@@ -26,10 +29,12 @@ mod journal;
 mod kept_memory;
 mod loading;
 mod manifest_error;
+mod memory_limiter;
 pub mod module_cache;
 mod mount_error;
 mod mounts;
 mod outcome;
+mod page_layout;
 mod page_store;
 mod pool;
 mod preinit;
@@ -45,6 +50,7 @@ mod snapshot;
 mod start_error;
 mod starting_memory;
 mod state_error;
+mod store_error;
 mod tool_door;
 mod trap;
 mod turns;
@@ -60,7 +66,7 @@ use wasmtime::Engine;
 
 use self::engine::{EngineSettings, GuestProfiler, build_engine};
 use self::error::WasmError;
-use self::interpreter::GuestImage;
+use self::guest_image::GuestImage;
 use self::loading::ImageSlot;
 use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};

@@ -79,7 +79,7 @@ pub async fn make_bundle(
     progress(&format!("copying the runtime '{name}'"));
     copy_runtime(&config.wasm.runtime_dir, &name, &out.join("runtime"))?;
     progress(&format!(
-        "preparing '{name}' for this machine (python-3.12: seconds; scientific: about 3 minutes)"
+        "preparing '{name}' for this machine (python-3.12: seconds; scientific: about 90 seconds)"
     ));
     prepare(&config, out, &name).await?;
     let wheelhouse = match &config.packages.wheelhouse {

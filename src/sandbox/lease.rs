@@ -21,6 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::private_files::read_regular;
+
 /// The lease file in a server directory.
 pub const LEASE_FILE: &str = "lease";
 /// How long a lease holds after each renewal.
@@ -142,19 +144,24 @@ fn keep_renewing(path: &Path, stop: &std::sync::atomic::AtomicBool) {
 /// is missing, unreadable, lapsed (past its expiry and the clocks' slack),
 /// or names a process of this host and boot that is gone.
 pub fn lapsed(server_dir: &Path) -> bool {
-    let Ok(bytes) = fs::read(server_dir.join(LEASE_FILE)) else {
+    let Ok(bytes) = read_regular(&server_dir.join(LEASE_FILE), 4096) else {
         return true;
     };
     let Ok(record) = serde_json::from_slice::<LeaseRecord>(&bytes) else {
         return true;
     };
-    if record.host == host_name() && record.boot == boot_id() {
-        return !process_exists(record.pid);
-    }
-    unix_ms()
-        > record
-            .expires_at_ms
-            .saturating_add(CLOCK_SLACK.as_millis() as u64)
+    let now = unix_ms();
+    let slack = CLOCK_SLACK.as_millis() as u64;
+    // A lease is never renewed further ahead than its time: one that says
+    // more was not written by a server, and holds nothing.
+    let forged = record.expires_at_ms > now + LEASE_TIME.as_millis() as u64 + slack;
+    let expired = now > record.expires_at_ms.saturating_add(slack);
+    // On the holder's own host and boot a vanished process lapses at once;
+    // a live holder renews well before expiry, so an expired lease naming a
+    // live process (its id taken by another since) has lapsed too.
+    let gone_here =
+        record.host == host_name() && record.boot == boot_id() && !process_exists(record.pid);
+    forged || expired || gone_here
 }
 
 fn process_exists(pid: u32) -> bool {
@@ -233,6 +240,21 @@ mod tests {
             expires_at_ms: unix_ms() + 10_000,
         });
         assert!(lapsed(tmp.path()), "a process of this host that is gone");
+        write(&LeaseRecord {
+            host: host_name(),
+            boot: boot_id(),
+            pid: 1,
+            expires_at_ms: unix_ms() - CLOCK_SLACK.as_millis() as u64 - 1,
+        });
+        assert!(
+            lapsed(tmp.path()),
+            "expired, though its process id now names a live process"
+        );
+        write(&LeaseRecord {
+            expires_at_ms: unix_ms() + 3_600_000,
+            ..elsewhere.clone()
+        });
+        assert!(lapsed(tmp.path()), "an expiry no server writes");
         fs::write(tmp.path().join(LEASE_FILE), b"not json").unwrap();
         assert!(lapsed(tmp.path()));
         drop(lease);

@@ -12,6 +12,7 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Bytes of an oversized line kept to look for its id.
 const ID_WINDOW: usize = 64 << 10;
@@ -22,6 +23,9 @@ pub struct Guarded {
     pub reader: tokio::io::DuplexStream,
     /// What rmcp writes: forwarded to the client line by line.
     pub writer: tokio::io::DuplexStream,
+    /// Cancelled once the client's input has ended and everything before
+    /// its end was passed on.
+    pub input_ended: CancellationToken,
 }
 
 /// Starts the guard between `input`/`output` (the client) and the returned
@@ -35,10 +39,16 @@ where
     let (from_rmcp, rmcp_writer) = tokio::io::duplex(1 << 20);
     let (errors_tx, errors_rx) = mpsc::unbounded_channel();
     tokio::spawn(forward_output(from_rmcp, errors_rx, output));
-    tokio::spawn(check_input(input, to_rmcp, errors_tx, max_line));
+    let input_ended = CancellationToken::new();
+    let ended = input_ended.clone();
+    tokio::spawn(async move {
+        check_input(input, to_rmcp, errors_tx, max_line).await;
+        ended.cancel();
+    });
     Guarded {
         reader: rmcp_reader,
         writer: rmcp_writer,
+        input_ended,
     }
 }
 

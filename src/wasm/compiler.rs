@@ -19,8 +19,9 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::OutputCapture;
+use super::guest_image::GuestImage;
 use super::interpreter::START_TIMEOUT;
-use super::interpreter::{CallLimits, DirState, GuestImage, Interpreter, Outcome};
+use super::interpreter::{CallLimits, DirState, Interpreter, Outcome};
 use super::protocol::{Request, decode_reply};
 use crate::packages::bytecode::{CompileFailure, Compiler, Pyc, WheelSources};
 use crate::sandbox::SandboxLimits;

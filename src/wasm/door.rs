@@ -4,7 +4,7 @@
 
 use wasmtime::{Caller, Extern};
 
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::quota_gate::WRITE_STDIO;
 
 /// WASI's `EFAULT`: an iovec points outside guest memory.

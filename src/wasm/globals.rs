@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use wasmtime::{Instance, Store, Val};
 
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::state_error::StateError;
 
 /// The prefix of the exports that name an instance's mutable globals.

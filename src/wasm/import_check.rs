@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::capture::OutputCapture;
+use super::guest_image::GuestImage;
 use super::interpreter::{
-    CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
+    CallLimits, DirState, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
 };
 use super::protocol::{Request, decode_reply};
 use crate::sandbox::quota::QuotaLedger;

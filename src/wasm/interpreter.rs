@@ -17,44 +17,38 @@
 //! timeout.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wasmtime::{CallHook, Engine, InstancePre, ResourceLimiter, Store, UpdateDeadline};
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime::{CallHook, Store, UpdateDeadline};
 
 use super::capture::OutputCapture;
 use super::cpu_clock::{CpuBudgetSpent, Metered};
-use super::guest_io::{GuestLink, GuestOutput, GuestStdin, GuestWriter, Stream, TOKEN_LEN};
+use super::guest_image::GuestImage;
+use super::guest_io::{GuestLink, TOKEN_LEN};
 use super::guest_program;
-use super::mounts::ReadOnlyMount;
+use super::guest_state::GuestState;
+use super::kept_memory::ForkedMemory;
+use super::memory_limiter::{MemoryLimiter, MemoryMeter, MemoryRefusal};
 use super::protocol::{Reply, Request, decode_reply};
-use super::quota_gate::{ASK_CREATE, ASK_OPEN, ASK_WRITE, NOTE_CLOSE};
-use super::runtime::{Entry, RuntimeManifest};
-use super::snapshot::Snapshot;
+use super::runtime::Entry;
 use super::start_error::StartError;
-use super::starting_memory::{self, ForkedMemory, PagesPlan, StartingMemory};
+use super::starting_memory::{self, PagesPlan, StartingMemory};
 use super::state_error::StateError;
 use super::trap::{GuestExit, classify};
 use super::turns::{self, Control};
 use crate::door::session::DoorSlot;
-use crate::packages::BuiltInPackages;
 use crate::sandbox::SandboxLimits;
-use crate::sandbox::budget::Budget;
 use crate::sandbox::open_files::note_closed;
 use crate::sandbox::quota::QuotaLedger;
 
 /// How long an interpreter may take to start.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The matplotlib backend the driver provides (see `driver.py`).
-const PLOTS_BACKEND: &str = "module://_sandbox_plots";
 /// Fuel for interpreter start-up, until the hello request installs its own.
 const IDLE_FUEL: u64 = 50_000_000_000;
 /// The least CPU time a start (or a package refresh) gets when executions
@@ -62,43 +56,6 @@ const IDLE_FUEL: u64 = 50_000_000_000;
 /// files in its site-packages), so both are bounded like an execution, with
 /// room for a slow machine's ordinary start.
 pub(crate) const MIN_START_CPU: Duration = Duration::from_secs(5);
-
-/// A compiled runtime, ready to be instantiated many times.
-pub(crate) struct GuestImage {
-    /// The engine it was compiled for.
-    pub engine: Engine,
-    /// The module, linked with WASI.
-    pub pre: InstancePre<GuestState>,
-    /// What it is.
-    pub manifest: RuntimeManifest,
-    /// The runtime whose threads run guests.
-    pub executor: tokio::runtime::Handle,
-    /// Whether the engine meters fuel.
-    pub fuel_metered: bool,
-    /// Whether the module is pre-initialised and driven turn by turn (see
-    /// [`super::turns`]); otherwise it runs the driver's loop to its end.
-    pub turns: bool,
-    /// Where each interpreter of a turn-driven runtime starts (see
-    /// [`super::snapshot`]).
-    pub snapshot: Option<Arc<Snapshot>>,
-    /// Bytes of linear memory an interpreter starts with (a snapshot's
-    /// heap): the least memory cap a sandbox of this runtime can have.
-    pub initial_memory: u64,
-    /// What an interpreter's saved state must have been made with to be
-    /// restored here (the runtime, the driver and the preloaded modules).
-    pub state_key: String,
-    /// Read-only directories every guest of this runtime sees.
-    pub mounts: Vec<ReadOnlyMount>,
-    /// Packages the runtime carries in its own import path.
-    pub built_in: Arc<BuiltInPackages>,
-    /// The server-wide memory budget every instance charges as it grows.
-    pub memory_budget: Arc<Budget>,
-    /// The driver compiled by this runtime's Python (marshal), once the first
-    /// interpreter in a fresh directory has handed it back: taken from its hello
-    /// reply, before any user code could run in it, so no sandbox can shape
-    /// what others run.
-    pub driver_program: OnceLock<Vec<u8>>,
-}
 
 /// Whether an interpreter starts in a directory just created or in one that
 /// a sandbox's code has used.
@@ -125,261 +82,6 @@ fn bootstrap(len: usize) -> String {
          del b\n\
          exec(code)\n"
     )
-}
-
-/// Everything a guest's store holds.
-pub(crate) struct GuestState {
-    wasi: WasiP1Ctx,
-    limiter: MemoryLimiter,
-    ledger: Arc<QuotaLedger>,
-    /// Which of stdin, stdout and stderr the guest has closed (their numbers
-    /// may then name files, whose writes count against the quota).
-    stdio_closed: [bool; 3],
-    /// Most entries (open files, directories, streams) the guest may hold.
-    max_open: usize,
-    /// Where the guest's stdout and stderr go.
-    link: Arc<GuestLink>,
-    /// How many read-only mounts it has (preopens beyond `/`).
-    mounts: usize,
-    /// The door to the host, armed per execution (see [`super::tool_door`]).
-    door: Arc<DoorSlot>,
-}
-
-/// Extra room in the WASI resource table beyond twice `max_open` (a poll
-/// adds one entry per file it waits on), for the streams a call opens and
-/// closes on its own; past it a push traps.
-const TABLE_SLACK: usize = 32;
-
-impl GuestState {
-    /// The state of a guest running `program` (`python -c`) in `dir`, with the
-    /// runtime's mounts, talking over `link`.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        manifest: &RuntimeManifest,
-        mounts: &[ReadOnlyMount],
-        dir: &Path,
-        program: &str,
-        link: Arc<GuestLink>,
-        max_open: usize,
-        limiter: MemoryLimiter,
-        ledger: Arc<QuotaLedger>,
-        door: Arc<DoorSlot>,
-    ) -> Result<Self, StartError> {
-        let mut args = vec!["python"];
-        args.extend(manifest.python_flags.iter().map(String::as_str));
-        args.extend(["-c", program]);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdin(GuestStdin(link.clone()))
-            .stdout(GuestOutput(link.clone(), Stream::Stdout))
-            .stderr(GuestOutput(link.clone(), Stream::Stderr))
-            .args(&args)
-            .env("HOME", "/")
-            .env("TMPDIR", "/tmp")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("PYTHONUTF8", "1")
-            .env("MPLBACKEND", PLOTS_BACKEND)
-            .allow_blocking_current_thread(true)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        for (key, value) in &manifest.env {
-            wasi.env(key, value);
-        }
-        wasi.preopened_dir(dir, "/", FsPerms::ReadWrite)
-            .map_err(|e| StartError::SandboxDir(e.to_string()))?;
-        for mount in mounts {
-            wasi.preopened_dir(&mount.host, &mount.guest, FsPerms::ReadOnly)
-                .map_err(|e| StartError::Mount {
-                    host: mount.host.clone(),
-                    guest: mount.guest.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        let mut wasi = wasi.build_p1();
-        {
-            use wasmtime_wasi::WasiView;
-            wasi.ctx()
-                .table
-                .set_max_capacity(max_open.saturating_mul(2).saturating_add(TABLE_SLACK));
-        }
-        Ok(Self {
-            wasi,
-            limiter,
-            ledger,
-            stdio_closed: [false; 3],
-            max_open,
-            link,
-            mounts: mounts.len(),
-            door,
-        })
-    }
-
-    /// The state of the guest that pre-initialises a runtime (see
-    /// [`super::preinit`]): in `dir`, with no limits of its own.
-    pub(crate) fn for_preinit(
-        manifest: &RuntimeManifest,
-        mounts: &[ReadOnlyMount],
-        dir: &Path,
-        link: Arc<GuestLink>,
-        ledger: Arc<QuotaLedger>,
-    ) -> Result<Self, StartError> {
-        let meter = Arc::new(MemoryMeter::default());
-        meter.limit.store(u64::MAX, Ordering::Relaxed);
-        let limiter = MemoryLimiter {
-            meter,
-            budget: Budget::unlimited(),
-            charged: 0,
-        };
-        let door = Arc::new(DoorSlot::default());
-        Self::new(manifest, mounts, dir, "", link, 4096, limiter, ledger, door)
-    }
-
-    /// The door slot the sandbox arms for each execution.
-    pub(crate) fn door_slot(&self) -> Arc<DoorSlot> {
-        self.door.clone()
-    }
-
-    /// The memory limiter, for a store's `limiter`.
-    pub(crate) fn limiter(&mut self) -> &mut dyn ResourceLimiter {
-        &mut self.limiter
-    }
-
-    /// Entries beyond the standard streams and the preopens the guest holds
-    /// (its open files and directories).
-    pub(crate) fn open_files(&mut self) -> usize {
-        self.open_entries().saturating_sub(4 + self.mounts)
-    }
-
-    /// The WASI context (for the linker).
-    pub(crate) fn wasi(&mut self) -> &mut WasiP1Ctx {
-        &mut self.wasi
-    }
-
-    /// Answers a quota gate's question (see [`super::quota_gate`]) with a
-    /// WASI errno: 0 to go ahead, `EDQUOT` when it would exceed the quota.
-    pub(crate) fn answer_gate(&mut self, fd: i32, offset: i64, len: i64) -> i32 {
-        const EDQUOT: i32 = 19;
-        const EMFILE: i32 = 33;
-        const ENOTSUP: i32 = 58;
-        let amount = u64::try_from(len).unwrap_or(0);
-        let stdio = usize::try_from(fd).ok().filter(|&fd| fd < 3);
-        match offset {
-            // Booked by the blocks the write can touch, not the bytes it
-            // carries: one byte written into a hole takes a whole block.
-            ASK_WRITE => match stdio {
-                Some(fd) if !self.stdio_closed[fd] => 0,
-                _ if self.ledger.reserve_write(amount) => 0,
-                _ => EDQUOT,
-            },
-            ASK_CREATE if self.ledger.reserve_entry(amount) => 0,
-            ASK_CREATE => EDQUOT,
-            ASK_OPEN if self.open_entries() < self.max_open => 0,
-            ASK_OPEN => EMFILE,
-            NOTE_CLOSE => {
-                if let Some(fd) = stdio {
-                    self.stdio_closed[fd] = true;
-                }
-                note_closed();
-                0
-            }
-            // A real fd_allocate: wasmtime-wasi does not support it either.
-            _ => ENOTSUP,
-        }
-    }
-
-    /// The stream `fd` writes to, while it is still the guest's stdout or
-    /// stderr (not closed, not renumbered over).
-    pub(crate) fn stdio_output(&self, fd: i32) -> Option<GuestWriter> {
-        let stream = match fd {
-            1 => Stream::Stdout,
-            2 => Stream::Stderr,
-            _ => return None,
-        };
-        (!self.stdio_closed[fd as usize]).then(|| GuestWriter(self.link.clone(), stream))
-    }
-
-    /// Entries the guest holds in its WASI table now.
-    fn open_entries(&mut self) -> usize {
-        use wasmtime_wasi::WasiView;
-        self.wasi.ctx().table.iter_mut().count()
-    }
-}
-
-/// Which limit refused a memory growth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MemoryRefusal {
-    /// The sandbox's own memory cap.
-    Cap,
-    /// The server-wide budget, taken by all sandboxes together.
-    Budget,
-}
-
-/// A guest's memory limit, the memory it holds, and whether (and by what) a
-/// growth was refused.
-#[derive(Default)]
-pub(crate) struct MemoryMeter {
-    limit: AtomicU64,
-    bytes: AtomicU64,
-    /// 0: none; 1: the cap; 2: the budget.
-    refused: AtomicU8,
-}
-
-/// Keeps a guest within its cap and charges its growth to the server's
-/// budget, giving it back when the store goes.
-struct MemoryLimiter {
-    meter: Arc<MemoryMeter>,
-    budget: Arc<Budget>,
-    charged: u64,
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let desired = desired as u64;
-        if desired > self.meter.limit.load(Ordering::Relaxed) {
-            self.meter.refused.store(1, Ordering::SeqCst);
-            return Ok(false);
-        }
-        let growth = desired.saturating_sub(self.charged);
-        if !self.budget.try_charge(growth) {
-            self.meter.refused.store(2, Ordering::SeqCst);
-            return Ok(false);
-        }
-        self.charged += growth;
-        self.meter.bytes.store(desired, Ordering::Relaxed);
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1 << 20)
-    }
-
-    fn instances(&self) -> usize {
-        1
-    }
-
-    fn tables(&self) -> usize {
-        16
-    }
-
-    fn memories(&self) -> usize {
-        1
-    }
-}
-
-impl Drop for MemoryLimiter {
-    fn drop(&mut self) {
-        self.budget.release(self.charged);
-    }
 }
 
 /// The limits of one call to the driver.
@@ -474,8 +176,7 @@ impl Interpreter {
         memory: StartingMemory,
     ) -> Result<Self, StartError> {
         let link = GuestLink::new(random_token(), image.turns);
-        let meter = Arc::new(MemoryMeter::default());
-        meter.limit.store(limits.memory_bytes, Ordering::Relaxed);
+        let meter = Arc::new(MemoryMeter::with_limit(limits.memory_bytes));
         let max_open = usize::try_from(limits.open_files).unwrap_or(usize::MAX);
         let door = Arc::new(DoorSlot::default());
 
@@ -493,11 +194,7 @@ impl Interpreter {
             boot.as_deref().unwrap_or(guest_program::program()),
             link.clone(),
             max_open,
-            MemoryLimiter {
-                meter: meter.clone(),
-                budget: image.memory_budget.clone(),
-                charged: 0,
-            },
+            MemoryLimiter::new(meter.clone(), image.memory_budget.clone()),
             ledger,
             door.clone(),
         )?;
@@ -590,7 +287,7 @@ impl Interpreter {
         let Some(task) = self.task.as_mut() else {
             return (Outcome::Exited(GuestExit::Gone), stdout, stderr);
         };
-        self.meter.refused.store(0, Ordering::SeqCst);
+        self.meter.clear_refusal();
         let body = request.encode();
         let CallLimits {
             fuel,
@@ -685,21 +382,17 @@ impl Interpreter {
 
     /// Its linear memory, in bytes.
     pub(crate) fn memory_bytes(&self) -> u64 {
-        self.meter.bytes.load(Ordering::Relaxed)
+        self.meter.bytes()
     }
 
     /// Changes the memory limit (for an interpreter started ahead of time).
     pub(crate) fn set_memory_limit(&self, bytes: u64) {
-        self.meter.limit.store(bytes, Ordering::Relaxed);
+        self.meter.set_limit(bytes);
     }
 
     /// Which limit refused a memory growth during the last call, if one did.
     pub(crate) fn memory_refused(&self) -> Option<MemoryRefusal> {
-        match self.meter.refused.load(Ordering::SeqCst) {
-            1 => Some(MemoryRefusal::Cap),
-            2 => Some(MemoryRefusal::Budget),
-            _ => None,
-        }
+        self.meter.refusal()
     }
 
     /// Stops the interpreter. Its store is dropped at the guest's next yield
@@ -745,7 +438,7 @@ async fn run_guest(
     control: mpsc::Receiver<Control>,
 ) -> GuestExit {
     let mut store = Store::new(&image.engine, state);
-    store.limiter(|s| &mut s.limiter);
+    store.limiter(|s| s.limiter());
     let metered = image.fuel_metered;
     if metered && let Err(e) = store.set_fuel(IDLE_FUEL) {
         return GuestExit::Failed(e.to_string());

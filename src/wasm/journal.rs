@@ -16,32 +16,20 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::globals::GlobalValue;
-use super::page_store::{Extent, Layout};
+use super::page_layout::{Extent, Layout, SegmentMark, Source, segment_name};
+use crate::sandbox::private_files::{create_private_dir, open_regular, read_regular};
 
 /// The journal's file name in a memory directory.
 pub(crate) const JOURNAL: &str = "journal";
 /// The most bytes one record may take (a layout is bounded well below).
 const MAX_RECORD: u32 = 64 << 20;
-
-/// Bytes a segment gained since the record before, and their checksum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SegmentMark {
-    /// The segment.
-    pub id: u32,
-    /// Its length before.
-    pub from: u64,
-    /// Its length after.
-    pub to: u64,
-    /// CRC-32 of the bytes between.
-    pub crc: u32,
-}
 
 /// The state of a memory after a turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +58,12 @@ enum Record {
     Lapsed {
         executions: u64,
     },
+    /// The bytes the records of executions up to `through` name are on
+    /// disk (synced before this record was written): a replay need not
+    /// read them back to check them.
+    Synced {
+        through: u64,
+    },
 }
 
 /// A memory directory's journal, open for appending.
@@ -81,16 +75,25 @@ pub(crate) struct Journal {
 }
 
 impl Journal {
-    /// A new, empty journal in `dir`.
-    pub(crate) fn create(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+    /// The journal of `dir`, open for appending; made (empty) when there
+    /// is none. What an earlier interpreter of the sandbox recorded stays
+    /// until the first whole record replaces it, so a server stopped before
+    /// then brings the sandbox back as that interpreter left it.
+    pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
+        create_private_dir(dir)?;
         let path = dir.join(JOURNAL);
-        let file = Arc::new(File::create(&path)?);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let written = file.metadata()?.len();
         Ok(Self {
             path,
-            file,
-            written: 0,
+            file: Arc::new(file),
+            written,
         })
+    }
+
+    /// Bytes the journal holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.written
     }
 
     /// Records that the memory is no longer kept after the `executions`th
@@ -113,9 +116,9 @@ impl Journal {
         self.append(&Record::State(state))
     }
 
-    /// The file, for syncing it in the background: a server killed
+    /// The file, for syncing it in the background (a server killed
     /// outright loses nothing written; a machine that stops, what the system
-    /// had not put on disk.
+    /// had not put on disk) and then recording that with [`note_synced`].
     pub(crate) fn sync_handle(&self) -> Arc<File> {
         self.file.clone()
     }
@@ -139,6 +142,37 @@ impl Journal {
         self.written = frame.len() as u64;
         Ok(())
     }
+}
+
+/// Appends to `journal` (synced with the segments) that the records of
+/// executions up to `through` name bytes now on disk.
+pub(crate) fn note_synced(journal: &File, through: u64) -> std::io::Result<()> {
+    let frame = frame(&Record::Synced { through })?;
+    let mut writer = journal;
+    writer.write_all(&frame)
+}
+
+/// Puts everything in the memory directory `dir` on disk (a server stopping
+/// with the sandbox: its segments, then its journal) and records so, so
+/// that the next start need not read its pages back to check them.
+pub(crate) fn seal_on_disk(dir: &Path) -> std::io::Result<()> {
+    let journal = dir.join(JOURNAL);
+    if !journal.exists() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("segment-"))
+        {
+            open_regular(&entry.path())?.sync_data()?;
+        }
+    }
+    let file = OpenOptions::new().append(true).open(&journal)?;
+    file.sync_data()?;
+    note_synced(&file, u64::MAX)?;
+    file.sync_data()
 }
 
 /// A record as written: its length, the CRC-32 of its body, the body.
@@ -177,41 +211,44 @@ pub(crate) struct Replay {
     pub lapsed: Option<u64>,
 }
 
+/// Most bytes a journal may hold (a journal is rewritten long before).
+const MAX_JOURNAL: u64 = 256 << 20;
+
 /// Reads the journal of the memory directory `dir` (whose segments are
-/// checked against the records).
+/// checked against the records, but for the bytes a later record says were
+/// on disk).
 pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
-    let mut bytes = Vec::new();
-    File::open(dir.join(JOURNAL))?.read_to_end(&mut bytes)?;
-    let mut at = 0;
+    let bytes = read_regular(&dir.join(JOURNAL), MAX_JOURNAL)?;
+    let (records, mut damage) = read_records(&bytes);
+    let synced = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Synced { through } => Some(*through),
+            _ => None,
+        })
+        .max();
     let mut good: Option<Replayed> = None;
     let mut checked: BTreeMap<u32, u64> = BTreeMap::new();
     let mut unfinished = false;
-    let mut damage = None;
     let mut lapsed = None;
-    while at < bytes.len() {
-        let record = match read_frame(&bytes[at..]) {
-            Ok((record, used)) => {
-                at += used;
-                record
-            }
-            Err(why) => {
-                damage = Some(why);
-                break;
-            }
-        };
+    for record in records {
         match record {
             Record::Started { .. } => unfinished = true,
             Record::Lapsed { executions } => lapsed = Some(executions),
-            Record::State(state) => match apply(dir, good.as_ref(), &mut checked, state) {
-                Ok(next) => {
-                    good = Some(next);
-                    unfinished = false;
+            Record::Synced { .. } => {}
+            Record::State(state) => {
+                let verify = synced.is_none_or(|through| state.executions > through);
+                match apply(dir, good.as_ref(), &mut checked, state, verify) {
+                    Ok(next) => {
+                        good = Some(next);
+                        unfinished = false;
+                    }
+                    Err(why) => {
+                        damage = Some(why);
+                        break;
+                    }
                 }
-                Err(why) => {
-                    damage = Some(why);
-                    break;
-                }
-            },
+            }
         }
     }
     Ok(Replay {
@@ -220,6 +257,23 @@ pub(crate) fn replay(dir: &Path) -> std::io::Result<Replay> {
         damage,
         lapsed,
     })
+}
+
+/// The whole records at the start of `bytes`, and why the rest (if any)
+/// was left out.
+fn read_records(bytes: &[u8]) -> (Vec<Record>, Option<String>) {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match read_frame(&bytes[at..]) {
+            Ok((record, used)) => {
+                at += used;
+                records.push(record);
+            }
+            Err(why) => return (records, Some(why)),
+        }
+    }
+    (records, None)
 }
 
 /// One frame at the start of `bytes`, and the bytes it took.
@@ -247,16 +301,33 @@ fn apply(
     previous: Option<&Replayed>,
     checked: &mut BTreeMap<u32, u64>,
     state: StateRecord,
+    verify: bool,
 ) -> Result<Replayed, String> {
     let (mut layout, mut segments, mut marks) = match (previous, state.whole) {
         (_, true) => (Layout::default(), BTreeMap::new(), BTreeMap::new()),
         (Some(p), false) => (p.layout.clone(), p.segments.clone(), p.marks.clone()),
         (None, false) => return Err("the journal does not start with a whole state".into()),
     };
+    // Each segment's marks continue one another from where the segment
+    // stood (from its start, in a whole record), so every byte a layout
+    // can name is covered by a checksum.
+    let mut reached: BTreeMap<u32, u64> = segments.clone();
     for mark in &state.marks {
+        let from = reached.get(&mark.id).copied().unwrap_or(0);
+        if mark.from != from || mark.to <= mark.from {
+            return Err(format!(
+                "the pages of a state are damaged (segment {} is marked from byte {} to {} where it stood at {from})",
+                mark.id, mark.from, mark.to
+            ));
+        }
+        reached.insert(mark.id, mark.to);
         let known = checked.get(&mark.id).copied().unwrap_or(0);
         if mark.to > known {
-            check_mark(dir, mark)?;
+            if verify {
+                check_mark(dir, mark)?;
+            } else {
+                check_length(dir, mark)?;
+            }
             checked.insert(mark.id, mark.to);
         }
         let len = segments.entry(mark.id).or_insert(0);
@@ -272,8 +343,8 @@ fn apply(
         .extents()
         .iter()
         .filter_map(|e| match e.source {
-            super::page_store::Source::Segment(id) => Some(id),
-            super::page_store::Source::Image => None,
+            Source::Segment(id) => Some(id),
+            Source::Image => None,
         })
         .collect();
     segments.retain(|id, _| used.contains(id));
@@ -286,12 +357,30 @@ fn apply(
     })
 }
 
+/// Checks that the segment a mark names holds its bytes (for bytes known to
+/// be on disk, whose checksum is not read back).
+fn check_length(dir: &Path, mark: &SegmentMark) -> Result<(), String> {
+    let path = dir.join(segment_name(mark.id));
+    let damaged = |what: String| format!("the pages of a state are damaged ({what})");
+    let len = open_regular(&path)
+        .and_then(|file| file.metadata())
+        .map_err(|e| damaged(format!("segment {}: {e}", mark.id)))?
+        .len();
+    if len < mark.to {
+        return Err(damaged(format!(
+            "segment {} is cut short: {len} bytes of {}",
+            mark.id, mark.to
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the bytes a mark names against its checksum.
 fn check_mark(dir: &Path, mark: &SegmentMark) -> Result<(), String> {
     use std::os::unix::fs::FileExt;
-    let path = dir.join(super::page_store::segment_name(mark.id));
+    let path = dir.join(segment_name(mark.id));
     let damaged = |what: String| format!("the pages of a state are damaged ({what})");
-    let file = File::open(&path).map_err(|e| damaged(format!("segment {}: {e}", mark.id)))?;
+    let file = open_regular(&path).map_err(|e| damaged(format!("segment {}: {e}", mark.id)))?;
     if mark.to < mark.from {
         return Err(damaged("a mark runs backwards".into()));
     }

@@ -9,14 +9,28 @@ use std::sync::Arc;
 
 use wasmtime::{Instance, Store};
 
-use super::globals::capture_globals;
+use super::background_sync::BackgroundSync;
+use super::globals::{GlobalValue, capture_globals};
 use super::guest_memory::{MemoryRegion, host_page};
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::journal::{Journal, StateRecord};
 use super::page_store::PageStore;
-use super::starting_memory::ForkedMemory;
 use super::state_error::StateError;
 use crate::sandbox::budget::Budget;
+
+/// An interpreter's memory as a fork takes it: the pages (mapped from the
+/// same files as the source's), the globals, and the size.
+#[derive(Debug)]
+pub(crate) struct ForkedMemory {
+    /// The fork's own store of the pages.
+    pub pages: PageStore,
+    /// The globals' values.
+    pub globals: Vec<(String, GlobalValue)>,
+    /// Bytes of memory.
+    pub memory_bytes: usize,
+    /// Files and directories the source held open (a fork starts with none).
+    pub open_files: usize,
+}
 
 /// An interpreter's pages, and its journal when it is durable.
 #[derive(Debug)]
@@ -29,7 +43,16 @@ pub(crate) struct KeptMemory {
     /// The disk durable sandboxes' pages may take, and what this one's
     /// segments are charged to it.
     disk: Option<(Arc<Budget>, u64)>,
+    /// Puts its files on disk in the background.
+    sync: BackgroundSync,
+    /// What to tell the client at the next execution (the memory could not
+    /// be kept from its start).
+    notice: Option<String>,
 }
+
+/// Bytes a journal grows to before its next record is a whole one, which
+/// replaces it.
+const JOURNAL_REWRITE_BYTES: u64 = 8 << 20;
 
 impl KeptMemory {
     /// The memory kept in `pages`, with a new journal beside its pages when
@@ -39,20 +62,26 @@ impl KeptMemory {
             journal: None,
             needs_whole: true,
             disk: None,
+            sync: BackgroundSync::default(),
+            notice: None,
             pages,
         };
-        if let Some(budget) = durable {
-            kept.pages.hold_unused_segments();
-            kept.journal = Some(
-                Journal::create(kept.pages.dir())
-                    .map_err(StateError::io("creating the journal"))?,
-            );
-            // The pages a fork or a restore starts with are on disk already:
-            // charged, never refused.
-            let held = kept.pages.segment_bytes();
-            budget.charge(held);
-            kept.disk = Some((budget, held));
+        let Some(budget) = durable else {
+            return Ok(kept);
+        };
+        // The pages a fork or a restore starts with are on disk already;
+        // when the disk allowed cannot take them, the memory is not kept
+        // (others' sandboxes stay kept), and the client hears it.
+        let held = kept.pages.segment_bytes();
+        kept.disk = Some((budget, 0));
+        if let Some(notice) = charge(&mut kept.disk, held) {
+            kept.disk = None;
+            kept.notice = Some(notice);
+            return Ok(kept);
         }
+        kept.pages.hold_unused_segments();
+        kept.journal =
+            Some(Journal::open(kept.pages.dir()).map_err(StateError::io("opening the journal"))?);
         Ok(kept)
     }
 
@@ -79,7 +108,7 @@ impl KeptMemory {
         executions: u64,
     ) -> Result<Option<String>, StateError> {
         let Some(journal) = &mut self.journal else {
-            return Ok(None);
+            return Ok(self.notice.take());
         };
         let region = region_of(store, instance)?;
         let memory_bytes = region.size();
@@ -94,6 +123,8 @@ impl KeptMemory {
         if let Some(notice) = charge(&mut self.disk, pages.segment_bytes() + adding) {
             let lapsed = tokio::task::block_in_place(|| journal.lapsed(executions));
             self.journal = None;
+            // Nothing names the segments kept for the journal any more.
+            pages.stop_holding();
             lapsed.map_err(StateError::io("writing the sandbox's journal"))?;
             return Ok(Some(notice));
         }
@@ -108,6 +139,9 @@ impl KeptMemory {
             pages.flush_written(&region, &written, may_compact)
         })?;
         charge(&mut self.disk, pages.segment_bytes());
+        if journal.len() > JOURNAL_REWRITE_BYTES {
+            self.needs_whole = true;
+        }
         let flushed = if self.needs_whole {
             pages.whole()
         } else {
@@ -136,13 +170,8 @@ impl KeptMemory {
                 return Err(StateError::io("writing the sandbox's journal")(e));
             }
         }
-        let mut files = pages.sync_handles();
-        files.push(journal.sync_handle());
-        drop(tokio::task::spawn_blocking(move || {
-            for file in files {
-                let _ = file.sync_data();
-            }
-        }));
+        self.sync
+            .request(pages.sync_handles(), journal.sync_handle(), executions);
         Ok(None)
     }
 

@@ -12,9 +12,10 @@ use wasmtime::{Engine, Linker, Module, Val};
 
 use super::code_module::{self, InitialData, code_module};
 use super::error::WasmError;
+use super::guest_image::GuestImage;
 use super::guest_program::program;
+use super::guest_state::GuestState;
 use super::host_memory::check_compile_memory;
-use super::interpreter::{GuestImage, GuestState};
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::snapshot::Snapshot;

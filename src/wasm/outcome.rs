@@ -9,7 +9,8 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use super::capture::OutputCapture;
-use super::interpreter::{MemoryRefusal, Outcome};
+use super::interpreter::Outcome;
+use super::memory_limiter::MemoryRefusal;
 use super::protocol::{Reply, decode_reply};
 use super::trap::GuestExit;
 use crate::sandbox::budget::Budget;

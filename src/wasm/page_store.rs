@@ -22,175 +22,38 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::guest_memory::{MapError, MemoryRegion, host_page};
-use super::journal::{Replayed, SegmentMark};
+use super::guest_memory::{MemoryRegion, host_page};
+use super::journal::Replayed;
+use super::page_layout::{Extent, Layout, SegmentMark, Source, segment_name};
 use super::snapshot::Snapshot;
+pub use super::store_error::StoreError;
 use super::written_pages::{Finder, PageSource, written_pages};
+use crate::sandbox::private_files::{create_private_dir, open_regular};
 
 /// Most extents a store keeps before it compacts: each is at least one
-/// mapping of the process (Linux allows about 65,000 in all).
-const MAX_EXTENTS: usize = 256;
+/// mapping of the process (Linux allows about 65,000 in all, shared by
+/// every sandbox). A store whose last compaction left more than half as
+/// many waits until it has twice as many, so that a memory written in
+/// scattered places is not compacted after every execution.
+const MAX_EXTENTS: usize = 512;
+/// Written runs of pages this close (in pages) are kept as one run, with
+/// the pages between them: a few more bytes, far fewer extents.
+const NEAR_PAGES: usize = 8;
 /// Bytes of segments no page uses any more that a store tolerates (beyond
 /// as many as it uses) before it compacts.
 const SLACK_BYTES: u64 = 32 << 20;
 
-/// Where a run of pages comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Source {
-    /// The runtime's snapshot image.
-    Image,
-    /// A segment of the store, by number.
-    Segment(u32),
-}
-
-/// A run of pages mapped from one place of one file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Extent {
-    /// Its first page.
-    pub first: usize,
-    /// How many pages.
-    pub pages: usize,
-    /// The file.
-    pub source: Source,
-    /// Where its first page is in the file, in bytes.
-    pub offset: u64,
-}
-
-impl Extent {
-    fn end(&self) -> usize {
-        self.first + self.pages
-    }
-
-    /// The part of the extent within `range` of pages.
-    fn within(&self, range: &Range<usize>) -> Option<Extent> {
-        let first = self.first.max(range.start);
-        let end = self.end().min(range.end);
-        (first < end).then(|| Extent {
-            first,
-            pages: end - first,
-            source: self.source,
-            offset: self.offset + ((first - self.first) * host_page()) as u64,
-        })
-    }
-}
-
-/// Which file each page of a memory is mapped from (pages in no extent are
-/// anonymous zero pages), as extents in page order that do not overlap.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Layout {
-    extents: Vec<Extent>,
-}
-
-impl Layout {
-    /// A memory whose first `pages` pages are the snapshot image's.
-    pub(crate) fn of_image(pages: usize) -> Self {
-        let mut layout = Self::default();
-        if pages > 0 {
-            layout.extents.push(Extent {
-                first: 0,
-                pages,
-                source: Source::Image,
-                offset: 0,
-            });
-        }
-        layout
-    }
-
-    /// Its extents, in page order.
-    pub(crate) fn extents(&self) -> &[Extent] {
-        &self.extents
-    }
-
-    /// Maps `extent`'s pages to its file, in place of what they were.
-    pub(crate) fn set(&mut self, extent: Extent) {
-        let range = extent.first..extent.end();
-        let mut kept: Vec<Extent> = Vec::with_capacity(self.extents.len() + 2);
-        for old in &self.extents {
-            if old.end() <= range.start || old.first >= range.end {
-                kept.push(*old);
-                continue;
+/// `runs` (in page order) joined where at most `gap` pages lie between
+/// two.
+fn bridged(runs: Vec<Range<usize>>, gap: usize) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::with_capacity(runs.len());
+    for run in runs {
+        match out.last_mut() {
+            Some(last) if run.start.saturating_sub(last.end) <= gap => {
+                last.end = last.end.max(run.end)
             }
-            kept.extend(old.within(&(old.first..range.start)));
-            kept.extend(old.within(&(range.end..old.end())));
+            _ => out.push(run),
         }
-        kept.push(extent);
-        kept.sort_by_key(|e| e.first);
-        self.extents = merged(kept);
-    }
-
-    /// Where page `index` comes from, and its byte offset in that file.
-    fn find(&self, index: usize) -> Option<(Source, u64)> {
-        let at = self.extents.partition_point(|e| e.end() <= index);
-        let extent = self.extents.get(at).filter(|e| e.first <= index)?;
-        let offset = extent.offset + ((index - extent.first) * host_page()) as u64;
-        Some((extent.source, offset))
-    }
-
-    /// Pages of each segment in use.
-    fn segment_use(&self) -> BTreeMap<u32, u64> {
-        let mut used = BTreeMap::new();
-        for extent in &self.extents {
-            if let Source::Segment(id) = extent.source {
-                *used.entry(id).or_default() += extent.pages as u64;
-            }
-        }
-        used
-    }
-}
-
-impl Layout {
-    /// Checks that every extent lies within `memory_bytes` and, for a
-    /// segment's, within the bytes `segments` says it holds.
-    pub(crate) fn check(
-        &self,
-        segments: &BTreeMap<u32, u64>,
-        memory_bytes: u64,
-    ) -> Result<(), String> {
-        let page = host_page() as u64;
-        for extent in &self.extents {
-            if extent.end() as u64 * page > memory_bytes {
-                return Err(format!(
-                    "pages {}..{} lie past the memory's end",
-                    extent.first,
-                    extent.end()
-                ));
-            }
-            if let Source::Segment(id) = extent.source {
-                let held = segments.get(&id).copied().unwrap_or(0);
-                if extent.offset + extent.pages as u64 * page > held {
-                    return Err(format!(
-                        "pages {}..{} lie past what segment {id} holds",
-                        extent.first,
-                        extent.end()
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The file name of segment `id`.
-pub(crate) fn segment_name(id: u32) -> String {
-    format!("segment-{id:08}")
-}
-
-/// Joins neighbouring extents that continue one another in the same file.
-fn merged(sorted: Vec<Extent>) -> Vec<Extent> {
-    let page = host_page() as u64;
-    let mut out: Vec<Extent> = Vec::with_capacity(sorted.len());
-    for extent in sorted {
-        if let Some(last) = out.last_mut()
-            && last.end() == extent.first
-            && last.source == extent.source
-            && last.offset + last.pages as u64 * page == extent.offset
-        {
-            last.pages += extent.pages;
-            continue;
-        }
-        out.push(extent);
     }
     out
 }
@@ -211,35 +74,6 @@ fn joined(mut runs: Vec<Range<usize>>, most: usize) -> Vec<Range<usize>> {
         gap *= 2;
     }
     runs
-}
-
-/// Why a store could not keep or map pages.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A segment could not be created, written, linked or read.
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why it failed.
-        source: std::io::Error,
-    },
-    /// Pages could not be mapped into the memory.
-    #[error(transparent)]
-    Map(#[from] MapError),
-    /// The extents name a segment the store does not have, or reach past
-    /// a file's end.
-    #[error("the memory's layout names pages its files do not hold ({0})")]
-    Inconsistent(String),
-}
-
-impl StoreError {
-    fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.to_owned();
-        move |source| Self::Io { what, path, source }
-    }
 }
 
 /// One segment file, open.
@@ -285,6 +119,11 @@ pub(crate) struct PageStore {
     /// Whether segments no page uses are kept until [`PageStore::release_unused`]
     /// (a journal may still name them).
     hold_unused: bool,
+    /// Extents the last compaction left.
+    compacted_extents: usize,
+    /// Segments an earlier interpreter left in the directory (its journal
+    /// may still name them): deleted with the unused ones.
+    stale: Vec<PathBuf>,
 }
 
 impl PageStore {
@@ -297,16 +136,19 @@ impl PageStore {
     }
 
     fn new(dir: PathBuf, image: Arc<Snapshot>, layout: Layout) -> Self {
-        let _ = std::fs::remove_dir_all(&dir);
+        let stale = existing_segments(&dir);
+        let next_id = stale.iter().map(|(id, _)| id + 1).max().unwrap_or(0);
         Self {
             dir,
             image,
             segments: BTreeMap::new(),
+            stale: stale.into_iter().map(|(_, path)| path).collect(),
             appending: None,
-            next_id: 0,
+            next_id,
             layout,
             finder: Finder::best(),
             hold_unused: false,
+            compacted_extents: 0,
         }
     }
 
@@ -329,6 +171,16 @@ impl PageStore {
             self.segments.remove(&id);
             let _ = std::fs::remove_file(self.segment_path(id));
         }
+        for path in self.stale.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Stops holding unused segments (the journal that named them is gone)
+    /// and deletes them.
+    pub(crate) fn stop_holding(&mut self) {
+        self.hold_unused = false;
+        self.release_unused();
     }
 
     /// Uses `finder` to find written pages (the tests try each).
@@ -349,13 +201,11 @@ impl PageStore {
         &self.dir
     }
 
-    /// The segment being appended to, for syncing it in the background.
+    /// Its segments, for syncing them in the background.
     pub(crate) fn sync_handles(&self) -> Vec<Arc<File>> {
-        self.appending
-            .and_then(|id| self.segments.get(&id))
-            .map(|s| s.file.clone())
-            .into_iter()
-            .collect()
+        // Syncing a segment already on disk costs next to nothing; every
+        // one the journal names must be there before it says so.
+        self.segments.values().map(|s| s.file.clone()).collect()
     }
 
     /// Bytes its segments hold on disk.
@@ -383,7 +233,7 @@ impl PageStore {
     }
 
     /// The pages of `region` (up to `memory_bytes`) written since the last
-    /// flush, as runs of page indices.
+    /// flush, as runs of page indices; runs a few pages apart come as one.
     ///
     /// # Safety
     ///
@@ -394,8 +244,9 @@ impl PageStore {
         memory_bytes: usize,
     ) -> Result<Vec<Range<usize>>, StoreError> {
         // SAFETY: passed on from the caller.
-        unsafe { written_pages(region, memory_bytes, self.finder, self) }
-            .map_err(StoreError::io("finding the pages written in", &self.dir))
+        let written = unsafe { written_pages(region, memory_bytes, self.finder, self) }
+            .map_err(StoreError::io("finding the pages written in", &self.dir))?;
+        Ok(bridged(written, NEAR_PAGES))
     }
 
     /// [`PageStore::flush`] of the pages `written` found; compacting
@@ -437,7 +288,7 @@ impl PageStore {
     pub(crate) fn whole(&self) -> Flushed {
         let used = self.layout.segment_use();
         Flushed {
-            extents: self.layout.extents.clone(),
+            extents: self.layout.extents().to_vec(),
             whole: true,
             marks: self
                 .segments
@@ -509,7 +360,7 @@ impl PageStore {
         if let Some(id) = self.appending {
             return Ok(id);
         }
-        std::fs::create_dir_all(&self.dir)
+        create_private_dir(&self.dir)
             .map_err(StoreError::io("creating the memory directory", &self.dir))?;
         let id = self.next_id;
         let path = self.segment_path(id);
@@ -545,7 +396,8 @@ impl PageStore {
 
     fn needs_compaction(&self) -> bool {
         let used: u64 = self.layout.segment_use().values().sum::<u64>() * host_page() as u64;
-        self.layout.extents.len() > MAX_EXTENTS
+        let extents = self.layout.extents().len();
+        (extents > MAX_EXTENTS && extents >= self.compacted_extents.saturating_mul(2))
             || self.segment_bytes() > used.saturating_mul(2).saturating_add(SLACK_BYTES)
     }
 
@@ -560,7 +412,7 @@ impl PageStore {
     unsafe fn compact(&mut self, region: &MemoryRegion) -> Result<(), StoreError> {
         let runs: Vec<Range<usize>> = self
             .layout
-            .extents
+            .extents()
             .iter()
             .filter(|e| matches!(e.source, Source::Segment(_)))
             .map(|e| e.first..e.end())
@@ -570,6 +422,7 @@ impl PageStore {
         // SAFETY: passed on from the caller.
         unsafe { self.append(region, &runs)? };
         self.drop_unused_segments();
+        self.compacted_extents = self.layout.extents().len();
         Ok(())
     }
 
@@ -594,6 +447,8 @@ impl PageStore {
             layout: self.layout.clone(),
             finder: self.finder,
             hold_unused: false,
+            compacted_extents: self.compacted_extents,
+            stale: Vec::new(),
         })
     }
 
@@ -626,6 +481,8 @@ impl PageStore {
             layout: replayed.layout.clone(),
             finder: Finder::best(),
             hold_unused: false,
+            compacted_extents: 0,
+            stale: Vec::new(),
         })
     }
 
@@ -637,7 +494,7 @@ impl PageStore {
     /// No guest code may run on the memory meanwhile.
     pub(crate) unsafe fn map_into(&self, region: &MemoryRegion) -> Result<(), StoreError> {
         let page = host_page();
-        for extent in &self.layout.extents {
+        for extent in self.layout.extents() {
             let file = self.file_of(extent.source)?;
             let end = extent.offset + (extent.pages * page) as u64;
             if end > self.file_len(extent.source) {
@@ -679,6 +536,22 @@ impl PageStore {
     }
 }
 
+/// The segment files in `dir` (left by an earlier interpreter of the same
+/// sandbox), with their numbers.
+fn existing_segments(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let id = name.to_str()?.strip_prefix("segment-")?.parse().ok()?;
+            Some((id, entry.path()))
+        })
+        .collect()
+}
+
 /// Hard-links (or, where links cannot be made, copies) the segments of
 /// `marks` (each with its length and checksums) from `from` into `to`, and
 /// opens them there.
@@ -687,15 +560,22 @@ fn link_segments(
     to: &Path,
     marks: BTreeMap<u32, (u64, Vec<SegmentMark>)>,
 ) -> Result<BTreeMap<u32, Segment>, StoreError> {
-    std::fs::create_dir_all(to).map_err(StoreError::io("creating the memory directory", to))?;
+    create_private_dir(to).map_err(StoreError::io("creating the memory directory", to))?;
     let mut segments = BTreeMap::new();
     for (id, (len, marks)) in marks {
         let source = from.join(segment_name(id));
         let target = to.join(segment_name(id));
+        // Only a regular file is a segment: a link or a device planted in
+        // its place is never followed.
+        if !std::fs::symlink_metadata(&source).is_ok_and(|m| m.is_file()) {
+            return Err(StoreError::Inconsistent(format!(
+                "segment {id} is not a regular file"
+            )));
+        }
         if std::fs::hard_link(&source, &target).is_err() {
             std::fs::copy(&source, &target).map_err(StoreError::io("copying", &source))?;
         }
-        let file = File::open(&target).map_err(StoreError::io("opening", &target))?;
+        let file = open_regular(&target).map_err(StoreError::io("opening", &target))?;
         let on_disk = file
             .metadata()
             .map_err(StoreError::io("measuring", &target))?

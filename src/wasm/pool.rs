@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::error::WasmError;
+use super::guest_image::GuestImage;
 use super::interpreter::START_TIMEOUT;
-use super::interpreter::{DirState, GuestImage, Interpreter};
+use super::interpreter::{DirState, Interpreter};
 use super::starting_memory::PagesPlan;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::quota::QuotaLedger;

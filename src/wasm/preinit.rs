@@ -28,7 +28,7 @@ use super::code_module::{INIT_FUNC, InitialData};
 use super::globals::capture_globals;
 use super::guest_io::{GuestLink, TOKEN_LEN};
 use super::guest_program::program;
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::mounts::ReadOnlyMount;
 use super::preinit_error::PreinitError;
 use super::protocol::{Request, decode_reply};

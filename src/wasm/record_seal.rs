@@ -1,11 +1,12 @@
-//! [`RecordSeal`]: a keyed MAC (HMAC-SHA256) over each saved sandbox's
-//! record, so that a record changed after its save (its limits raised, its
-//! hosts widened, its state's hash swapped) is refused at restore, as is a
-//! record copied from another server's root.
+//! [`RecordSeal`]: a keyed MAC (HMAC-SHA256) over each kept sandbox's
+//! record, so that a record changed after it was written (its limits
+//! raised, its hosts widened, its runtime swapped) is refused at restore, as
+//! is a record copied from another server's root.
 //!
 //! The key is 32 random bytes in `<SANDBOX_ROOT>/saved/.seal-key`, made by
-//! the first server to save there and readable by its user only; the record
-//! already holds the sha256 of the state, so the seal covers both.
+//! the first server to save there and readable by its user only. The seal
+//! covers the record, not the memory's pages: their journal's checksums
+//! find what a crash leaves, not a change made on purpose.
 
 use std::fs;
 use std::io::Write as _;

@@ -12,14 +12,16 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{OutputCapture, SpillTarget};
 use super::compiler::GuestCompiler;
 use super::error::WasmError;
+use super::guest_image::GuestImage;
 use super::import_check::{CheckedSandbox, check_imports};
 use super::interpreter::{
-    CallLimits, DirState, GuestImage, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
+    CallLimits, DirState, Interpreter, MIN_START_CPU, Outcome, START_TIMEOUT,
 };
+use super::kept_memory::ForkedMemory;
 use super::outcome::{self, Facts, FinishedCall, Loss, STATE_LOST, reply_bytes};
 use super::protocol::{Request, decode_reply};
 use super::start_error::StartError;
-use super::starting_memory::{ForkedMemory, StartingMemory};
+use super::starting_memory::StartingMemory;
 use crate::door::DoorHandler;
 use crate::door::install::InstallTool;
 use crate::door::session::DoorCaps;
@@ -473,6 +475,9 @@ impl CodeInterpreter for WasmSandbox {
         if let Some(loss) = loss {
             self.after_loss(&loss);
         }
+        // The pages it wrote are written before the answer goes (a server
+        // killed right after answering keeps this execution); putting them
+        // on disk happens in the background.
         execution.notice = self.keep_state().await;
         Ok(execution)
     }

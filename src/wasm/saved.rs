@@ -38,6 +38,7 @@ use super::journal::{JOURNAL, Replay, replay};
 use super::record_seal::RecordSeal;
 use super::save_error::SaveError;
 use crate::sandbox::budget::Budget;
+use crate::sandbox::private_files::create_private_dir;
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::{SandboxError, SavedLimits, SavedSandbox};
 
@@ -119,6 +120,15 @@ pub(crate) fn retire_entry(entry: &Path) -> PathBuf {
     }
 }
 
+/// Most bytes a saved record may take.
+const MAX_META_BYTES: u64 = 64 << 10;
+
+/// The bytes of a record (a regular file, bounded: a record is never a
+/// link, a FIFO or a device planted by whoever else can write the root).
+pub(crate) fn read_meta(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    crate::sandbox::private_files::read_regular(path, MAX_META_BYTES)
+}
+
 /// How the names of retired entries, not yet removed, begin.
 const RETIRED: &str = ".retired-";
 
@@ -182,7 +192,7 @@ impl SavedStore {
     /// `memory` (made if missing), so that it can be taken in if its server
     /// dies.
     pub(crate) fn write_record(&self, memory: &Path, meta: &SavedMeta) -> Result<(), SaveError> {
-        fs::create_dir_all(memory).map_err(SaveError::io("create", memory))?;
+        create_private_dir(memory).map_err(SaveError::io("create", memory))?;
         let json = serde_json::to_vec_pretty(meta)?;
         let seal = self
             .seal
@@ -204,9 +214,14 @@ impl SavedStore {
         files: &Path,
         memory: &Path,
     ) -> Result<(), SaveError> {
-        fs::create_dir_all(&self.dir).map_err(SaveError::io("create", &self.dir))?;
+        create_private_dir(&self.dir).map_err(SaveError::io("create", &self.dir))?;
         let entry = self.entry(&meta.session_id);
         self.write_record(memory, &meta)?;
+        // On disk and said so: the next start reads the pages only to map
+        // them, not to check them.
+        if let Err(e) = super::journal::seal_on_disk(memory) {
+            tracing::warn!(error = %e, "could not put a saved sandbox's memory on disk; its next restore checks it");
+        }
         fs::rename(files, memory.join(FILES)).map_err(SaveError::io("move", files))?;
         let _ = remove_tree(&entry);
         if let Err(e) = fs::rename(memory, &entry) {
@@ -224,16 +239,18 @@ impl SavedStore {
         image_key: impl Fn(&str) -> Option<String>,
     ) -> Option<Result<Restorable, SandboxError>> {
         let entry = self.entry(id);
-        let meta = fs::read(entry.join(META)).ok()?;
-        let sealed =
-            fs::read_to_string(entry.join(SEAL)).is_ok_and(|s| self.seal.verify(&meta, &s));
+        let meta = read_meta(&entry.join(META)).ok()?;
+        let sealed = read_meta(&entry.join(SEAL))
+            .ok()
+            .and_then(|s| String::from_utf8(s).ok())
+            .is_some_and(|s| self.seal.verify(&meta, &s));
         Some(check(id, &entry, &meta, sealed, image_key))
     }
 
     /// The runtime of the saved sandbox `id` when one is saved (inside:
     /// `None` when its record cannot be read).
     pub(crate) fn runtime_of(&self, id: &str) -> Option<Option<String>> {
-        let meta = fs::read(self.entry(id).join(META)).ok()?;
+        let meta = read_meta(&self.entry(id).join(META)).ok()?;
         Some(
             serde_json::from_slice::<SavedMeta>(&meta)
                 .ok()
@@ -244,7 +261,7 @@ impl SavedStore {
     /// The limits the saved sandbox `id` was saved with, when its record
     /// can be read.
     pub(crate) fn limits_of(&self, id: &str) -> Option<SavedLimits> {
-        let meta = fs::read(self.entry(id).join(META)).ok()?;
+        let meta = read_meta(&self.entry(id).join(META)).ok()?;
         let meta: SavedMeta = serde_json::from_slice(&meta).ok()?;
         Some(SavedLimits {
             memory_bytes: meta.memory_bytes,
@@ -283,7 +300,7 @@ impl SavedStore {
         read.flatten()
             .filter_map(|e| {
                 let path = e.path();
-                let meta = fs::read(path.join(META)).ok()?;
+                let meta = read_meta(&path.join(META)).ok()?;
                 Some((path, serde_json::from_slice(&meta).ok()?))
             })
             .collect()
@@ -308,7 +325,7 @@ impl SavedStore {
                 continue;
             }
             let path = entry.path();
-            let meta: Option<SavedMeta> = fs::read(path.join(META))
+            let meta: Option<SavedMeta> = read_meta(&path.join(META))
                 .ok()
                 .and_then(|m| serde_json::from_slice(&m).ok());
             let stale = match meta {

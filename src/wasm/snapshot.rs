@@ -20,7 +20,7 @@ use wasmtime::{Instance, Store};
 
 use super::globals::{GlobalValue, restore_globals};
 use super::guest_memory::MemoryRegion;
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::state_error::StateError;
 
 /// The bytes of a 32-bit linear memory's page.

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use wasmtime::{Instance, Store};
 
-use super::globals::{GlobalValue, restore_globals};
-use super::interpreter::{GuestImage, GuestState};
+use super::globals::restore_globals;
+use super::guest_image::GuestImage;
+use super::guest_state::GuestState;
 use super::journal::Replayed;
-use super::kept_memory::{KeptMemory, region_of};
+use super::kept_memory::{ForkedMemory, KeptMemory, region_of};
 use super::page_store::PageStore;
 use super::state_error::StateError;
 use crate::sandbox::budget::Budget;
@@ -47,20 +48,6 @@ pub(crate) enum StartingMemory {
         /// Where the restored interpreter keeps its pages.
         plan: PagesPlan,
     },
-}
-
-/// An interpreter's memory as a fork takes it: the pages (mapped from the
-/// same files as the source's), the globals, and the size.
-#[derive(Debug)]
-pub(crate) struct ForkedMemory {
-    /// The fork's own store of the pages.
-    pub pages: PageStore,
-    /// The globals' values.
-    pub globals: Vec<(String, GlobalValue)>,
-    /// Bytes of memory.
-    pub memory_bytes: usize,
-    /// Files and directories the source held open (a fork starts with none).
-    pub open_files: usize,
 }
 
 /// Puts `starting` in place in `instance`, just instantiated; returns the

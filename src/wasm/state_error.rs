@@ -1,6 +1,6 @@
-//! [`StateError`]: why an interpreter's state (see
-//! [`super::state_image::StateImage`]) could not be copied out of an
-//! instance, put into another, or read back from a saved sandbox.
+//! [`StateError`]: why an interpreter's state (its memory's pages and its
+//! globals) could not be kept, forked, put into another instance, or read
+//! back from a saved sandbox.
 
 /// Why an interpreter's state could not be captured, restored or read.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +70,7 @@ pub enum StateError {
 
     /// The memory's pages could not be kept or mapped.
     #[error(transparent)]
-    Store(#[from] super::page_store::StoreError),
+    Store(#[from] super::store_error::StoreError),
 
     /// Pages of a file could not be mapped into the instance's memory.
     #[error(transparent)]

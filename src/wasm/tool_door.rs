@@ -13,7 +13,7 @@
 
 use wasmtime::{AsContext, Caller, Extern, Linker};
 
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
 use super::runtime::DoorImport;
 use crate::door::frames::MAX_REQUEST_BYTES;
 

@@ -16,9 +16,9 @@ use tokio::sync::{mpsc, oneshot};
 use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::guest_io::GuestLink;
-use super::interpreter::GuestState;
+use super::guest_state::GuestState;
+use super::kept_memory::ForkedMemory;
 use super::kept_memory::KeptMemory;
-use super::starting_memory::ForkedMemory;
 use super::state_error::StateError;
 use super::trap::{GuestExit, classify};
 

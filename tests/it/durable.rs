@@ -7,54 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{Server, scientific_cache, structured, text};
-
-async fn scientific_server(root: &std::path::Path, env: &[(&str, &str)]) -> Server {
-    scientific_cache();
-    let mut all = vec![
-        ("SANDBOX_POOL_SIZE", "1"),
-        ("SANDBOX_RUNTIME", "scientific"),
-    ];
-    all.extend_from_slice(env);
-    Server::start_in(tempfile::tempdir().unwrap(), root.to_owned(), &all).await
-}
-
-/// Whether the process `pid` is still there.
-fn alive(pid: u32) -> bool {
-    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    rustix::process::test_kill_process(pid).is_ok()
-}
-
-/// Waits (boundedly) for the process `pid` to be gone; how long it took.
-async fn gone(pid: u32) -> Duration {
-    let started = Instant::now();
-    while alive(pid) {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the server did not exit"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    started.elapsed()
-}
-
-/// Kills the server outright, as the machine's OOM killer or a crash would.
-async fn kill(server: Server) {
-    let pid = server.pid;
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid as i32).unwrap(),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
-    gone(pid).await;
-    drop(server);
-}
+use crate::support::{Server, kill_outright, process_gone, scientific_server_on, structured, text};
 
 #[tokio::test]
 async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execution() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    let first = scientific_server(&root, &[]).await;
+    let first = scientific_server_on(&root, &[]).await;
     let ids = ["one", "two", "three"];
     for (n, id) in ids.iter().enumerate() {
         first.ok("create_sandbox", json!({"session_id": id})).await;
@@ -81,9 +40,9 @@ async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execu
         status["sandboxes"][0]["kept_across_restarts"], "files_and_variables",
         "{status}"
     );
-    kill(first).await;
+    kill_outright(first).await;
 
-    let second = scientific_server(&root, &[]).await;
+    let second = scientific_server_on(&root, &[]).await;
     for (n, id) in ids.iter().enumerate() {
         let back = second
             .exec(id, "(n, rows, open('rows.txt').read(), np.__name__)")
@@ -104,8 +63,8 @@ async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execu
     }
     // The two go on from there, and a second kill keeps the new state too.
     second.run("one", "rows.append('after')").await;
-    kill(second).await;
-    let third = scientific_server(&root, &[]).await;
+    kill_outright(second).await;
+    let third = scientific_server_on(&root, &[]).await;
     assert_eq!(third.run("one", "rows[-1]").await["value"], "'after'");
     third.stop().await;
 }
@@ -114,7 +73,7 @@ async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execu
 async fn an_execution_cut_off_by_the_kill_is_named_once_and_the_one_before_stands() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    let first = scientific_server(&root, &[]).await;
+    let first = scientific_server_on(&root, &[]).await;
     first
         .ok("create_sandbox", json!({"session_id": "cut"}))
         .await;
@@ -130,10 +89,10 @@ async fn an_execution_cut_off_by_the_kill_is_named_once_and_the_one_before_stand
             .await
     });
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    kill(first).await;
+    kill_outright(first).await;
     let _ = call.await;
 
-    let second = scientific_server(&root, &[]).await;
+    let second = scientific_server_on(&root, &[]).await;
     let back = second.exec("cut", "x").await;
     assert_eq!(structured(&back)["value"], "1", "{}", text(&back));
     assert!(
@@ -158,7 +117,7 @@ async fn a_client_that_stops_the_server_loses_nothing_and_waits_for_nothing() {
     const SANDBOXES: usize = 8;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    let first = scientific_server(&root, &[]).await;
+    let first = scientific_server_on(&root, &[]).await;
     for i in 0..SANDBOXES {
         let id = format!("big-{i}");
         first.ok("create_sandbox", json!({"session_id": id})).await;
@@ -172,13 +131,13 @@ async fn a_client_that_stops_the_server_loses_nothing_and_waits_for_nothing() {
     let pid = first.pid;
     let stopping = Instant::now();
     first.stop().await;
-    let took = stopping.elapsed().max(gone(pid).await);
+    let took = stopping.elapsed().max(process_gone(pid).await);
     assert!(
         took < Duration::from_secs(2),
         "the server took {took:?} to exit: a client would have sent SIGTERM"
     );
 
-    let second = scientific_server(&root, &[]).await;
+    let second = scientific_server_on(&root, &[]).await;
     for i in 0..SANDBOXES {
         let id = format!("big-{i}");
         let back = second
@@ -194,7 +153,7 @@ async fn with_saving_off_a_killed_server_keeps_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     let off = [("SANDBOX_KEEP_SAVED_SECONDS", "0")];
-    let first = scientific_server(&root, &off).await;
+    let first = scientific_server_on(&root, &off).await;
     first
         .ok("create_sandbox", json!({"session_id": "gone"}))
         .await;
@@ -206,8 +165,8 @@ async fn with_saving_off_a_killed_server_keeps_nothing() {
         status["sandboxes"][0]["kept_across_restarts"], "nothing",
         "{status}"
     );
-    kill(first).await;
-    let second = scientific_server(&root, &off).await;
+    kill_outright(first).await;
+    let second = scientific_server_on(&root, &off).await;
     let unknown = second
         .err("execute_code", json!({"session_id": "gone", "code": "x"}))
         .await;
@@ -240,7 +199,7 @@ async fn a_sandbox_whose_pages_outgrow_the_saved_budget_says_its_variables_are_n
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     let small = [("SANDBOX_SAVED_MAX_MB", "64")];
-    let first = scientific_server(&root, &small).await;
+    let first = scientific_server_on(&root, &small).await;
     first
         .ok("create_sandbox", json!({"session_id": "huge"}))
         .await;
@@ -267,11 +226,11 @@ async fn a_sandbox_whose_pages_outgrow_the_saved_budget_says_its_variables_are_n
         "{}",
         text(&grown)
     );
-    kill(first).await;
+    kill_outright(first).await;
     let disk: u64 = walk(&root);
     assert!(disk < 80 << 20, "{disk} bytes kept under a 64 MiB budget");
 
-    let second = scientific_server(&root, &small).await;
+    let second = scientific_server_on(&root, &small).await;
     let back = second.exec("huge", "open('/kept.txt').read()").await;
     assert_eq!(
         structured(&back)["value"],

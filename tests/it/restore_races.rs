@@ -7,22 +7,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::restore_caps::{saved_ids, wait_saved};
-use crate::support::{Server, scientific_cache, structured, text};
+use crate::support::{Server, scientific_server_on, structured, text};
 
 /// A server on `root` whose sandboxes (of the scientific runtime, whose
 /// interpreter state can be saved) are kept across restarts.
 async fn server_on(root: &std::path::Path) -> Server {
-    scientific_server(root, &[]).await
-}
-
-async fn scientific_server(root: &std::path::Path, env: &[(&str, &str)]) -> Server {
-    scientific_cache();
-    let mut all = vec![
-        ("SANDBOX_POOL_SIZE", "0"),
-        ("SANDBOX_RUNTIME", "scientific"),
-    ];
-    all.extend_from_slice(env);
-    Server::start_in(tempfile::tempdir().unwrap(), root.to_owned(), &all).await
+    scientific_server_on(root, &[]).await
 }
 
 #[tokio::test]
@@ -173,7 +163,7 @@ async fn a_restore_is_charged_to_the_memory_budget_before_its_pages_are_mapped()
 
     // Its memory (over 300 MiB of heap on the runtime's snapshot) is
     // charged whole before its pages are mapped, and does not fit.
-    let tight = scientific_server(&root, &[("SANDBOX_MEMORY_BUDGET_MB", "350")]).await;
+    let tight = scientific_server_on(&root, &[("SANDBOX_MEMORY_BUDGET_MB", "350")]).await;
     let refused = tight
         .err(
             "execute_code",

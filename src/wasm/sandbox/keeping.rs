@@ -11,7 +11,8 @@ use crate::sandbox::root::{SandboxRoot, memory_dir_of};
 use crate::sandbox::{SandboxError, SandboxLimits};
 use crate::wasm::error::WasmError;
 use crate::wasm::files_on_loan::FilesOnLoan;
-use crate::wasm::interpreter::{DirState, GuestImage, Interpreter, START_TIMEOUT};
+use crate::wasm::guest_image::GuestImage;
+use crate::wasm::interpreter::{DirState, Interpreter, START_TIMEOUT};
 use crate::wasm::journal::Replay;
 use crate::wasm::saved::{Restorable, SavedMeta, SavedStore, retire_entry, unix_now};
 use crate::wasm::starting_memory::{PagesPlan, StartingMemory};
@@ -255,7 +256,7 @@ fn restore_note(replay: &Replay, executions: u64, sandbox: &WasmSandbox) -> Opti
             "part of the sandbox's saved state could not be used ({damage}): it was restored as of execution {executions}, and what later executions did to its variables is lost (its files are as they were)"
         )),
         (None, true) => Some(format!(
-            "the last execution did not finish before the server stopped: the sandbox was restored as of the execution before it (execution {executions}); its files are as that execution left them"
+            "the last execution did not finish before the server stopped: its variables were restored as of the execution before it (execution {executions}), and its files are as they were when the server stopped"
         )),
         (None, false) => None,
     }

@@ -18,8 +18,9 @@
 use std::fs::{self, File};
 use std::path::Path;
 
-use super::{FILES, META, SEAL, SavedMeta, SavedStore, unix_now};
+use super::{FILES, META, SEAL, SavedMeta, SavedStore, read_meta, unix_now};
 use crate::sandbox::lease;
+use crate::sandbox::private_files::{create_private_dir, open_regular};
 use crate::sandbox::remove_tree::remove_tree;
 use crate::sandbox::root::{SERVER_PREFIX, lock_file_of};
 
@@ -79,7 +80,7 @@ impl SavedStore {
     /// Moves the sandbox of the memory directory `memory` into the store
     /// (whether it was one to take in).
     fn adopt_sandbox(&self, memory: &Path) -> std::io::Result<bool> {
-        let Ok(record) = fs::read(memory.join(META)) else {
+        let Ok(record) = read_meta(&memory.join(META)) else {
             return Ok(false);
         };
         let Ok(mut meta) = serde_json::from_slice::<SavedMeta>(&record) else {
@@ -95,18 +96,27 @@ impl SavedStore {
         } else if !fs::symlink_metadata(&inside).is_ok_and(|m| m.is_dir()) {
             return Ok(false);
         }
-        fs::create_dir_all(&self.dir)?;
+        create_private_dir(&self.dir)?;
         // Kept from now on for SANDBOX_KEEP_SAVED_SECONDS; a record whose
         // seal does not match is moved as it is (and refused at restore),
         // never sealed anew.
-        let sealed = fs::read_to_string(memory.join(SEAL))
-            .is_ok_and(|seal| self.seal.verify(&record, &seal));
+        let sealed = read_meta(&memory.join(SEAL))
+            .ok()
+            .and_then(|seal| String::from_utf8(seal).ok())
+            .is_some_and(|seal| self.seal.verify(&record, &seal));
+        let entry = self.entry(&meta.session_id);
+        if self.has_newer(&entry, meta.saved_at) {
+            // Two servers held this id at once (a create sent to another
+            // replica): the copy saved later wins, this one goes.
+            tracing::warn!(id = %meta.session_id, path = %memory.display(), "a server that died held an older copy of a sandbox saved since by another server; the older copy is dropped");
+            remove_tree(memory)?;
+            return Ok(false);
+        }
         if sealed {
             meta.saved_at = unix_now();
             self.write_record(memory, &meta)
                 .map_err(std::io::Error::other)?;
         }
-        let entry = self.entry(&meta.session_id);
         // An older save of the same sandbox is superseded.
         let _ = remove_tree(&entry);
         fs::rename(memory, &entry)?;
@@ -115,10 +125,20 @@ impl SavedStore {
     }
 }
 
+impl SavedStore {
+    /// Whether the saved entry `entry` holds a record saved after `saved_at`.
+    fn has_newer(&self, entry: &Path, saved_at: u64) -> bool {
+        read_meta(&entry.join(META))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<SavedMeta>(&bytes).ok())
+            .is_some_and(|existing| existing.saved_at > saved_at)
+    }
+}
+
 /// The lock of the server directory `dir`, when nobody else holds it and
 /// its lease has lapsed (its server is dead).
 fn take_lock(dir: &Path) -> Option<File> {
-    let lock = File::open(lock_file_of(dir)).ok()?;
+    let lock = open_regular(&lock_file_of(dir)).ok()?;
     lock.try_lock().ok()?;
     lease::lapsed(dir).then_some(lock)
 }

@@ -24,7 +24,7 @@ fn live_sandbox(store: &SavedStore, dir: &Path, id: &str) -> (PathBuf, PathBuf) 
     fs::create_dir_all(&files).unwrap();
     fs::write(files.join("data.txt"), "kept").unwrap();
     store.write_record(&memory, &meta(id)).unwrap();
-    let mut journal = Journal::create(&memory).unwrap();
+    let mut journal = Journal::open(&memory).unwrap();
     journal
         .state(StateRecord {
             executions: 3,
@@ -144,7 +144,7 @@ fn an_unfinished_execution_and_a_damaged_record_are_told() {
     let root = tempfile::tempdir().unwrap();
     let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
     let (files, memory) = live_sandbox(&store, root.path(), "a");
-    let mut journal = Journal::create(&memory).unwrap();
+    let mut journal = Journal::open(&memory).unwrap();
     let state = |executions| StateRecord {
         executions,
         memory_bytes: 64 << 10,
@@ -164,7 +164,7 @@ fn an_unfinished_execution_and_a_damaged_record_are_told() {
     let entry = store.entry("a");
     let journal_path = entry.join(JOURNAL);
     let good = fs::read(&journal_path).unwrap();
-    let mut more = Journal::create(&root.path().join("x")).unwrap();
+    let mut more = Journal::open(&root.path().join("x")).unwrap();
     more.state(state(9)).unwrap();
     let extra = fs::read(root.path().join("x").join(JOURNAL)).unwrap();
     let mut cut = good.clone();
