@@ -3,11 +3,13 @@
 //! a private copy: the runtime's snapshot image, plus segment files holding
 //! the pages the sandbox wrote.
 //!
-//! After a flush, every page the sandbox wrote is in a segment and mapped
-//! from there copy-on-write, so the memory is again made only of files: a
-//! fork maps the same files into a new memory (and hard-links the segments
-//! into its own store), a saved sandbox keeps them, and the next flush finds
-//! exactly the pages written since (see [`super::written_pages`]).
+//! After a flush, every page the sandbox wrote is in a segment: a fork maps
+//! the same files into a new memory (and hard-links the segments into its
+//! own store), and a saved sandbox keeps them. The pages the last execution
+//! wrote stay the memory's own copies (so an execution that writes them
+//! again takes no page fault); the next flush finds them with the pages
+//! written since (see [`super::written_pages`]), writes those that changed,
+//! and maps the others from their segment.
 //!
 //! Segments are append-only (a byte once written never changes) and a store
 //! stops appending to its segment when it is forked, so a mapping of a
@@ -102,6 +104,19 @@ impl Flushed {
     pub(crate) fn is_empty(&self) -> bool {
         self.extents.is_empty() && !self.whole
     }
+}
+
+/// Runs of pages that changed, and runs that did not.
+type ChangedAndNot = (Vec<Range<usize>>, Vec<Range<usize>>);
+
+/// Whether pages just appended to a segment are mapped from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Remap {
+    /// Mapped from the segment (a compaction: the memory gives up its own
+    /// copies).
+    Yes,
+    /// Left as the memory's own (a flush).
+    No,
 }
 
 /// A sandbox's pages on disk (see the module's documentation).
@@ -265,7 +280,15 @@ impl PageStore {
             return Ok(Flushed::default());
         }
         // SAFETY: passed on from the caller.
-        let (extents, mark) = unsafe { self.append(region, written)? };
+        let (changed, unchanged) = unsafe { self.split_by_change(region, written)? };
+        // SAFETY: passed on from the caller.
+        unsafe { self.map_from_layout(region, &unchanged)? };
+        if changed.is_empty() {
+            self.drop_unused_segments();
+            return Ok(Flushed::default());
+        }
+        // SAFETY: passed on from the caller.
+        let (extents, mark) = unsafe { self.append(region, &changed, Remap::No)? };
         self.drop_unused_segments();
         if may_compact && self.needs_compaction() {
             // SAFETY: passed on from the caller.
@@ -299,9 +322,87 @@ impl PageStore {
         }
     }
 
-    /// Appends the pages of `runs` to the segment being written and maps
-    /// them from it; returns the new extents and the checksum of the bytes
-    /// added.
+    /// `runs` of written pages split into those holding a page whose bytes
+    /// differ from what the layout says (written whole: these are what the
+    /// execution changed) and those identical to it page for page (pages
+    /// written earlier and left the memory's own, or written back as they
+    /// were).
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    unsafe fn split_by_change(
+        &self,
+        region: &MemoryRegion,
+        runs: &[Range<usize>],
+    ) -> Result<ChangedAndNot, StoreError> {
+        let page = host_page();
+        let mut before = vec![0u8; page];
+        let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
+        for run in runs {
+            let mut differs = false;
+            for index in run.clone() {
+                if self.layout.find(index).is_none() {
+                    differs = true;
+                    break;
+                }
+                self.original(index, &mut before)
+                    .map_err(StoreError::io("reading memory pages from", &self.dir))?;
+                // SAFETY: the guest is not running (the caller's promise).
+                let now = unsafe { region.bytes(index * page..(index + 1) * page)? };
+                if now != before.as_slice() {
+                    differs = true;
+                    break;
+                }
+            }
+            if differs {
+                changed.push(run.clone());
+            } else {
+                unchanged.push(run.clone());
+            }
+        }
+        Ok((changed, unchanged))
+    }
+
+    /// Maps `runs` of the memory from where the layout says their pages
+    /// are (pages identical to those, held by the memory until now).
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    unsafe fn map_from_layout(
+        &self,
+        region: &MemoryRegion,
+        runs: &[Range<usize>],
+    ) -> Result<(), StoreError> {
+        let page = host_page();
+        let extents = self.layout.extents();
+        for run in runs {
+            let start = extents.partition_point(|e| e.end() <= run.start);
+            for extent in extents[start..].iter().take_while(|e| e.first < run.end) {
+                let Some(part) = extent.within(run) else {
+                    continue;
+                };
+                let file = self.file_of(part.source)?;
+                // SAFETY: the files' bytes never change; the guest is not
+                // running (the caller's promise).
+                unsafe {
+                    region.map_file(part.first * page..part.end() * page, file, part.offset)?
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the pages of `runs` to the segment being written (mapping
+    /// them from it when `remap` says so); returns the new extents and the
+    /// checksum of the bytes added.
+    ///
+    /// Pages an execution wrote are not mapped from the segment at once:
+    /// the memory keeps its own copies, so an execution writing the same
+    /// pages again (CPython's own bookkeeping writes hundreds every time)
+    /// takes no page fault for them. The next flush finds them again,
+    /// writes the ones that changed, and maps the rest from the segment.
     ///
     /// # Safety
     ///
@@ -310,6 +411,7 @@ impl PageStore {
         &mut self,
         region: &MemoryRegion,
         runs: &[Range<usize>],
+        remap: Remap,
     ) -> Result<(Vec<Extent>, SegmentMark), StoreError> {
         let page = host_page();
         let id = self.segment_to_append()?;
@@ -341,15 +443,17 @@ impl PageStore {
         };
         segment.marks.push(mark);
         for extent in &changed {
-            // SAFETY: the bytes just written never change; the guest is
-            // not running.
-            unsafe {
-                region.map_file(
-                    extent.first * page..extent.end() * page,
-                    &segment.file,
-                    extent.offset,
-                )?
-            };
+            if remap == Remap::Yes {
+                // SAFETY: the bytes just written never change; the guest is
+                // not running.
+                unsafe {
+                    region.map_file(
+                        extent.first * page..extent.end() * page,
+                        &segment.file,
+                        extent.offset,
+                    )?
+                };
+            }
             self.layout.set(*extent);
         }
         Ok((changed, mark))
@@ -420,7 +524,7 @@ impl PageStore {
         let runs = joined(runs, MAX_EXTENTS / 8);
         self.appending = None;
         // SAFETY: passed on from the caller.
-        unsafe { self.append(region, &runs)? };
+        unsafe { self.append(region, &runs, Remap::Yes)? };
         self.drop_unused_segments();
         self.compacted_extents = self.layout.extents().len();
         Ok(())
