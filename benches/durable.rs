@@ -24,7 +24,7 @@ async fn start(root: &Path, env: &[(&str, &str)]) -> (Client, u32) {
         c.env("SANDBOX_LOG", "warn")
             .env("SANDBOX_RUNTIME", "scientific")
             .env("SANDBOX_ROOT", root)
-            .env("SANDBOX_SAVED_MAX_MB", "16384");
+            .env("SANDBOX_SAVED_MAX_MB", "65536");
         for (k, v) in env {
             c.env(k, v);
         }

@@ -395,6 +395,16 @@ impl Interpreter {
         self.meter.refusal()
     }
 
+    /// Stops the interpreter and waits until its store is gone (with the
+    /// memory it kept, and what that memory was charged).
+    pub(crate) async fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+            note_closed();
+        }
+    }
+
     /// Stops the interpreter. Its store is dropped at the guest's next yield
     /// (within one epoch tick) or host call.
     pub(crate) fn kill(&mut self) {

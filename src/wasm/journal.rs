@@ -152,29 +152,6 @@ pub(crate) fn note_synced(journal: &File, through: u64) -> std::io::Result<()> {
     writer.write_all(&frame)
 }
 
-/// Puts everything in the memory directory `dir` on disk (a server stopping
-/// with the sandbox: its segments, then its journal) and records so, so
-/// that the next start need not read its pages back to check them.
-pub(crate) fn seal_on_disk(dir: &Path) -> std::io::Result<()> {
-    let journal = dir.join(JOURNAL);
-    if !journal.exists() {
-        return Ok(());
-    }
-    for entry in std::fs::read_dir(dir)?.flatten() {
-        if entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with("segment-"))
-        {
-            open_regular(&entry.path())?.sync_data()?;
-        }
-    }
-    let file = OpenOptions::new().append(true).open(&journal)?;
-    file.sync_data()?;
-    note_synced(&file, u64::MAX)?;
-    file.sync_data()
-}
-
 /// A record as written: its length, the CRC-32 of its body, the body.
 fn frame(record: &Record) -> std::io::Result<Vec<u8>> {
     let body = serde_json::to_vec(record)?;

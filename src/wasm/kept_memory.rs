@@ -117,9 +117,12 @@ impl KeptMemory {
         // SAFETY: between turns no guest code runs, and the store describes
         // this memory.
         let written = unsafe { pages.written(&region, memory_bytes)? };
+        // SAFETY: as above.
+        let split =
+            tokio::task::block_in_place(|| unsafe { pages.split_by_change(&region, &written) })?;
         // Charged before anything is written: what would not fit is never
         // put on disk, and the memory stops being kept.
-        let adding = written.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
+        let adding = split.0.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
         if let Some(notice) = charge(&mut self.disk, pages.segment_bytes() + adding) {
             let lapsed = tokio::task::block_in_place(|| journal.lapsed(executions));
             self.journal = None;
@@ -136,7 +139,7 @@ impl KeptMemory {
             .is_none_or(|(budget, _)| budget.free() >= pages.used_bytes() + adding);
         // SAFETY: as above.
         let flushed = tokio::task::block_in_place(|| unsafe {
-            pages.flush_written(&region, &written, may_compact)
+            pages.flush_split(&region, split, may_compact)
         })?;
         charge(&mut self.disk, pages.segment_bytes());
         if journal.len() > JOURNAL_REWRITE_BYTES {

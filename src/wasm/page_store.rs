@@ -107,7 +107,7 @@ impl Flushed {
 }
 
 /// Runs of pages that changed, and runs that did not.
-type ChangedAndNot = (Vec<Range<usize>>, Vec<Range<usize>>);
+pub(crate) type ChangedAndNot = (Vec<Range<usize>>, Vec<Range<usize>>);
 
 /// Whether pages just appended to a segment are mapped from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,7 +280,23 @@ impl PageStore {
             return Ok(Flushed::default());
         }
         // SAFETY: passed on from the caller.
-        let (changed, unchanged) = unsafe { self.split_by_change(region, written)? };
+        let split = unsafe { self.split_by_change(region, written)? };
+        // SAFETY: passed on from the caller.
+        unsafe { self.flush_split(region, split, may_compact) }
+    }
+
+    /// [`PageStore::flush_written`] of written pages already split by
+    /// [`PageStore::split_by_change`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    pub(crate) unsafe fn flush_split(
+        &mut self,
+        region: &MemoryRegion,
+        (changed, unchanged): ChangedAndNot,
+        may_compact: bool,
+    ) -> Result<Flushed, StoreError> {
         // SAFETY: passed on from the caller.
         unsafe { self.map_from_layout(region, &unchanged)? };
         if changed.is_empty() {
@@ -331,7 +347,7 @@ impl PageStore {
     /// # Safety
     ///
     /// As for [`PageStore::flush`].
-    unsafe fn split_by_change(
+    pub(crate) unsafe fn split_by_change(
         &self,
         region: &MemoryRegion,
         runs: &[Range<usize>],

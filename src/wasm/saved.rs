@@ -217,11 +217,6 @@ impl SavedStore {
         create_private_dir(&self.dir).map_err(SaveError::io("create", &self.dir))?;
         let entry = self.entry(&meta.session_id);
         self.write_record(memory, &meta)?;
-        // On disk and said so: the next start reads the pages only to map
-        // them, not to check them.
-        if let Err(e) = super::journal::seal_on_disk(memory) {
-            tracing::warn!(error = %e, "could not put a saved sandbox's memory on disk; its next restore checks it");
-        }
         fs::rename(files, memory.join(FILES)).map_err(SaveError::io("move", files))?;
         let _ = remove_tree(&entry);
         if let Err(e) = fs::rename(memory, &entry) {

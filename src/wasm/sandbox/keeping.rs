@@ -101,8 +101,10 @@ impl WasmSandbox {
         if self.closed {
             return Ok(false);
         }
+        // Its pages stop counting as a live sandbox's before they count as
+        // a saved one's.
         if let Some(mut interpreter) = self.interpreter.take() {
-            interpreter.kill();
+            interpreter.stop().await;
         }
         if let Some(task) = self.restarting.take() {
             task.abort();
