@@ -293,17 +293,7 @@ impl WasmSandbox {
         };
         let interpreter = match started {
             Some(Ok(i)) if i.is_alive() => i,
-            _ => Interpreter::start(
-                &self.image,
-                &self.host_dir,
-                DirState::Used,
-                self.ledger.clone(),
-                &self.limits,
-                START_TIMEOUT,
-                Some(self.pages_plan()),
-            )
-            .await
-            .map_err(WasmError::Start)?,
+            _ => self.start_fresh(self.pages_plan()).await?,
         };
         Ok(self.interpreter.insert(interpreter))
     }

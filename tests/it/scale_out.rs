@@ -29,22 +29,8 @@ async fn nginx_routes_each_sandbox_to_its_replica_and_a_stopped_replicas_come_ba
     let root = tmp.path().join("shared-root");
     // The scientific runtime: its interpreter's state is saved on SIGTERM
     // (python-3.12's cannot be, and comes back with its files only).
-    let cache = scientific_cache();
-    let env = [
-        ("SANDBOX_KEEP_SAVED_SECONDS", "3600"),
-        ("SANDBOX_RUNTIME", "scientific"),
-        ("SANDBOX_CACHE_DIR", cache.to_str().unwrap()),
-    ];
-    let a = replica(&root, &env).await;
-    let b = replica(&root, &env).await;
-    let nginx = Nginx::start([addr(&a), addr(&b)]);
-    let client = connect(&nginx.url(), Era::Stateless, None)
-        .await
-        .expect("a 2026-07-28 client connects through nginx");
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list through nginx");
+    let (a, b, _nginx, client) =
+        behind_nginx(&root, &[("SANDBOX_KEEP_SAVED_SECONDS", "3600")]).await;
 
     let holders = spread(&client, &a, &b).await;
     let on_a: Vec<String> = ids_on(&holders, 0);
@@ -173,22 +159,7 @@ async fn spread(
 async fn a_replica_killed_outright_loses_nothing_its_sandboxes_resume_on_the_other() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("shared-root");
-    let cache = scientific_cache();
-    let env = [
-        ("SANDBOX_RUNTIME", "scientific"),
-        ("SANDBOX_CACHE_DIR", cache.to_str().unwrap()),
-    ];
-    let a = replica(&root, &env).await;
-    let b = replica(&root, &env).await;
-    let nginx = Nginx::start([addr(&a), addr(&b)]);
-    let client = connect(&nginx.url(), Era::Stateless, None)
-        .await
-        .expect("a 2026-07-28 client connects through nginx");
-    // The tools' schemas say which arguments go into headers nginx routes by.
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list through nginx");
+    let (a, b, _nginx, client) = behind_nginx(&root, &[]).await;
     let holders = spread(&client, &a, &b).await;
     for id in holders.keys() {
         run(
@@ -217,6 +188,37 @@ async fn a_replica_killed_outright_loses_nothing_its_sandboxes_resume_on_the_oth
 }
 
 /// A replica on a free loopback port using `root`.
+/// Two replicas of the scientific runtime on `root` (with `env` besides),
+/// nginx in front of them, and a 2026-07-28 client connected through it that
+/// has read the tools' schemas (which say what nginx routes by).
+async fn behind_nginx(
+    root: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (
+    HttpServer,
+    HttpServer,
+    Nginx,
+    RunningService<RoleClient, ()>,
+) {
+    let cache = scientific_cache();
+    let mut all = vec![
+        ("SANDBOX_RUNTIME", "scientific"),
+        ("SANDBOX_CACHE_DIR", cache.to_str().unwrap()),
+    ];
+    all.extend_from_slice(env);
+    let a = replica(root, &all).await;
+    let b = replica(root, &all).await;
+    let nginx = Nginx::start([addr(&a), addr(&b)]);
+    let client = connect(&nginx.url(), Era::Stateless, None)
+        .await
+        .expect("a 2026-07-28 client connects through nginx");
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list through nginx");
+    (a, b, nginx, client)
+}
+
 async fn replica(root: &std::path::Path, env: &[(&str, &str)]) -> HttpServer {
     HttpServer::start_on(root.to_owned(), "127.0.0.1:0", env)
         .await

@@ -208,7 +208,7 @@ impl WasmSandbox {
     }
 
     /// Starts a fresh interpreter on this sandbox's (used) directory.
-    async fn start_fresh(&self, plan: PagesPlan) -> Result<Interpreter, SandboxError> {
+    pub(crate) async fn start_fresh(&self, plan: PagesPlan) -> Result<Interpreter, SandboxError> {
         Interpreter::start(
             &self.image,
             &self.host_dir,
