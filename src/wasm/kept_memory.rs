@@ -123,6 +123,11 @@ impl KeptMemory {
         // Charged before anything is written: what would not fit is never
         // put on disk, and the memory stops being kept.
         let adding = split.0.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
+        tracing::debug!(
+            written_pages = written.iter().map(|r| r.len()).sum::<usize>(),
+            changed_bytes = adding,
+            "keeping an execution's pages"
+        );
         if let Some(notice) = charge(&mut self.disk, pages.segment_bytes() + adding) {
             let lapsed = tokio::task::block_in_place(|| journal.lapsed(executions));
             self.journal = None;

@@ -51,6 +51,7 @@ fn site() -> Router {
                 Body::from_stream(futures::stream::iter(chunks))
             }),
         )
+        .route("/flaky", get(flaky))
         .route(
             "/slow",
             get(|| async {
@@ -58,6 +59,16 @@ fn site() -> Router {
                 "late"
             }),
         )
+}
+
+/// Every other answer a 503: the first request of each pair fails.
+async fn flaky() -> Response {
+    static ASKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if ASKED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 {
+        (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response()
+    } else {
+        "ok after a 503".into_response()
+    }
 }
 
 /// The method, some headers and the body it got, as JSON.
@@ -229,6 +240,23 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
     ))
     .await;
     assert_eq!(got["value"], "('oat', 'flavour=oat')", "{got}");
+    // What urllib3 would change (retries, here on a 503) still works, and a
+    // form, a stream and a string body give what they give natively.
+    let got = run(format!(
+        "from requests.adapters import HTTPAdapter\nfrom urllib3.util import Retry\ns = requests.Session()\ns.mount('http://', HTTPAdapter(max_retries=Retry(total=3, status_forcelist=[503], backoff_factor=0)))\nr = s.get('{base}/flaky')\n(r.status_code, r.text, len(r.raw.retries.history))"
+    ))
+    .await;
+    assert_eq!(got["value"], "(200, 'ok after a 503', 1)", "{got}");
+    assert_eq!(door_requests(&got).len(), 2, "{got}");
+    let got = run(format!(
+        "f = requests.post('{base}/echo', data={{'a': 'b c'}}).json()\nr = requests.get('{base}/1mb', stream=True)\n(f['content_type'], f['body'], sum(len(c) for c in r.iter_content(65536)), requests.put('{base}/echo', data='text').json()['body'])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"],
+        format!("('application/x-www-form-urlencoded', 'a=b+c', {MIB}, 'text')"),
+        "{got}"
+    );
     let got = run(format!(
         "r = requests.get('{base}/missing')\ntry:\n    r.raise_for_status()\nexcept requests.HTTPError as e:\n    err = str(e)\n(r.status_code, r.text, err[:13])"
     ))

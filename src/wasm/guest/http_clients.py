@@ -48,13 +48,52 @@ def proxy_not_used(proxy):
 
 # ---- urllib3 ------------------------------------------------------------------------------
 
+class Original:
+    """What urllib3 and requests read of http.client's response: its headers (for
+    cookies) and whether it is closed."""
+
+    def __init__(self, pairs):
+        import http.client
+
+        self.msg = http.client.HTTPMessage()
+        for name, value in pairs:
+            self.msg[name] = value
+        self.closed = False
+
+    def isclosed(self):
+        return self.closed
+
+    def close(self):
+        self.closed = True
+
+
+def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None):
+    """The door's answer as urllib3's HTTPResponse, read from memory."""
+    from urllib3._collections import HTTPHeaderDict
+    from urllib3.response import HTTPResponse
+
+    return HTTPResponse(
+        body=io.BytesIO(got.body),
+        headers=HTTPHeaderDict(got.headers),
+        status=got.status,
+        version=11,
+        version_string="HTTP/1.1",
+        reason=got.reason,
+        preload_content=preload,
+        decode_content=decode,
+        original_response=Original(got.headers),
+        enforce_content_length=enforce,
+        request_method=method,
+        request_url=url,
+        retries=retries,
+    )
+
+
 def patch_urllib3(urllib3):
     """Makes urllib3's pools use connections that go through the door."""
     import http.client
 
     from urllib3 import connection, connectionpool, exceptions
-    from urllib3._collections import HTTPHeaderDict
-    from urllib3.response import HTTPResponse
     from urllib3.util.timeout import Timeout
 
     class NetworkRefused(exceptions.HTTPError):
@@ -63,22 +102,6 @@ def patch_urllib3(urllib3):
 
     NetworkRefused.__module__ = "urllib3.exceptions"
     exceptions.NetworkRefused = NetworkRefused
-
-    class Original:
-        """What urllib3 and requests read of http.client's response: its headers (for
-        cookies) and whether it is closed."""
-
-        def __init__(self, pairs):
-            self.msg = http.client.HTTPMessage()
-            for name, value in pairs:
-                self.msg[name] = value
-            self.closed = False
-
-        def isclosed(self):
-            return self.closed
-
-        def close(self):
-            self.closed = True
 
     class DoorHTTPConnection:
         """An HTTP connection of urllib3 whose request goes through the door: request()
@@ -141,20 +164,7 @@ def patch_urllib3(urllib3):
                 if failure.kind in REFUSALS:
                     raise NetworkRefused(str(failure)) from None
                 raise exceptions.NewConnectionError(self, str(failure)) from None
-            return HTTPResponse(
-                body=io.BytesIO(got.body),
-                headers=HTTPHeaderDict(got.headers),
-                status=got.status,
-                version=11,
-                version_string="HTTP/1.1",
-                reason=got.reason,
-                preload_content=preload,
-                decode_content=decode,
-                original_response=Original(got.headers),
-                enforce_content_length=enforce,
-                request_method=method,
-                request_url=url,
-            )
+            return urllib3_response(got, method, url, preload=preload, decode=decode, enforce=enforce)
 
         def close(self):
             self._closed = True
@@ -202,7 +212,11 @@ def patch_urllib3(urllib3):
 # ---- requests -----------------------------------------------------------------------------
 
 def patch_requests(requests):
-    """A refusal by the sandbox's rules raises requests' own ConnectionError class."""
+    """requests' HTTPAdapter sends through the door. A request urllib3 could not change
+    (no retries, no proxy, the adapter's connection hooks requests' own) goes straight to
+    the door, without urllib3's pool; any other takes urllib3's path (its connections are
+    the door's too). A refusal by the sandbox's rules raises requests' own ConnectionError
+    class."""
     import urllib3.exceptions
     from requests import adapters, exceptions
 
@@ -211,22 +225,96 @@ def patch_requests(requests):
 
     NetworkRefused.__module__ = "requests.exceptions"
     exceptions.NetworkRefused = requests.NetworkRefused = NetworkRefused
-    send = adapters.HTTPAdapter.send
+    through_urllib3 = adapters.HTTPAdapter.send
 
-    def door_send(self, request, *args, **kwargs):
-        try:
-            response = send(self, request, *args, **kwargs)
-        except urllib3.exceptions.NetworkRefused as refused:
-            raise NetworkRefused(str(refused), request=request) from None
-        if not kwargs.get("stream") and response._content is False:
+    def door_send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        target = straight_target(self, request, timeout, verify, cert, proxies)
+        if target is not None:
+            response = send_straight(self, request, target, stream, timeout, verify, cert, proxies)
+        else:
+            try:
+                response = through_urllib3(self, request, stream=stream, timeout=timeout,
+                                           verify=verify, cert=cert, proxies=proxies)
+            except urllib3.exceptions.NetworkRefused as refused:
+                raise NetworkRefused(str(refused), request=request) from None
+        if not stream and response._content is False:
             # The door's answer is already in memory: read it in large pieces
             # (decoded, and its errors mapped, by requests itself) rather
             # than in requests' 10 KiB chunks, each a trip through urllib3.
             response._content = b"".join(response.iter_content(1 << 20)) or b""
         return response
 
-    door_send.__doc__ = send.__doc__
+    door_send.__doc__ = through_urllib3.__doc__
     adapters.HTTPAdapter.send = door_send
+
+
+# What an HTTPAdapter subclass may override to change where or how a request is sent:
+# when any of them is not requests' own, the request takes urllib3's path.
+ADAPTER_HOOKS = ("get_connection_with_tls_context", "get_connection", "cert_verify",
+                 "request_url", "init_poolmanager", "proxy_manager_for",
+                 "build_connection_pool_key_attributes")
+
+
+def straight_target(adapter, request, timeout, verify, cert, proxies):
+    """The URL to ask the door for when nothing of urllib3 could change the request, else
+    None: the adapter never retries, no proxy is chosen, no client certificate or CA
+    bundle is named, the timeout is one requests reads as (connect, read), and the
+    adapter's hooks are requests' own."""
+    from requests import adapters
+    from requests.utils import select_proxy
+    from urllib3.util import parse_url
+
+    retries = adapter.max_retries
+    if type(retries.total) is not int or retries.total != 0 or retries.status_forcelist:
+        return None
+    if cert is not None or type(verify) is not bool:
+        return None
+    parts = timeout if type(timeout) is tuple else (timeout, timeout)
+    if len(parts) != 2 or not all(plain_seconds(part) for part in parts):
+        return None
+    kind = type(adapter)
+    if kind is not adapters.HTTPAdapter and any(
+            getattr(kind, name) is not getattr(adapters.HTTPAdapter, name) for name in ADAPTER_HOOKS):
+        return None
+    if proxies and select_proxy(request.url, proxies):
+        return None
+    try:
+        url = parse_url(request.url)
+    except Exception:
+        return None
+    if url.scheme not in ("http", "https") or not url.host:
+        return None
+    host = f"[{url.host}]" if ":" in url.host and not url.host.startswith("[") else url.host
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return f"{url.scheme}://{host}:{port}{request.path_url}"
+
+
+def plain_seconds(value):
+    """Whether `value` is a timeout urllib3 would take as it is: none, or seconds > 0."""
+    return value is None or (type(value) in (int, float) and value > 0)
+
+
+def send_straight(adapter, request, target, stream, timeout, verify, cert, proxies):
+    """Sends `request` to `target` through the door and builds requests' Response as
+    urllib3's path would (same exceptions, same raw response)."""
+    from requests import exceptions
+
+    adapter.add_headers(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
+                        proxies=proxies)
+    read = timeout[1] if type(timeout) is tuple else timeout
+    try:
+        got = fetch(request.method, target, request.headers.items(), request.body,
+                    seconds(read), follow_redirects=False)
+    except DoorFailure as failure:
+        if failure.kind == "timeout":
+            raise exceptions.ReadTimeout(f"{target}: read timed out ({failure})",
+                                         request=request) from None
+        if failure.kind in REFUSALS:
+            raise exceptions.NetworkRefused(str(failure), request=request) from None
+        raise exceptions.ConnectionError(f"{target}: {failure}", request=request) from None
+    response = urllib3_response(got, request.method, target, preload=False, decode=False,
+                                enforce=True, retries=adapter.max_retries)
+    return adapter.build_response(request, response)
 
 
 # ---- httpx --------------------------------------------------------------------------------
