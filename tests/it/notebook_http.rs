@@ -268,10 +268,24 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
     let got = run(format!("requests.get('{base}/chunked').text")).await;
     assert_eq!(got["value"], "'part one, part two'", "{got}");
     let got = run(format!(
-        "import time\nt = time.time()\ntry:\n    requests.get('{base}/slow', timeout=1)\nexcept requests.exceptions.Timeout as e:\n    kind = type(e).__name__\n(kind, round(time.time() - t) < 10)"
+        "import time\nt = time.time()\ntry:\n    requests.get('{base}/slow', timeout=1)\nexcept requests.exceptions.Timeout as e:\n    kind = (type(e).__name__, type(e.args[0]).__name__)\n(kind, round(time.time() - t) < 10)"
     ))
     .await;
-    assert_eq!(got["value"], "('ReadTimeout', True)", "{got}");
+    assert_eq!(
+        got["value"], "(('ReadTimeout', 'ReadTimeoutError'), True)",
+        "{got}"
+    );
+    // An adapter that retries reads (Retry(0)) wraps the timeout as urllib3
+    // does; retries set as a number, and a hook replaced on the instance,
+    // are honoured.
+    let got = run(format!(
+        "from requests.adapters import HTTPAdapter\nfrom urllib3.util import Retry\ns = requests.Session()\ns.mount('http://', HTTPAdapter(max_retries=Retry(0)))\ntry:\n    s.get('{base}/slow', timeout=1)\nexcept requests.ConnectionError as e:\n    wrapped = (type(e).__name__, type(e.args[0]).__name__)\na = HTTPAdapter()\na.max_retries = 3\nb = HTTPAdapter()\nb.request_url = lambda request, proxies: '/json'\ns.mount('http://', a)\nfirst = s.get('{base}/json').json()['n']\ns.mount('http://', b)\n(wrapped, first, s.get('{base}/echo').json())"
+    ))
+    .await;
+    assert_eq!(
+        got["value"], "(('ConnectionError', 'MaxRetryError'), 3, {'hello': 'world', 'n': 3})",
+        "{got}"
+    );
 
     // HTTPS: the host does TLS.
     let got = run(format!("requests.get('{secure}/json').json()['hello']")).await;

@@ -18,6 +18,7 @@
 __sandbox_internal__ = True
 
 import io
+import math
 
 from _sandbox_http import DoorFailure, fetch
 
@@ -26,7 +27,7 @@ REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "prot
 
 def seconds(value):
     """A timeout setting as seconds, or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
         return float(value)
     return None
 
@@ -213,12 +214,13 @@ def patch_urllib3(urllib3):
 
 def patch_requests(requests):
     """requests' HTTPAdapter sends through the door. A request urllib3 could not change
-    (no retries, no proxy, the adapter's connection hooks requests' own) goes straight to
-    the door, without urllib3's pool; any other takes urllib3's path (its connections are
-    the door's too). A refusal by the sandbox's rules raises requests' own ConnectionError
+    (see `straight_target`) goes straight to the door, without urllib3's pool; any other
+    takes urllib3's path (its connections are the door's too). Both raise the same
+    exceptions. A refusal by the sandbox's rules raises requests' own ConnectionError
     class."""
     import urllib3.exceptions
     from requests import adapters, exceptions
+    from urllib3 import connectionpool, poolmanager
 
     class NetworkRefused(exceptions.ConnectionError):
         """The sandbox's network rules refused the request; the message names the rule."""
@@ -226,9 +228,29 @@ def patch_requests(requests):
     NetworkRefused.__module__ = "requests.exceptions"
     exceptions.NetworkRefused = requests.NetworkRefused = NetworkRefused
     through_urllib3 = adapters.HTTPAdapter.send
+    # What the straight path stands in for, as it is now: anything changed later (a
+    # subclass, a patched class or instance, a mock or instrumentation of urllib3's pool)
+    # takes urllib3's path.
+    own = {name: getattr(adapters.HTTPAdapter, name) for name in ADAPTER_HOOKS}
+    own_pool = (connectionpool.HTTPConnectionPool.urlopen, poolmanager.PoolManager.urlopen,
+                poolmanager.PoolManager.connection_from_url,
+                connectionpool.HTTPConnectionPool.ConnectionCls,
+                connectionpool.HTTPSConnectionPool.ConnectionCls)
+
+    def unchanged(adapter):
+        kind = type(adapter)
+        return (not any(name in vars(adapter) for name in ADAPTER_HOOKS)
+                and all(getattr(kind, name) is hook for name, hook in own.items())
+                and own_pool == (connectionpool.HTTPConnectionPool.urlopen,
+                                 poolmanager.PoolManager.urlopen,
+                                 poolmanager.PoolManager.connection_from_url,
+                                 connectionpool.HTTPConnectionPool.ConnectionCls,
+                                 connectionpool.HTTPSConnectionPool.ConnectionCls))
 
     def door_send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
-        target = straight_target(self, request, timeout, verify, cert, proxies)
+        target = None
+        if unchanged(self):
+            target = straight_target(self, request, timeout, verify, cert, proxies)
         if target is not None:
             response = send_straight(self, request, target, stream, timeout, verify, cert, proxies)
         else:
@@ -248,8 +270,8 @@ def patch_requests(requests):
     adapters.HTTPAdapter.send = door_send
 
 
-# What an HTTPAdapter subclass may override to change where or how a request is sent:
-# when any of them is not requests' own, the request takes urllib3's path.
+# What an HTTPAdapter may override to change where or how a request is sent: when any
+# of them is not requests' own, the request takes urllib3's path.
 ADAPTER_HOOKS = ("get_connection_with_tls_context", "get_connection", "cert_verify",
                  "request_url", "init_poolmanager", "proxy_manager_for",
                  "build_connection_pool_key_attributes")
@@ -257,24 +279,21 @@ ADAPTER_HOOKS = ("get_connection_with_tls_context", "get_connection", "cert_veri
 
 def straight_target(adapter, request, timeout, verify, cert, proxies):
     """The URL to ask the door for when nothing of urllib3 could change the request, else
-    None: the adapter never retries, no proxy is chosen, no client certificate or CA
-    bundle is named, the timeout is one requests reads as (connect, read), and the
-    adapter's hooks are requests' own."""
-    from requests import adapters
+    None: the adapter's retries are requests' default kind (a plain Retry that never
+    retries and lets a read timeout through as it is), no proxy is chosen, no client
+    certificate or CA bundle is named, and the timeout is one urllib3 takes as it is."""
     from requests.utils import select_proxy
     from urllib3.util import parse_url
+    from urllib3.util.retry import Retry
 
     retries = adapter.max_retries
-    if type(retries.total) is not int or retries.total != 0 or retries.status_forcelist:
+    if (type(retries) is not Retry or type(retries.total) is not int or retries.total != 0
+            or retries.read is not False or retries.status_forcelist):
         return None
     if cert is not None or type(verify) is not bool:
         return None
     parts = timeout if type(timeout) is tuple else (timeout, timeout)
     if len(parts) != 2 or not all(plain_seconds(part) for part in parts):
-        return None
-    kind = type(adapter)
-    if kind is not adapters.HTTPAdapter and any(
-            getattr(kind, name) is not getattr(adapters.HTTPAdapter, name) for name in ADAPTER_HOOKS):
         return None
     if proxies and select_proxy(request.url, proxies):
         return None
@@ -291,30 +310,44 @@ def straight_target(adapter, request, timeout, verify, cert, proxies):
 
 def plain_seconds(value):
     """Whether `value` is a timeout urllib3 would take as it is: none, or seconds > 0."""
-    return value is None or (type(value) in (int, float) and value > 0)
+    return value is None or (type(value) in (int, float) and 0 < value < math.inf)
 
 
 def send_straight(adapter, request, target, stream, timeout, verify, cert, proxies):
     """Sends `request` to `target` through the door and builds requests' Response as
-    urllib3's path would (same exceptions, same raw response)."""
+    urllib3's path would (the same raw response, the same exceptions)."""
     from requests import exceptions
 
     adapter.add_headers(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
                         proxies=proxies)
     read = timeout[1] if type(timeout) is tuple else timeout
+    headers = [(name, value) for name, value in request.headers.items()
+               if not str(name).lower().startswith("proxy-")]
     try:
-        got = fetch(request.method, target, request.headers.items(), request.body,
-                    seconds(read), follow_redirects=False)
+        got = fetch(request.method, target, headers, request.body, seconds(read),
+                    follow_redirects=False)
     except DoorFailure as failure:
-        if failure.kind == "timeout":
-            raise exceptions.ReadTimeout(f"{target}: read timed out ({failure})",
-                                         request=request) from None
         if failure.kind in REFUSALS:
             raise exceptions.NetworkRefused(str(failure), request=request) from None
-        raise exceptions.ConnectionError(f"{target}: {failure}", request=request) from None
+        error, wrapper = urllib3_error(adapter, request, target, failure, read)
+        raise wrapper(error, request=request) from error
     response = urllib3_response(got, request.method, target, preload=False, decode=False,
                                 enforce=True, retries=adapter.max_retries)
     return adapter.build_response(request, response)
+
+
+def urllib3_error(adapter, request, target, failure, read):
+    """The urllib3 error urllib3's path raises for a failed fetch, and the requests
+    exception class it becomes there."""
+    from requests import exceptions
+    from urllib3 import exceptions as raised
+
+    pool = adapter.poolmanager.connection_from_url(target)  # opens nothing
+    if failure.kind == "timeout":
+        message = f"Read timed out. (read timeout={read})"
+        return raised.ReadTimeoutError(pool, target, message), exceptions.ReadTimeout
+    reason = raised.NewConnectionError(None, str(failure))
+    return raised.MaxRetryError(pool, request.path_url, reason), exceptions.ConnectionError
 
 
 # ---- httpx --------------------------------------------------------------------------------

@@ -96,6 +96,11 @@ def body_bytes(data):
     return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in data)
 
 
+def header_text(value):
+    """A header name or value as text (bytes as HTTP reads them, latin-1)."""
+    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
 def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=True):
     """One request through the door. `headers`: (name, value) pairs; the transport's
     own are left to the host. `follow_redirects`: whether the host follows them (a client
@@ -104,7 +109,8 @@ def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=Tru
     args = {
         "url": url,
         "method": method,
-        "headers": [[str(k), str(v)] for k, v in headers if str(k).lower() not in SET_BY_HOST],
+        "headers": [[header_text(k), header_text(v)] for k, v in headers
+                    if header_text(k).lower() not in SET_BY_HOST],
         "raw_body": True,
     }
     data = body_bytes(body)

@@ -80,7 +80,9 @@ impl WasmSandbox {
     /// restarts, whose interpreter still runs); what to tell the client, if
     /// anything.
     pub(crate) async fn keep_state(&self) -> Option<String> {
-        self.keeping.as_ref()?;
+        // An interpreter that never returns to the host between executions
+        // (python-3.12) has no state to keep: its variables are not durable.
+        self.keeping.as_ref().filter(|_| self.image.turns)?;
         let interpreter = self.interpreter.as_ref().filter(|i| i.is_alive())?;
         match interpreter.keep_state(self.executions).await {
             Ok(notice) => notice,
