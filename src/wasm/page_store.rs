@@ -44,6 +44,9 @@ const NEAR_PAGES: usize = 8;
 /// Bytes of segments no page uses any more that a store tolerates (beyond
 /// as many as it uses) before it compacts.
 const SLACK_BYTES: u64 = 32 << 20;
+/// Unchanged pages between changed ones that are written with them rather
+/// than left out (one extent fewer for a page or two of bytes).
+const BRIDGED_PAGES: usize = 2;
 
 /// `runs` (in page order) joined where at most `gap` pages lie between
 /// two.
@@ -338,11 +341,15 @@ impl PageStore {
         }
     }
 
-    /// `runs` of written pages split into those holding a page whose bytes
-    /// differ from what the layout says (written whole: these are what the
-    /// execution changed) and those identical to it page for page (pages
-    /// written earlier and left the memory's own, or written back as they
-    /// were).
+    /// `runs` of written pages split into the runs of pages whose bytes
+    /// differ from what the layout says (what the execution changed: these
+    /// are written) and the runs identical to it page for page (pages written
+    /// earlier and left the memory's own, or written back as they were:
+    /// these are mapped from the layout again). Unchanged pages between
+    /// changed ones in a run are in neither: they stay the memory's own, and
+    /// the layout already holds their bytes. Gaps of at most
+    /// [`BRIDGED_PAGES`] unchanged pages are written with their neighbours,
+    /// to keep the layout in fewer pieces.
     ///
     /// # Safety
     ///
@@ -356,25 +363,30 @@ impl PageStore {
         let mut before = vec![0u8; page];
         let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
         for run in runs {
-            let mut differs = false;
+            let mut differing: Vec<Range<usize>> = Vec::new();
             for index in run.clone() {
-                if self.layout.find(index).is_none() {
-                    differs = true;
-                    break;
+                let differs = match self.layout.find(index) {
+                    None => true,
+                    Some(_) => {
+                        self.original(index, &mut before)
+                            .map_err(StoreError::io("reading memory pages from", &self.dir))?;
+                        // SAFETY: the guest is not running (the caller's promise).
+                        let now = unsafe { region.bytes(index * page..(index + 1) * page)? };
+                        now != before.as_slice()
+                    }
+                };
+                if !differs {
+                    continue;
                 }
-                self.original(index, &mut before)
-                    .map_err(StoreError::io("reading memory pages from", &self.dir))?;
-                // SAFETY: the guest is not running (the caller's promise).
-                let now = unsafe { region.bytes(index * page..(index + 1) * page)? };
-                if now != before.as_slice() {
-                    differs = true;
-                    break;
+                match differing.last_mut() {
+                    Some(last) if index - last.end <= BRIDGED_PAGES => last.end = index + 1,
+                    _ => differing.push(index..index + 1),
                 }
             }
-            if differs {
-                changed.push(run.clone());
-            } else {
+            if differing.is_empty() {
                 unchanged.push(run.clone());
+            } else {
+                changed.extend(differing);
             }
         }
         Ok((changed, unchanged))

@@ -64,7 +64,10 @@ fn site() -> Router {
 /// Every other answer a 503: the first request of each pair fails.
 async fn flaky() -> Response {
     static ASKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    if ASKED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 {
+    if ASKED
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        .is_multiple_of(2)
+    {
         (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response()
     } else {
         "ok after a 503".into_response()

@@ -141,6 +141,47 @@ fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
 }
 
 #[test]
+fn only_the_pages_that_changed_are_written_not_the_run_around_them() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    for finder in finders() {
+        let mut guest = Guest::new(&engine, &module);
+        let dir = tmp.path().join(format!("runs-{finder:?}"));
+        let mut pages = PageStore::of_image(dir, snapshot.clone()).with_finder(finder);
+        unsafe { pages.map_into(&guest.region).unwrap() };
+        // Pages 10 and 16 change; page 13 is written with the byte it held.
+        // The three are found as one run (close together); two pages are
+        // written.
+        guest.put(10 * page + 1, 100);
+        guest.put(13 * page, 13);
+        guest.put(16 * page + 1, 160);
+        let size = guest.region.size();
+        let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
+        assert_eq!(
+            changed
+                .extents
+                .iter()
+                .map(|e| (e.first, e.pages))
+                .collect::<Vec<_>>(),
+            [(10, 1), (16, 1)],
+            "{finder:?}"
+        );
+        assert_eq!(pages.segment_bytes(), 2 * page as u64, "{finder:?}");
+        for (at, value) in [(10 * page + 1, 100), (13 * page, 13), (16 * page + 1, 160)] {
+            assert_eq!(guest.get(at), value, "{finder:?}");
+        }
+        // A fork reads what the layout says: the same bytes.
+        let fork_dir = tmp.path().join(format!("runs-fork-{finder:?}"));
+        let forked = pages.fork(fork_dir).unwrap();
+        let mut other = Guest::new(&engine, &module);
+        unsafe { forked.map_into(&other.region).unwrap() };
+        for (at, value) in [(10 * page + 1, 100), (13 * page, 13), (16 * page + 1, 160)] {
+            assert_eq!(other.get(at), value, "{finder:?}");
+        }
+    }
+}
+
+#[test]
 fn a_fork_maps_the_same_pages_and_the_two_diverge() {
     let (engine, module, tmp, snapshot) = setup();
     let page = host_page();
