@@ -6,7 +6,8 @@
 # library, which follows it through the door again, every hop checked by the host).
 #
 # - urllib3 (and so requests): connection classes whose getresponse() asks the door;
-# - requests: a refusal raises requests.exceptions.NetworkRefused (a ConnectionError);
+# - requests: a request urllib3 could not change goes straight to the door (no pool); a
+#   refusal raises requests.exceptions.NetworkRefused (a ConnectionError);
 # - httpx: HTTPTransport and AsyncHTTPTransport answer through the door;
 # - aiohttp: the TCP connector's connection is a transport that reads the HTTP/1.1
 #   request aiohttp writes, asks the door, and hands back the response as bytes for
