@@ -93,17 +93,36 @@ impl Layout {
 
     /// Maps `extent`'s pages to its file, in place of what they were.
     pub(crate) fn set(&mut self, extent: Extent) {
-        let range = extent.first..extent.end();
-        let mut kept: Vec<Extent> = Vec::with_capacity(self.extents.len() + 2);
-        for old in &self.extents {
-            if old.end() <= range.start || old.first >= range.end {
-                kept.push(*old);
-                continue;
+        self.set_all(vec![extent]);
+    }
+
+    /// Maps each of `added`'s pages to its file, in place of what they were,
+    /// in one pass over the layout. Extents of `added` that overlap one
+    /// another are set one after the other (the later wins).
+    pub(crate) fn set_all(&mut self, given: Vec<Extent>) {
+        let mut added = given.clone();
+        added.sort_by_key(|e| e.first);
+        if added.windows(2).any(|w| w[0].end() > w[1].first) {
+            for extent in given {
+                self.set_all(vec![extent]);
             }
-            kept.extend(old.within(&(old.first..range.start)));
-            kept.extend(old.within(&(range.end..old.end())));
+            return;
         }
-        kept.push(extent);
+        let mut kept: Vec<Extent> = Vec::with_capacity(self.extents.len() + 2 * added.len());
+        let mut next = 0;
+        for old in &self.extents {
+            while next < added.len() && added[next].end() <= old.first {
+                next += 1;
+            }
+            // The parts of `old` between the added extents that cut it.
+            let mut from = old.first;
+            for cut in added[next..].iter().take_while(|a| a.first < old.end()) {
+                kept.extend(old.within(&(from..cut.first)));
+                from = from.max(cut.end());
+            }
+            kept.extend(old.within(&(from..old.end())));
+        }
+        kept.extend(added);
         kept.sort_by_key(|e| e.first);
         self.extents = merged(kept);
     }
@@ -181,4 +200,77 @@ pub(super) fn merged(sorted: Vec<Extent>) -> Vec<Extent> {
         out.push(extent);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator, so that a failure repeats.
+    struct Steps(u64);
+
+    impl Steps {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    #[test]
+    fn setting_many_extents_at_once_maps_each_page_as_setting_them_one_by_one_would() {
+        const PAGES: usize = 300;
+        let page = host_page() as u64;
+        let mut steps = Steps(7);
+        let mut layout = Layout::of_image(120);
+        // Where each page comes from, page by page.
+        // (Room past PAGES for an overlapping extent that reaches beyond.)
+        let mut model: Vec<Option<(Source, u64)>> = (0..PAGES + 16)
+            .map(|i| (i < 120).then_some((Source::Image, i as u64 * page)))
+            .collect();
+        for round in 0..200u32 {
+            // Extents that do not overlap one another, in no order; now and
+            // then, two that do (the later wins).
+            let mut added = Vec::new();
+            let mut at = steps.below(20);
+            while at < PAGES - 1 && added.len() < 12 {
+                let pages = 1 + steps.below(9).min(PAGES - 1 - at);
+                added.push(Extent {
+                    first: at,
+                    pages,
+                    source: Source::Segment(round),
+                    offset: steps.below(1000) as u64 * page,
+                });
+                at += pages + steps.below(30);
+            }
+            if round % 10 == 0 && added.len() > 1 {
+                let mut overlapping = added[0];
+                overlapping.first = added[1].first.saturating_sub(1);
+                overlapping.offset += page;
+                added.push(overlapping);
+            }
+            let order = added.len();
+            added.rotate_left(steps.below(order.max(1)));
+            // The model applies them one after the other, as given.
+            for extent in &added {
+                let pages = &mut model[extent.first..extent.end()];
+                for (k, slot) in pages.iter_mut().enumerate() {
+                    *slot = Some((extent.source, extent.offset + k as u64 * page));
+                }
+            }
+            layout.set_all(added);
+            for (i, expected) in model.iter().enumerate() {
+                assert_eq!(layout.find(i), *expected, "page {i} after round {round}");
+            }
+            assert!(
+                layout
+                    .extents()
+                    .windows(2)
+                    .all(|w| w[0].end() <= w[1].first),
+                "extents in order, apart, after round {round}"
+            );
+        }
+    }
 }

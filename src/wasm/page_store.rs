@@ -359,28 +359,40 @@ impl PageStore {
         region: &MemoryRegion,
         runs: &[Range<usize>],
     ) -> Result<ChangedAndNot, StoreError> {
-        let page = host_page();
-        let mut before = vec![0u8; page];
+        let mut before = Vec::new();
         let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
         for run in runs {
             let mut differing: Vec<Range<usize>> = Vec::new();
-            for index in run.clone() {
-                let differs = match self.layout.find(index) {
-                    None => true,
-                    Some(_) => {
-                        self.original(index, &mut before)
-                            .map_err(StoreError::io("reading memory pages from", &self.dir))?;
-                        // SAFETY: the guest is not running (the caller's promise).
-                        let now = unsafe { region.bytes(index * page..(index + 1) * page)? };
-                        now != before.as_slice()
+            let mut note = |index: usize| match differing.last_mut() {
+                Some(last) if index - last.end <= BRIDGED_PAGES => last.end = index + 1,
+                _ => differing.push(index..index + 1),
+            };
+            // The run piece by piece of the layout, each piece's last copies
+            // read at once; pages in no piece are new.
+            let extents = self.layout.extents();
+            let mut at = extents.partition_point(|e| e.end() <= run.start);
+            let mut index = run.start;
+            while index < run.end {
+                match extents.get(at).and_then(|e| e.within(&(index..run.end))) {
+                    Some(piece) if piece.first == index => {
+                        // SAFETY: passed on from the caller.
+                        let same = unsafe { self.same_as_before(region, &piece, &mut before)? };
+                        for (k, same) in same.into_iter().enumerate() {
+                            if !same {
+                                note(index + k);
+                            }
+                        }
+                        index = piece.end();
+                        at += 1;
                     }
-                };
-                if !differs {
-                    continue;
-                }
-                match differing.last_mut() {
-                    Some(last) if index - last.end <= BRIDGED_PAGES => last.end = index + 1,
-                    _ => differing.push(index..index + 1),
+                    Some(piece) => {
+                        (index..piece.first).for_each(&mut note);
+                        index = piece.first;
+                    }
+                    None => {
+                        (index..run.end).for_each(&mut note);
+                        index = run.end;
+                    }
                 }
             }
             if differing.is_empty() {
@@ -390,6 +402,33 @@ impl PageStore {
             }
         }
         Ok((changed, unchanged))
+    }
+
+    /// For each page of `piece` (a part of one extent of the layout),
+    /// whether the memory holds the bytes the layout says; `before` is room
+    /// to read them into.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    unsafe fn same_as_before(
+        &self,
+        region: &MemoryRegion,
+        piece: &Extent,
+        before: &mut Vec<u8>,
+    ) -> Result<Vec<bool>, StoreError> {
+        let page = host_page();
+        before.resize(piece.pages * page, 0);
+        let file = self.file_of(piece.source)?;
+        read_at(file, before, piece.offset)
+            .map_err(StoreError::io("reading memory pages from", &self.dir))?;
+        // SAFETY: the guest is not running (the caller's promise).
+        let now = unsafe { region.bytes(piece.first * page..piece.end() * page)? };
+        Ok(now
+            .chunks(page)
+            .zip(before.chunks(page))
+            .map(|(now, then)| now == then)
+            .collect())
     }
 
     /// Maps `runs` of the memory from where the layout says their pages
@@ -482,8 +521,8 @@ impl PageStore {
                     )?
                 };
             }
-            self.layout.set(*extent);
         }
+        self.layout.set_all(changed.clone());
         Ok((changed, mark))
     }
 
