@@ -178,6 +178,24 @@ fn only_the_pages_that_changed_are_written_not_the_run_around_them() {
         for (at, value) in [(10 * page + 1, 100), (13 * page, 13), (16 * page + 1, 160)] {
             assert_eq!(other.get(at), value, "{finder:?}");
         }
+        // The page left the memory's own is written when it changes; two
+        // unchanged pages between changed ones are written with them, three
+        // are not.
+        guest.put(13 * page + 1, 130);
+        for at in [20, 23, 30, 34] {
+            guest.put(at * page + 1, 7);
+        }
+        let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
+        assert_eq!(
+            changed
+                .extents
+                .iter()
+                .map(|e| (e.first, e.pages))
+                .collect::<Vec<_>>(),
+            [(13, 1), (20, 4), (30, 1), (34, 1)],
+            "{finder:?}"
+        );
+        assert_eq!(guest.get(13 * page + 1), 130, "{finder:?}");
     }
 }
 
