@@ -232,21 +232,20 @@ def patch_requests(requests):
     # What the straight path stands in for, as it is now: anything changed later (a
     # subclass, a patched class or instance, a mock or instrumentation of urllib3's pool)
     # takes urllib3's path.
-    own = {name: getattr(adapters.HTTPAdapter, name) for name in ADAPTER_HOOKS}
-    own_pool = (connectionpool.HTTPConnectionPool.urlopen, poolmanager.PoolManager.urlopen,
+    def pool_parts():
+        return (connectionpool.HTTPConnectionPool.urlopen, poolmanager.PoolManager.urlopen,
                 poolmanager.PoolManager.connection_from_url,
                 connectionpool.HTTPConnectionPool.ConnectionCls,
                 connectionpool.HTTPSConnectionPool.ConnectionCls)
+
+    own = {name: getattr(adapters.HTTPAdapter, name) for name in ADAPTER_HOOKS}
+    own_pool = pool_parts()
 
     def unchanged(adapter):
         kind = type(adapter)
         return (not any(name in vars(adapter) for name in ADAPTER_HOOKS)
                 and all(getattr(kind, name) is hook for name, hook in own.items())
-                and own_pool == (connectionpool.HTTPConnectionPool.urlopen,
-                                 poolmanager.PoolManager.urlopen,
-                                 poolmanager.PoolManager.connection_from_url,
-                                 connectionpool.HTTPConnectionPool.ConnectionCls,
-                                 connectionpool.HTTPSConnectionPool.ConnectionCls))
+                and pool_parts() == own_pool)
 
     def door_send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
         target = None
@@ -311,7 +310,7 @@ def straight_target(adapter, request, timeout, verify, cert, proxies):
 
 def plain_seconds(value):
     """Whether `value` is a timeout urllib3 would take as it is: none, or seconds > 0."""
-    return value is None or (type(value) in (int, float) and 0 < value < math.inf)
+    return value is None or (type(value) in (int, float) and seconds(value) is not None)
 
 
 def send_straight(adapter, request, target, stream, timeout, verify, cert, proxies):

@@ -68,6 +68,11 @@ fn setup() -> (Engine, Module, tempfile::TempDir, Arc<Snapshot>) {
     (engine, module, tmp, snapshot)
 }
 
+/// Each extent a flush wrote, as (first page, pages).
+fn first_and_pages(flushed: &Flushed) -> Vec<(usize, usize)> {
+    flushed.extents.iter().map(|e| (e.first, e.pages)).collect()
+}
+
 fn finders() -> Vec<Finder> {
     let mut all = vec![Finder::Compare, Finder::best()];
     all.dedup();
@@ -91,15 +96,7 @@ fn a_flush_keeps_the_written_pages_and_maps_them_from_the_segment() {
         guest.put(200 * page, 7);
         let size = guest.region.size();
         let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
-        assert_eq!(
-            changed
-                .extents
-                .iter()
-                .map(|e| (e.first, e.pages))
-                .collect::<Vec<_>>(),
-            [(3, 2), (200, 1)],
-            "{finder:?}"
-        );
+        assert_eq!(first_and_pages(&changed), [(3, 2), (200, 1)], "{finder:?}");
         assert_eq!(pages.segment_bytes(), 3 * page as u64);
         assert!(dir.join("segment-00000000").exists());
         // Nothing new: nothing written.
@@ -157,15 +154,7 @@ fn only_the_pages_that_changed_are_written_not_the_run_around_them() {
         guest.put(16 * page + 1, 160);
         let size = guest.region.size();
         let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
-        assert_eq!(
-            changed
-                .extents
-                .iter()
-                .map(|e| (e.first, e.pages))
-                .collect::<Vec<_>>(),
-            [(10, 1), (16, 1)],
-            "{finder:?}"
-        );
+        assert_eq!(first_and_pages(&changed), [(10, 1), (16, 1)], "{finder:?}");
         assert_eq!(pages.segment_bytes(), 2 * page as u64, "{finder:?}");
         for (at, value) in [(10 * page + 1, 100), (13 * page, 13), (16 * page + 1, 160)] {
             assert_eq!(guest.get(at), value, "{finder:?}");
@@ -187,11 +176,7 @@ fn only_the_pages_that_changed_are_written_not_the_run_around_them() {
         }
         let changed = unsafe { pages.flush(&guest.region, size).unwrap() };
         assert_eq!(
-            changed
-                .extents
-                .iter()
-                .map(|e| (e.first, e.pages))
-                .collect::<Vec<_>>(),
+            first_and_pages(&changed),
             [(13, 1), (20, 4), (30, 1), (34, 1)],
             "{finder:?}"
         );
