@@ -96,7 +96,8 @@ impl KeptMemory {
     }
 
     /// Keeps the state the last turn left: its written pages into the page
-    /// store, and a record of it in the journal. A durable memory's files
+    /// store, and a record of it in the journal (file work: the caller runs
+    /// it where blocking is allowed). A durable memory's files
     /// are then synced in the background. When the pages would take the
     /// durable sandboxes past the disk they may take, the journal says the
     /// memory is no longer kept and stops; what to tell the client then is
@@ -118,8 +119,7 @@ impl KeptMemory {
         // this memory.
         let written = unsafe { pages.written(&region, memory_bytes)? };
         // SAFETY: as above.
-        let split =
-            tokio::task::block_in_place(|| unsafe { pages.split_by_change(&region, &written) })?;
+        let split = unsafe { pages.split_by_change(&region, &written)? };
         // Charged before anything is written: what would not fit is never
         // put on disk, and the memory stops being kept.
         let adding = split.0.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
@@ -129,7 +129,7 @@ impl KeptMemory {
             "keeping an execution's pages"
         );
         if let Some(notice) = charge(&mut self.disk, pages.segment_bytes() + adding) {
-            let lapsed = tokio::task::block_in_place(|| journal.lapsed(executions));
+            let lapsed = journal.lapsed(executions);
             self.journal = None;
             // Nothing names the segments kept for the journal any more.
             pages.stop_holding();
@@ -143,9 +143,7 @@ impl KeptMemory {
             .as_ref()
             .is_none_or(|(budget, _)| budget.free() >= pages.used_bytes() + adding);
         // SAFETY: as above.
-        let flushed = tokio::task::block_in_place(|| unsafe {
-            pages.flush_split(&region, split, may_compact)
-        })?;
+        let flushed = unsafe { pages.flush_split(&region, split, may_compact)? };
         charge(&mut self.disk, pages.segment_bytes());
         if journal.len() > JOURNAL_REWRITE_BYTES {
             self.needs_whole = true;
@@ -164,7 +162,7 @@ impl KeptMemory {
             extents: flushed.extents,
             marks: flushed.marks,
         };
-        match tokio::task::block_in_place(|| journal.state(record)) {
+        match journal.state(record) {
             Ok(()) => {
                 self.needs_whole = false;
                 // The journal now names only what the whole record names.

@@ -8,8 +8,10 @@
 //! own store), and a saved sandbox keeps them. The pages the last execution
 //! wrote stay the memory's own copies (so an execution that writes them
 //! again takes no page fault); the next flush finds them with the pages
-//! written since (see [`super::written_pages`]), writes those that changed,
-//! and maps the others from their segment.
+//! written since (see [`super::written_pages`]) and writes those that
+//! changed. Unchanged ones are mapped from their segment again once they
+//! have stayed unchanged for a while, or at once when they are many in a
+//! row (see [`idle`]).
 //!
 //! Segments are append-only (a byte once written never changes) and a store
 //! stops appending to its segment when it is forked, so a mapping of a
@@ -31,6 +33,8 @@ use super::snapshot::Snapshot;
 pub use super::store_error::StoreError;
 use super::written_pages::{Finder, PageSource, written_pages};
 use crate::sandbox::private_files::{create_private_dir, open_regular};
+use file_view::FileView;
+use idle::IdlePages;
 
 /// Most extents a store keeps before it compacts: each is at least one
 /// mapping of the process (Linux allows about 65,000 in all, shared by
@@ -86,6 +90,8 @@ struct Segment {
     len: u64,
     /// The checksums of its bytes, one per flush that wrote to it, in order.
     marks: Vec<SegmentMark>,
+    /// Its bytes read in place, once a flush has compared pages with them.
+    view: Option<FileView>,
 }
 
 /// What a flush changed.
@@ -139,6 +145,11 @@ pub(crate) struct PageStore {
     /// Segments an earlier interpreter left in the directory (its journal
     /// may still name them): deleted with the unused ones.
     stale: Vec<PathBuf>,
+    /// Unchanged pages the memory keeps as its own for now.
+    idle: IdlePages,
+    /// The image's bytes read in place, once a flush has compared pages
+    /// with them.
+    image_view: Option<FileView>,
 }
 
 impl PageStore {
@@ -164,6 +175,8 @@ impl PageStore {
             finder: Finder::best(),
             hold_unused: false,
             compacted_extents: 0,
+            idle: IdlePages::default(),
+            image_view: None,
         }
     }
 
@@ -297,8 +310,10 @@ impl PageStore {
         (changed, unchanged): ChangedAndNot,
         may_compact: bool,
     ) -> Result<Flushed, StoreError> {
+        // Unchanged pages are mapped from the layout once idle (see [`idle`]).
+        let due = self.idle.due(&unchanged);
         // SAFETY: passed on from the caller.
-        unsafe { self.map_from_layout(region, &unchanged)? };
+        unsafe { self.map_from_layout(region, &due)? };
         if changed.is_empty() {
             self.drop_unused_segments();
             return Ok(Flushed::default());
@@ -394,24 +409,26 @@ impl PageStore {
         let from = segment.len;
         let mut crc = crc32fast::Hasher::new();
         let mut changed = Vec::with_capacity(runs.len());
+        let mut data = Vec::with_capacity(runs.len());
         for run in runs {
-            let bytes = run.start * page..run.end * page;
             // SAFETY: the guest is not running (the caller's promise).
-            let data = unsafe { region.bytes(bytes.clone())? };
-            if let Err(e) = write_at(&segment.file, data, segment.len) {
-                // Nothing names the bytes written so far: the next append
-                // writes over them, and its mark starts where the last ended.
-                segment.len = from;
-                return Err(StoreError::io("writing memory pages to", &path)(e));
-            }
-            crc.update(data);
+            let bytes = unsafe { region.bytes(run.start * page..run.end * page)? };
+            crc.update(bytes);
             changed.push(Extent {
                 first: run.start,
                 pages: run.len(),
                 source: Source::Segment(id),
                 offset: segment.len,
             });
-            segment.len += data.len() as u64;
+            segment.len += bytes.len() as u64;
+            data.push(bytes);
+        }
+        // The runs lie one after another in the segment: written in one go.
+        if let Err(e) = write_all_at(&segment.file, &data, from) {
+            // Nothing names the bytes written: the next append writes over
+            // them, and its mark starts where the last ended.
+            segment.len = from;
+            return Err(StoreError::io("writing memory pages to", &path)(e));
         }
         let mark = SegmentMark {
             id,
@@ -458,6 +475,7 @@ impl PageStore {
                 file: Arc::new(file),
                 len: 0,
                 marks: Vec::new(),
+                view: None,
             },
         );
         self.next_id += 1;
@@ -503,6 +521,7 @@ impl PageStore {
         self.appending = None;
         // SAFETY: passed on from the caller.
         unsafe { self.append(region, &runs, Remap::Yes)? };
+        self.idle.clear();
         self.drop_unused_segments();
         self.compacted_extents = self.layout.extents().len();
         Ok(())
@@ -531,6 +550,8 @@ impl PageStore {
             hold_unused: false,
             compacted_extents: self.compacted_extents,
             stale: Vec::new(),
+            idle: IdlePages::default(),
+            image_view: None,
         })
     }
 
@@ -565,6 +586,8 @@ impl PageStore {
             hold_unused: false,
             compacted_extents: 0,
             stale: Vec::new(),
+            idle: IdlePages::default(),
+            image_view: None,
         })
     }
 
@@ -673,6 +696,7 @@ fn link_segments(
                 file: Arc::new(file),
                 len,
                 marks,
+                view: None,
             },
         );
     }
@@ -694,9 +718,39 @@ impl PageSource for PageStore {
     }
 }
 
-fn write_at(file: &File, bytes: &[u8], at: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(bytes, at)
+/// Writes `parts` one after another into `file` from byte `at`, with as
+/// few system calls as the system allows.
+fn write_all_at(file: &File, parts: &[&[u8]], mut at: u64) -> std::io::Result<()> {
+    /// Parts given to one call (within every system's limit).
+    const PARTS_AT_ONCE: usize = 512;
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    let mut next = 0;
+    while next < parts.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = parts[next..]
+            .iter()
+            .take(PARTS_AT_ONCE)
+            .map(|part| std::io::IoSlice::new(part))
+            .collect();
+        let mut written = match rustix::io::pwritev(file, &slices, at) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        at += written as u64;
+        // Past the parts written whole; the rest of one written in part.
+        while written > 0 {
+            let part = parts[next];
+            if written >= part.len() {
+                written -= part.len();
+                next += 1;
+            } else {
+                parts[next] = &part[written..];
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read_at(file: &File, into: &mut [u8], at: u64) -> std::io::Result<()> {
@@ -705,5 +759,7 @@ fn read_at(file: &File, into: &mut [u8], at: u64) -> std::io::Result<()> {
 }
 
 mod changes;
+mod file_view;
+mod idle;
 #[cfg(test)]
 mod tests;

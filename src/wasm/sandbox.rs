@@ -348,7 +348,7 @@ impl WasmSandbox {
             fork.ledger.clone(),
             &self.limits,
             START_TIMEOUT,
-            StartingMemory::Forked(memory, fork.pages_plan()),
+            StartingMemory::Forked(Box::new(memory), fork.pages_plan()),
         )
         .await
         .map_err(WasmError::ForkStart)?;

@@ -38,7 +38,7 @@ pub(crate) enum StartingMemory {
     /// cannot be forked or kept (an import check's, a compiler's).
     Fresh(Option<PagesPlan>),
     /// Another interpreter's memory, forked.
-    Forked(ForkedMemory, PagesPlan),
+    Forked(Box<ForkedMemory>, PagesPlan),
     /// A saved sandbox's memory, read back from the journal in `from`.
     Restored {
         /// The saved entry's memory directory.
@@ -71,7 +71,8 @@ pub(crate) fn place(
         StartingMemory::Forked(forked, plan) => {
             map_pages(store, instance, &forked.pages, forked.memory_bytes)?;
             restore_globals(store, instance, &forked.globals)?;
-            Ok(Some(KeptMemory::new(forked.pages, plan.durable)?))
+            let ForkedMemory { pages, .. } = *forked;
+            Ok(Some(KeptMemory::new(pages, plan.durable)?))
         }
         StartingMemory::Restored {
             from,

@@ -112,7 +112,9 @@ pub(crate) async fn serve(
                 }
                 Some(Control::Keep(executions, answer)) => {
                     let kept = match &mut kept {
-                        Some(kept) => kept.keep(&mut store, &instance, executions),
+                        Some(kept) => tokio::task::block_in_place(|| {
+                            kept.keep(&mut store, &instance, executions)
+                        }),
                         None => Ok(None),
                     };
                     let _ = answer.send(kept);

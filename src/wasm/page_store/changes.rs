@@ -3,22 +3,27 @@
 
 use std::ops::Range;
 
-use super::{ChangedAndNot, PageStore, StoreError, read_at};
+use super::{ChangedAndNot, FileView, PageStore, StoreError, read_at};
 use crate::wasm::guest_memory::{MemoryRegion, host_page};
-use crate::wasm::page_layout::Extent;
+use crate::wasm::page_layout::{Extent, Source};
 
 /// Unchanged pages between changed ones that are written with them rather
 /// than left out (one extent fewer for a page or two of bytes).
 const BRIDGED_PAGES: usize = 2;
-/// Pages of last copies read at once when comparing (a bounded buffer).
+/// Pages of last copies read at once when comparing without a view of
+/// their file (a bounded buffer).
 const READ_PAGES: usize = 256;
+/// Least bytes of a segment a view covers (a view of the segment being
+/// appended to covers twice what it holds, so it is made anew rarely).
+const VIEW_BYTES: u64 = 16 << 20;
 
 impl PageStore {
     /// `runs` of written pages split into the runs of pages whose bytes
     /// differ from what the layout says (what the execution changed: these
     /// are written) and the runs identical to it page for page (pages written
     /// earlier and left the memory's own, or written back as they were:
-    /// these are mapped from the layout again). Unchanged pages between
+    /// these are mapped from the layout again once idle, see
+    /// [`super::idle`]). Unchanged pages between
     /// changed ones in a run are in neither: they stay the memory's own, and
     /// the layout already holds their bytes. Gaps of at most
     /// [`BRIDGED_PAGES`] unchanged pages are written with their neighbours,
@@ -28,49 +33,24 @@ impl PageStore {
     ///
     /// As for [`PageStore::flush`].
     pub(crate) unsafe fn split_by_change(
-        &self,
+        &mut self,
         region: &MemoryRegion,
         runs: &[Range<usize>],
     ) -> Result<ChangedAndNot, StoreError> {
-        let mut before = Vec::new();
+        // SAFETY: passed on from the caller.
+        let same = unsafe { self.pages_as_before(region, runs)? };
+        let mut same = same.into_iter().peekable();
         let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
         for run in runs {
             let mut differing: Vec<Range<usize>> = Vec::new();
-            let mut note = |index: usize| match differing.last_mut() {
-                Some(last) if index - last.end <= BRIDGED_PAGES => last.end = index + 1,
-                _ => differing.push(index..index + 1),
-            };
-            // The run piece by piece of the layout, each piece's last copies
-            // read at once; pages in no piece are new.
-            let extents = self.layout.extents();
-            let mut at = extents.partition_point(|e| e.end() <= run.start);
-            let mut index = run.start;
-            while index < run.end {
-                match extents.get(at).and_then(|e| e.within(&(index..run.end))) {
-                    Some(piece) if piece.first == index => {
-                        // Read in bounded parts: a piece can be most of the memory.
-                        for part in (piece.first..piece.end()).step_by(READ_PAGES) {
-                            let part = piece.within(&(part..part + READ_PAGES));
-                            let part = part.expect("within the piece");
-                            // SAFETY: passed on from the caller.
-                            let same = unsafe { self.same_as_before(region, &part, &mut before)? };
-                            for (k, same) in same.into_iter().enumerate() {
-                                if !same {
-                                    note(part.first + k);
-                                }
-                            }
-                        }
-                        index = piece.end();
-                        at += 1;
-                    }
-                    Some(piece) => {
-                        (index..piece.first).for_each(&mut note);
-                        index = piece.first;
-                    }
-                    None => {
-                        (index..run.end).for_each(&mut note);
-                        index = run.end;
-                    }
+            for index in run.clone() {
+                while same.next_if(|&page| page < index).is_some() {}
+                if same.next_if_eq(&index).is_some() {
+                    continue;
+                }
+                match differing.last_mut() {
+                    Some(last) if index - last.end <= BRIDGED_PAGES => last.end = index + 1,
+                    _ => differing.push(index..index + 1),
                 }
             }
             if differing.is_empty() {
@@ -82,30 +62,156 @@ impl PageStore {
         Ok((changed, unchanged))
     }
 
-    /// For each page of `piece` (a part of one extent of the layout),
-    /// whether the memory holds the bytes the layout says; `before` is room
-    /// to read them into.
+    /// The pages of `runs` (in page order) that hold the bytes the layout
+    /// says, in page order. Last copies that lie one after another in one
+    /// file (the pages one flush wrote, however scattered in the memory)
+    /// are compared in one go, read in place through a view of the file, or
+    /// read [`READ_PAGES`] at a time where no view can be had.
     ///
     /// # Safety
     ///
     /// As for [`PageStore::flush`].
-    unsafe fn same_as_before(
-        &self,
+    unsafe fn pages_as_before(
+        &mut self,
         region: &MemoryRegion,
-        piece: &Extent,
-        before: &mut Vec<u8>,
-    ) -> Result<Vec<bool>, StoreError> {
+        runs: &[Range<usize>],
+    ) -> Result<Vec<usize>, StoreError> {
         let page = host_page();
-        before.resize(piece.pages * page, 0);
-        let file = self.file_of(piece.source)?;
-        read_at(file, before, piece.offset)
-            .map_err(StoreError::io("reading memory pages from", &self.dir))?;
-        // SAFETY: the guest is not running (the caller's promise).
-        let now = unsafe { region.bytes(piece.first * page..piece.end() * page)? };
-        Ok(now
-            .chunks(page)
-            .zip(before.chunks(page))
-            .map(|(now, then)| now == then)
-            .collect())
+        let mut same = Vec::new();
+        let mut before = Vec::new();
+        let mut batch: Vec<Extent> = Vec::new();
+        let mut batch_pages = 0;
+        for part in self.last_copies(runs) {
+            let follows = batch.last().is_some_and(|last| {
+                last.source == part.source
+                    && last.offset + (last.pages * page) as u64 == part.offset
+            });
+            let joins = follows && batch_pages + part.pages <= READ_PAGES;
+            if !(batch.is_empty() || joins) {
+                // SAFETY: passed on from the caller.
+                unsafe { self.compare(region, &batch, &mut before, &mut same)? };
+                batch.clear();
+                batch_pages = 0;
+            }
+            batch_pages += part.pages;
+            batch.push(part);
+        }
+        if !batch.is_empty() {
+            // SAFETY: passed on from the caller.
+            unsafe { self.compare(region, &batch, &mut before, &mut same)? };
+        }
+        Ok(same)
+    }
+
+    /// The pieces of the layout's extents that hold the last copies of
+    /// `runs`' pages, in page order, none longer than [`READ_PAGES`] (a
+    /// piece can be most of the memory). Pages in no extent have none.
+    fn last_copies(&self, runs: &[Range<usize>]) -> Vec<Extent> {
+        let extents = self.layout.extents();
+        let mut pieces = Vec::new();
+        for run in runs {
+            let start = extents.partition_point(|e| e.end() <= run.start);
+            for extent in extents[start..].iter().take_while(|e| e.first < run.end) {
+                let Some(piece) = extent.within(run) else {
+                    continue;
+                };
+                for first in (piece.first..piece.end()).step_by(READ_PAGES) {
+                    pieces.extend(piece.within(&(first..first + READ_PAGES)));
+                }
+            }
+        }
+        pieces
+    }
+
+    /// Adds to `same` the pages of `batch` (pieces whose last copies lie one
+    /// after another in one file) whose bytes in the memory are those
+    /// copies; `before` is room to read the copies into when their file
+    /// cannot be viewed.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`].
+    unsafe fn compare(
+        &mut self,
+        region: &MemoryRegion,
+        batch: &[Extent],
+        before: &mut Vec<u8>,
+        same: &mut Vec<usize>,
+    ) -> Result<(), StoreError> {
+        let page = host_page();
+        let first = &batch[0];
+        let len = batch.iter().map(|p| p.pages).sum::<usize>() * page;
+        let then = if self.view_covers(first.source, first.offset + len as u64) {
+            // SAFETY: the view covers the bytes (just checked), which the
+            // file holds (checked when the view was made, and a segment
+            // only grows), and no file of a store is cut short.
+            unsafe { self.viewed(first.source, first.offset, len) }
+        } else {
+            None
+        };
+        let then = match then {
+            Some(bytes) => bytes,
+            None => {
+                before.resize(len, 0);
+                read_at(self.file_of(first.source)?, before, first.offset)
+                    .map_err(StoreError::io("reading memory pages from", &self.dir))?;
+                before.as_slice()
+            }
+        };
+        let mut then = then.chunks(page);
+        for piece in batch {
+            // SAFETY: the guest is not running (the caller's promise).
+            let now = unsafe { region.bytes(piece.first * page..piece.end() * page)? };
+            for (k, now) in now.chunks(page).enumerate() {
+                if then.next() == Some(now) {
+                    same.push(piece.first + k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `source`'s file can be read in place up to byte `end`,
+    /// making (or remaking, larger) its view when needed.
+    fn view_covers(&mut self, source: Source, end: u64) -> bool {
+        let holds = self.file_len(source);
+        if end > holds {
+            return false;
+        }
+        let (file, view, want) = match source {
+            Source::Image => (self.image.image_file(), &mut self.image_view, holds),
+            Source::Segment(id) => {
+                let Some(segment) = self.segments.get_mut(&id) else {
+                    return false;
+                };
+                let want = holds.saturating_mul(2).max(VIEW_BYTES);
+                (&*segment.file, &mut segment.view, want)
+            }
+        };
+        if view.as_ref().is_some_and(|v| v.len() as u64 >= end) {
+            return true;
+        }
+        // The file must hold what the store says it does: reading past its
+        // end would fault.
+        let on_disk = file.metadata().map_or(0, |m| m.len());
+        *view = match usize::try_from(want) {
+            Ok(want) if on_disk >= holds => FileView::of(file, want).ok(),
+            _ => None,
+        };
+        view.is_some()
+    }
+
+    /// The `len` bytes from `at` of `source`'s view.
+    ///
+    /// # Safety
+    ///
+    /// As for [`FileView::bytes`].
+    unsafe fn viewed(&self, source: Source, at: u64, len: usize) -> Option<&[u8]> {
+        let view = match source {
+            Source::Image => self.image_view.as_ref(),
+            Source::Segment(id) => self.segments.get(&id).and_then(|s| s.view.as_ref()),
+        }?;
+        // SAFETY: passed on from the caller.
+        unsafe { view.bytes(at, len) }
     }
 }

@@ -258,3 +258,55 @@ fn scattered_or_overwritten_pages_are_compacted_into_one_segment() {
         );
     }
 }
+
+#[test]
+fn a_page_written_back_as_it_was_stays_the_memorys_own_until_idle() {
+    // Only the finders that tell the memory's own pages from mapped ones
+    // (the comparing one never finds an unchanged page).
+    let finder = Finder::best();
+    if finder == Finder::Compare {
+        return;
+    }
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut guest = Guest::new(&engine, &module);
+    let mut pages = PageStore::of_image(tmp.path().join("idle"), snapshot).with_finder(finder);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    guest.put(13 * page, 13);
+    let size = guest.region.size();
+    let holds_13 = |runs: &[Range<usize>]| runs.iter().any(|r| r.contains(&13));
+    for flush in 0..idle::IDLE_FLUSHES {
+        let written = unsafe { pages.written(&guest.region, size).unwrap() };
+        assert!(
+            holds_13(&written),
+            "still the memory's own at flush {flush}"
+        );
+        let flushed = unsafe { pages.flush(&guest.region, size).unwrap() };
+        assert!(flushed.is_empty(), "nothing changed");
+    }
+    let written = unsafe { pages.written(&guest.region, size).unwrap() };
+    assert!(!holds_13(&written), "mapped from the image again once idle");
+    assert_eq!(guest.get(13 * page), 13);
+    assert_eq!(pages.segment_bytes(), 0, "nothing was written");
+}
+
+#[test]
+fn parts_written_in_one_go_land_one_after_another_even_past_one_calls_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(tmp.path().join("segment"))
+        .unwrap();
+    // More parts than one system call is given, of sizes from 0 to 4,000
+    // bytes (a page's run or a bit of one).
+    let parts: Vec<Vec<u8>> = (0..1500usize)
+        .map(|k| vec![(k % 251) as u8; (k * 37) % 4001])
+        .collect();
+    let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    write_all_at(&file, &slices, 7).unwrap();
+    let written = std::fs::read(tmp.path().join("segment")).unwrap();
+    assert_eq!(&written[..7], &[0; 7], "nothing before the offset");
+    assert_eq!(written[7..], parts.concat()[..]);
+}
