@@ -9,8 +9,10 @@
 //! each (a sync costs the disk, and both cores, more than a short execution
 //! does). What a sync waits for is already in the system's page cache, so a
 //! server killed outright loses nothing meanwhile; a machine that stops
-//! loses at most the last [`SYNC_GAP`] of executions, as with a journal's
-//! group commit.
+//! loses at most the executions of the last [`SYNC_GAP`] and of the sync
+//! under way, as with a journal's group commit. A memory that stops being
+//! kept (its interpreter stops, the server stops) runs the sync left
+//! waiting at once.
 
 use std::fs::File;
 use std::sync::{Arc, Mutex};
@@ -76,22 +78,19 @@ impl BackgroundSync {
         let shared = self.state.clone();
         drop(tokio::task::spawn_blocking(move || {
             loop {
-                let due = shared
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .last
-                    .map(|last| last + SYNC_GAP);
+                let due = {
+                    let mut state = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    if state.waiting.is_none() {
+                        state.running = false;
+                        return;
+                    }
+                    state.last.map(|last| last + SYNC_GAP)
+                };
                 if let Some(wait) = due.and_then(|due| due.checked_duration_since(Instant::now())) {
                     std::thread::sleep(wait);
                 }
-                let files = {
-                    let mut state = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    let Some(files) = state.waiting.take() else {
-                        state.running = false;
-                        return;
-                    };
-                    state.last = Some(Instant::now());
-                    files
+                let Some(files) = take_waiting(&shared) else {
+                    continue;
                 };
                 if let Err(e) = files.run() {
                     tracing::warn!(error = %e, "could not put a sandbox's state on disk");
@@ -99,6 +98,24 @@ impl BackgroundSync {
             }
         }));
     }
+
+    /// Runs the sync still waiting, if one is, on this thread now (the
+    /// memory stops being kept: nothing would run it later).
+    pub(crate) fn finish(&self) {
+        if let Some(files) = take_waiting(&self.state)
+            && let Err(e) = files.run()
+        {
+            tracing::warn!(error = %e, "could not put a sandbox's state on disk");
+        }
+    }
+}
+
+/// The request waiting, taken as the sync that starts now.
+fn take_waiting(state: &Mutex<SyncState>) -> Option<SyncRequest> {
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let files = state.waiting.take()?;
+    state.last = Some(Instant::now());
+    Some(files)
 }
 
 #[cfg(test)]
@@ -111,7 +128,8 @@ mod tests {
         let file = Arc::new(File::create(dir.path().join("f")).unwrap());
         let journal = Arc::new(File::create(dir.path().join("journal")).unwrap());
         let sync = BackgroundSync::default();
-        for n in 0..100 {
+        // Numbers of one width: every note takes as many bytes.
+        for n in 100..200 {
             sync.request(vec![file.clone()], journal.clone(), n);
         }
         for _ in 0..500 {
@@ -127,7 +145,7 @@ mod tests {
         // request's, and at most one more, SYNC_GAP later, for the rest.
         let note = {
             let other = File::create(dir.path().join("other")).unwrap();
-            note_synced(&other, 99).unwrap();
+            note_synced(&other, 150).unwrap();
             other.metadata().unwrap().len()
         };
         let noted = journal.metadata().unwrap().len();
@@ -152,5 +170,26 @@ mod tests {
         }
         assert!(started.elapsed() >= SYNC_GAP, "{:?}", started.elapsed());
         assert!(sync.state.lock().unwrap().waiting.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sync_left_waiting_runs_when_the_memory_stops_being_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(File::create(dir.path().join("f")).unwrap());
+        let journal = Arc::new(File::create(dir.path().join("journal")).unwrap());
+        let sync = BackgroundSync::default();
+        sync.request(vec![file.clone()], journal.clone(), 100);
+        while sync.state.lock().unwrap().running {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let one = journal.metadata().unwrap().len();
+        // Waits for the gap...
+        sync.request(vec![file.clone()], journal.clone(), 101);
+        // ...unless the memory stops being kept: then it runs at once.
+        let stopping = Instant::now();
+        sync.finish();
+        assert!(stopping.elapsed() < SYNC_GAP);
+        assert!(sync.state.lock().unwrap().waiting.is_none());
+        assert_eq!(journal.metadata().unwrap().len(), 2 * one, "two notes");
     }
 }

@@ -143,7 +143,15 @@ impl KeptMemory {
             .as_ref()
             .is_none_or(|(budget, _)| budget.free() >= pages.used_bytes() + adding);
         // SAFETY: as above.
-        let flushed = unsafe { pages.flush_split(&region, split, may_compact)? };
+        let flushed = match unsafe { pages.flush_split(&region, split, may_compact) } {
+            Ok(flushed) => flushed,
+            Err(e) => {
+                // The layout may have moved on from what the journal knows:
+                // the next record says all.
+                self.needs_whole = true;
+                return Err(e.into());
+            }
+        };
         charge(&mut self.disk, pages.segment_bytes());
         if journal.len() > JOURNAL_REWRITE_BYTES {
             self.needs_whole = true;
@@ -211,6 +219,7 @@ impl KeptMemory {
 
 impl Drop for KeptMemory {
     fn drop(&mut self) {
+        self.sync.finish();
         if let Some((budget, charged)) = self.disk.take() {
             budget.release(charged);
         }

@@ -410,6 +410,7 @@ impl PageStore {
         let mut crc = crc32fast::Hasher::new();
         let mut changed = Vec::with_capacity(runs.len());
         let mut data = Vec::with_capacity(runs.len());
+        let mut end = from;
         for run in runs {
             // SAFETY: the guest is not running (the caller's promise).
             let bytes = unsafe { region.bytes(run.start * page..run.end * page)? };
@@ -418,18 +419,17 @@ impl PageStore {
                 first: run.start,
                 pages: run.len(),
                 source: Source::Segment(id),
-                offset: segment.len,
+                offset: end,
             });
-            segment.len += bytes.len() as u64;
+            end += bytes.len() as u64;
             data.push(bytes);
         }
         // The runs lie one after another in the segment: written in one go.
-        if let Err(e) = write_all_at(&segment.file, &data, from) {
-            // Nothing names the bytes written: the next append writes over
-            // them, and its mark starts where the last ended.
-            segment.len = from;
-            return Err(StoreError::io("writing memory pages to", &path)(e));
-        }
+        // On failure nothing names the bytes written: the next append
+        // writes over them, and its mark starts where the last ended.
+        write_all_at(&segment.file, &data, from)
+            .map_err(StoreError::io("writing memory pages to", &path))?;
+        segment.len = end;
         let mark = SegmentMark {
             id,
             from,

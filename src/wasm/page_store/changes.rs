@@ -23,11 +23,9 @@ impl PageStore {
     /// are written) and the runs identical to it page for page (pages written
     /// earlier and left the memory's own, or written back as they were:
     /// these are mapped from the layout again once idle, see
-    /// [`super::idle`]). Unchanged pages between
-    /// changed ones in a run are in neither: they stay the memory's own, and
-    /// the layout already holds their bytes. Gaps of at most
-    /// [`BRIDGED_PAGES`] unchanged pages are written with their neighbours,
-    /// to keep the layout in fewer pieces.
+    /// [`super::idle`]). Gaps of at most [`BRIDGED_PAGES`] unchanged pages
+    /// between changed ones are written with their neighbours, to keep the
+    /// layout in fewer pieces.
     ///
     /// # Safety
     ///
@@ -53,11 +51,19 @@ impl PageStore {
                     _ => differing.push(index..index + 1),
                 }
             }
-            if differing.is_empty() {
-                unchanged.push(run.clone());
-            } else {
-                changed.extend(differing);
+            // The pages between changed ones (beyond a bridge) are unchanged
+            // runs of their own.
+            let mut from = run.start;
+            for part in &differing {
+                if from < part.start {
+                    unchanged.push(from..part.start);
+                }
+                from = part.end;
             }
+            if from < run.end {
+                unchanged.push(from..run.end);
+            }
+            changed.extend(differing);
         }
         Ok((changed, unchanged))
     }

@@ -12,11 +12,6 @@ pub(crate) struct FileView {
     len: usize,
 }
 
-// SAFETY: the view is plain read-only memory, unmapped only on drop.
-unsafe impl Send for FileView {}
-// SAFETY: as above; nothing writes through it.
-unsafe impl Sync for FileView {}
-
 impl FileView {
     /// A view of `file`'s first `len` bytes (more than the file holds now
     /// may be mapped, for a file that grows; only bytes it holds may be
@@ -60,6 +55,9 @@ impl FileView {
         let at = usize::try_from(at).ok()?;
         if at.checked_add(len)? > self.len {
             return None;
+        }
+        if len == 0 {
+            return Some(&[]);
         }
         // SAFETY: inside the mapping (checked); the caller vouches for the
         // file's bytes.

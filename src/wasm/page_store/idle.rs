@@ -13,8 +13,8 @@ pub(super) const IDLE_FLUSHES: u8 = 8;
 /// bookkeeping, and costly to compare at every flush.
 const LONG_RUN: usize = 64;
 /// Most pages a memory keeps as its own while idle: what a flush compares
-/// beyond the pages written since the last one stays bounded, however a
-/// guest scatters its writes.
+/// beyond the pages written since the last one (and the changed pages of
+/// the last one) stays bounded, however a guest scatters its writes.
 const MOST_IDLE: usize = 4096;
 
 /// The memory's own copies of pages whose bytes the layout already holds,
@@ -43,6 +43,10 @@ impl IdlePages {
         let mut due = Vec::new();
         let mut still = HashMap::new();
         for run in unchanged {
+            if run.len() >= LONG_RUN || still.len() + run.len() > MOST_IDLE {
+                due.push(run.clone());
+                continue;
+            }
             let counted: Vec<(usize, u8)> = run
                 .clone()
                 .map(|page| {
@@ -50,9 +54,7 @@ impl IdlePages {
                     (page, before.saturating_add(1))
                 })
                 .collect();
-            let idle = counted.iter().all(|(_, n)| *n >= IDLE_FLUSHES);
-            let room = still.len() + run.len() <= MOST_IDLE;
-            if run.len() >= LONG_RUN || idle || !room {
+            if counted.iter().all(|(_, n)| *n >= IDLE_FLUSHES) {
                 due.push(run.clone());
             } else {
                 still.extend(counted);
