@@ -379,3 +379,6 @@ fn check_mark(dir: &Path, mark: &SegmentMark) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
