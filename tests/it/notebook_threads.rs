@@ -179,3 +179,63 @@ async fn display_of_bytes_that_are_no_image_says_so_and_html_with_svg_is_no_imag
     );
     assert!(!stream(&got, "stderr").contains("at most"), "{got}");
 }
+
+#[tokio::test]
+async fn raw_locks_simple_queues_asyncio_shutdown_and_thread_contexts_behave_as_in_cpython() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let started = Instant::now();
+    // Each line prints what CPython 3.13 prints for it.
+    let got = cell(
+        &server,
+        &id,
+        r#"import _thread, queue, threading, asyncio, decimal
+lock = _thread.allocate_lock(); lock.acquire()
+print(lock.acquire(timeout=0.1))
+q = queue.SimpleQueue(); threading.Thread(target=lambda: q.put(1)).start()
+print(q.get())
+try:
+    queue.SimpleQueue().get(timeout=0.1)
+except queue.Empty:
+    print('empty')
+async def main():
+    return await asyncio.to_thread(sum, [1, 2])
+print(asyncio.run(main()))
+print(threading.main_thread().is_alive())
+def precise():
+    decimal.getcontext().prec = 5
+t = threading.Thread(target=precise); t.start(); t.join()
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor() as pool:
+    pool.submit(precise).result()
+print(decimal.Decimal(1) / 7)
+work = queue.Queue()
+def worker():
+    while True:
+        try:
+            if work.get() is None:
+                break
+            work.task_done()
+        except Exception as e:
+            print('swallowed', type(e).__name__)
+threading.Thread(target=worker, daemon=True).start()
+for i in range(3):
+    work.put(i)
+work.join()
+print('joined')"#,
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        stream(&got, "stdout"),
+        "False\n1\nempty\n3\nTrue\n0.1428571428571428571428571429\njoined\n",
+        "{got}"
+    );
+    // The interpreter lived through it: the variables are still there.
+    let next = cell(&server, &id, "lock.locked(), q.empty()").await;
+    assert_eq!(next["value"], "(True, True)", "{next}");
+}

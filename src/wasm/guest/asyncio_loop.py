@@ -45,6 +45,13 @@ def loop_class():
         def _write_to_self(self):
             pass
 
+        async def shutdown_default_executor(self, timeout=None):
+            """Shuts the default executor down here (asyncio's own waits for a thread
+            that, on the sandbox's one thread, would run only when waited for)."""
+            self._executor_shutdown_called = True
+            if self._default_executor is not None:
+                self._default_executor.shutdown(wait=True)
+
     _loop_class.append(SandboxEventLoop)
     return SandboxEventLoop
 

@@ -17,6 +17,7 @@ import sys
 # (module imported, guest module, its function that patches it)
 IMPORT_PATCHES = (
     ("threading", "_sandbox_threads", "patch_threading"),
+    ("queue", "_sandbox_threads", "patch_queue"),
     ("concurrent.futures", "_sandbox_threads", "patch_futures"),
     ("concurrent.futures.thread", "_sandbox_threads", "patch_futures_thread"),
     ("concurrent.futures.process", "_sandbox_threads", "patch_futures_process"),

@@ -25,9 +25,9 @@
 
 __sandbox_internal__ = True
 
+import contextvars
 import sys
 import time
-import weakref
 
 pending = []   # threads (or raw tasks) started and not yet run, oldest first
 started_in = {}  # id(task) -> the number of the cell that started it, for those in pending
@@ -35,13 +35,14 @@ noted = set()  # ids of tasks in pending that a note at the end of a cell named 
 cells = [0]    # the number of the cell running now
 _ids = [1 << 16]  # what Thread.ident says of a queued thread
 running = []   # threads running now, innermost last
-stuck = weakref.WeakKeyDictionary()  # thread -> what it stopped waiting for
-told = weakref.WeakSet()  # stuck threads a note named already
+stuck = {}  # thread -> what it stopped waiting for (held, so a note can name it)
+told = set()  # ids of stuck threads a note named already
 
 
-class NeedsAnotherThread(RuntimeError):
+class NeedsAnotherThread(BaseException):
     """The code waits for something only another running thread could do; the sandbox
-    runs Python on one thread."""
+    runs Python on one thread. Not an Exception: a worker's `except Exception` loop
+    cannot swallow it and spin (as KeyboardInterrupt, it ends the wait's caller)."""
 
     what = "something"
 
@@ -123,8 +124,8 @@ def at_cell_end():
             "thread when something waits for it (join(), a lock, an event, a queue), to its end, "
             "one at a time]\n"
         )
-    for thread in [t for t in list(stuck) if t not in told]:
-        told.add(thread)
+    for thread in [t for t in list(stuck) if id(t) not in told]:
+        told.add(id(thread))
         sys.stderr.write(
             f"[{thread.name} stopped where it would wait forever for {stuck[thread]}: nothing else "
             "could do it then, on the sandbox's one thread, and it cannot resume]\n"
@@ -215,7 +216,11 @@ def patch_threading(threading):
         if self in running:
             raise blocked(f"{self.name} to end, which is waiting itself")
 
+    original_is_alive = Thread.is_alive
+
     def is_alive(self):
+        if self is threading.main_thread() or isinstance(self, threading._DummyThread):
+            return original_is_alive(self)
         return self in pending or self in running or self in stuck
 
     start.__doc__, join.__doc__, is_alive.__doc__ = Thread.start.__doc__, Thread.join.__doc__, Thread.is_alive.__doc__
@@ -227,6 +232,14 @@ def patch_threading(threading):
         return len(pending)
 
     _thread.start_new_thread = start_new_thread
+    # A raw lock waits the same way (a C lock's blocking wait would stop the interpreter).
+    _thread.allocate_lock = _thread.allocate = Lock
+
+
+def patch_queue(queue):
+    """SimpleQueue is queue's Python one, on the locks above (the C one's blocking get
+    would stop the interpreter)."""
+    queue.SimpleQueue = queue._PySimpleQueue
 
 
 def run_thread(thread):
@@ -238,7 +251,9 @@ def run_thread(thread):
     running.append(thread)
     threading._active[ident] = thread
     try:
-        thread.run()
+        # A thread starts with a context of its own, as in CPython (decimal's context,
+        # numpy's error settings and context variables it sets stay its own).
+        contextvars.Context().run(thread.run)
     except SystemExit:
         pass
     except NeedsAnotherThread as exc:
@@ -301,7 +316,8 @@ def executor_classes():
             future = _base.Future()
             future.set_running_or_notify_cancel()
             try:
-                result = fn(*args, **kwargs)
+                # In a context of its own, as on a worker thread.
+                result = contextvars.Context().run(fn, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - the future carries it, as a worker's would
                 future.set_exception(exc)
             else:
