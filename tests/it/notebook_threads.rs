@@ -239,3 +239,22 @@ print('joined')"#,
     let next = cell(&server, &id, "lock.locked(), q.empty()").await;
     assert_eq!(next["value"], "(True, True)", "{next}");
 }
+
+#[tokio::test]
+async fn a_progress_bar_leaves_no_endless_thread_for_a_later_wait_to_run() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let started = Instant::now();
+    let got = cell(
+        &server,
+        &id,
+        "from tqdm import tqdm\nimport queue\ntotal = sum(tqdm(range(3)))\ntry:\n    queue.Queue().get(timeout=0.2)\nexcept queue.Empty:\n    print('empty', total)",
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "empty 3\n", "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -18,6 +18,7 @@ import sys
 IMPORT_PATCHES = (
     ("threading", "_sandbox_threads", "patch_threading"),
     ("queue", "_sandbox_threads", "patch_queue"),
+    ("tqdm", "_sandbox_threads", "patch_tqdm"),
     ("concurrent.futures", "_sandbox_threads", "patch_futures"),
     ("concurrent.futures.thread", "_sandbox_threads", "patch_futures_thread"),
     ("concurrent.futures.process", "_sandbox_threads", "patch_futures_process"),

@@ -236,6 +236,13 @@ def patch_threading(threading):
     _thread.allocate_lock = _thread.allocate = Lock
 
 
+def patch_tqdm(tqdm):
+    """tqdm starts no monitor thread: the monitor loops until the program ends, so the
+    first wait that ran it (any queue, lock or event wait after a progress bar) would
+    never return; all it does is adjust how often a slow bar redraws."""
+    tqdm.tqdm.monitor_interval = 0
+
+
 def patch_queue(queue):
     """SimpleQueue is queue's Python one, on the locks above (the C one's blocking get
     would stop the interpreter)."""
