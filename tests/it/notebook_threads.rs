@@ -258,3 +258,41 @@ async fn a_progress_bar_leaves_no_endless_thread_for_a_later_wait_to_run() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_running_thread_has_its_own_ident_locals_and_lock_ownership() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    // What CPython 3.13 prints for the same cell.
+    let got = cell(
+        &server,
+        &id,
+        r#"import threading
+loc = threading.local(); loc.x = 'main'
+seen = {}
+def look():
+    seen['own ident'] = threading.get_ident() == threading.current_thread().ident != threading.main_thread().ident
+    seen['sees main local'] = hasattr(loc, 'x')
+    loc.x = 'worker'
+    seen['threads'] = sorted(t.name for t in threading.enumerate())
+t = threading.Thread(target=look, name='worker'); t.start(); t.join()
+print(seen, loc.x)
+rlock = threading.RLock(); got = []
+with rlock:
+    t = threading.Thread(target=lambda: got.append(rlock.acquire(timeout=0.1))); t.start(); t.join()
+condition = threading.Condition()
+def notify():
+    try:
+        condition.notify()
+    except RuntimeError:
+        got.append('not owned')
+t = threading.Thread(target=notify); t.start(); t.join()
+print(got)"#,
+    )
+    .await;
+    assert_eq!(
+        stream(&got, "stdout"),
+        "{'own ident': True, 'sees main local': False, 'threads': ['MainThread', 'worker']} main\n[False, 'not owned']\n",
+        "{got}"
+    );
+}

@@ -232,6 +232,18 @@ def patch_threading(threading):
         return len(pending)
 
     _thread.start_new_thread = start_new_thread
+    # While a thread runs, get_ident() names it (RLock and Condition then know their
+    # owner), and threading.local keys on the running thread.
+    real_get_ident = _thread.get_ident
+
+    def get_ident():
+        return running[-1]._ident if running else real_get_ident()
+
+    get_ident.__doc__ = real_get_ident.__doc__
+    _thread.get_ident = threading.get_ident = get_ident
+    import _threading_local
+
+    threading.local = _threading_local.local
     # A raw lock waits the same way (a C lock's blocking wait would stop the interpreter).
     _thread.allocate_lock = _thread.allocate = Lock
 
@@ -253,10 +265,8 @@ def run_thread(thread):
     """Runs a started thread to its end, as the thread it is."""
     import threading
 
-    ident = threading.get_ident()
-    main = threading._active.get(ident)
     running.append(thread)
-    threading._active[ident] = thread
+    threading._active[thread._ident] = thread
     try:
         # A thread starts with a context of its own, as in CPython (decimal's context,
         # numpy's error settings and context variables it sets stay its own).
@@ -270,8 +280,7 @@ def run_thread(thread):
         threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
     finally:
         running.pop()
-        if main is not None:
-            threading._active[ident] = main
+        threading._active.pop(thread._ident, None)
 
 
 def run_task(task):
