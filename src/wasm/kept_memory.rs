@@ -219,7 +219,6 @@ impl KeptMemory {
 
 impl Drop for KeptMemory {
     fn drop(&mut self) {
-        self.sync.finish();
         if let Some((budget, charged)) = self.disk.take() {
             budget.release(charged);
         }

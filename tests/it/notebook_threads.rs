@@ -296,3 +296,52 @@ print(got)"#,
         "{got}"
     );
 }
+
+#[tokio::test]
+async fn a_thread_that_would_block_for_good_runs_none_of_its_code_again() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    let started = Instant::now();
+    // What CPython 3.13 prints for the same cell: the retrying worker blocks in
+    // get() for good, so neither its `except:` nor its `finally` runs again.
+    let got = cell(
+        &server,
+        &id,
+        r#"import threading, queue, time, sys, decimal
+from concurrent.futures import ThreadPoolExecutor
+work = queue.Queue(); seen = []; finished = []
+def worker():
+    try:
+        while True:
+            try:
+                item = work.get()
+                seen.append(item); work.task_done()
+            except:
+                print('retrying'); time.sleep(0.5)
+    finally:
+        finished.append(True)
+threading.Thread(target=worker, daemon=True).start()
+for i in range(3):
+    work.put(i)
+work.join()
+print(seen, finished)
+def init():
+    decimal.getcontext().prec = 6
+with ThreadPoolExecutor(1, initializer=init) as pool:
+    print(list(pool.map(lambda _: str(decimal.Decimal(1) / 7), range(2))))
+print(decimal.Decimal(1) / 7)
+t = threading.Thread(target=lambda: sys.settrace(lambda *a: None)); t.start(); t.join()
+print(sys.gettrace())"#,
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        stream(&got, "stdout"),
+        "[0, 1, 2] []\n['0.142857', '0.142857']\n0.1428571428571428571428571429\nNone\n",
+        "{got}"
+    );
+}

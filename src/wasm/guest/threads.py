@@ -37,6 +37,9 @@ _ids = [1 << 16]  # what Thread.ident says of a queued thread
 running = []   # threads running now, innermost last
 stuck = {}  # thread -> what it stopped waiting for (held, so a note can name it)
 told = set()  # ids of stuck threads a note named already
+doomed = {}  # id(thread) -> (its error, the code it runs) for threads that met a wait
+#              nothing could satisfy and are leaving
+INTERNAL = ("threading", "queue", "concurrent.futures", "_sandbox_threads", "contextvars")
 
 
 class NeedsAnotherThread(BaseException):
@@ -74,7 +77,68 @@ def blocked(what):
         "end, one at a time; code that needs two threads running at once cannot work here)"
     )
     error.what = what
+    if running:
+        doom(running[-1], error)
     return error
+
+
+def doom(thread, error):
+    """In CPython the thread would block here for good: none of its own code runs
+    again. Here it cannot block, so its code is made to stop: every line of it that would
+    still run (an `except:` that retries, a `finally` that signals it is done) raises
+    the error again, until it has left the thread (sys.monitoring's line events, on the
+    code of its frames outside threading and queue, whose locks unwind as they should)."""
+    tool = monitor_tool()
+    if tool is None:
+        return
+    monitoring = sys.monitoring
+    codes = []
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code is not run_thread.__code__:
+        if not frame.f_globals.get("__name__", "").startswith(INTERNAL):
+            codes.append(frame.f_code)
+            monitoring.set_local_events(tool, frame.f_code, monitoring.events.LINE)
+        frame = frame.f_back
+    doomed[id(thread)] = (error, codes)
+
+
+def undoom(thread):
+    """The thread has left: its code runs normally again."""
+    error_codes = doomed.pop(id(thread), None)
+    if error_codes is None or not MONITOR:
+        return
+    still = {code for _, codes in doomed.values() for code in codes}
+    for code in error_codes[1]:
+        if code not in still:
+            sys.monitoring.set_local_events(MONITOR[0], code, 0)
+
+
+MONITOR = []  # the sys.monitoring tool id taken, once taken
+
+
+def monitor_tool():
+    """The sys.monitoring tool id whose line events stop a doomed thread's code."""
+    if not MONITOR:
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return None
+        for tool in (4, 3):
+            try:
+                monitoring.use_tool_id(tool, "sandbox threads")
+            except ValueError:
+                continue
+            monitoring.register_callback(tool, monitoring.events.LINE, stop_the_line)
+            MONITOR.append(tool)
+            break
+        else:
+            return None
+    return MONITOR[0]
+
+
+def stop_the_line(code, line):
+    """A line of a doomed thread's code is about to run: it raises instead."""
+    if running and id(running[-1]) in doomed:
+        raise doomed[id(running[-1])][0]
 
 
 def queue(task):
@@ -267,10 +331,17 @@ def run_thread(thread):
 
     running.append(thread)
     threading._active[thread._ident] = thread
+    # The caller's trace and profile functions are its own; a thread starts with those
+    # threading.settrace() and setprofile() name.
+    traced = sys.gettrace(), sys.getprofile()
+    sys.settrace(getattr(threading, "_trace_hook", None))
+    sys.setprofile(getattr(threading, "_profile_hook", None))
     try:
         # A thread starts with a context of its own, as in CPython (decimal's context,
-        # numpy's error settings and context variables it sets stay its own).
-        contextvars.Context().run(thread.run)
+        # numpy's error settings and context variables it sets stay its own), or the one
+        # it was given (Thread(context=...)).
+        context = getattr(thread, "_context", None) or contextvars.Context()
+        context.run(thread.run)
     except SystemExit:
         pass
     except NeedsAnotherThread as exc:
@@ -279,6 +350,9 @@ def run_thread(thread):
         exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None
         threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
     finally:
+        sys.settrace(traced[0])
+        sys.setprofile(traced[1])
+        undoom(thread)
         running.pop()
         threading._active.pop(thread._ident, None)
 
@@ -316,6 +390,8 @@ def executor_classes():
             self._initialized = initializer is None
             self._shutdown = False
             self._broken = False
+            # The workers' context: the initializer's settings, which each task sees.
+            self._context = contextvars.Context()
 
         def submit(self, fn, /, *args, **kwargs):
             if self._shutdown:
@@ -325,15 +401,16 @@ def executor_classes():
             if not self._initialized:
                 self._initialized = True
                 try:
-                    self._initializer(*self._initargs)
+                    self._context.run(self._initializer, *self._initargs)
                 except BaseException:
                     self._broken = "A worker initializer failed, the pool is not usable anymore"
                     raise _base.BrokenExecutor(self._broken) from None
             future = _base.Future()
             future.set_running_or_notify_cancel()
             try:
-                # In a context of its own, as on a worker thread.
-                result = contextvars.Context().run(fn, *args, **kwargs)
+                # In the workers' context (a copy: a task may submit another), as on a
+                # worker thread.
+                result = self._context.copy().run(fn, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - the future carries it, as a worker's would
                 future.set_exception(exc)
             else:
