@@ -297,7 +297,8 @@ def patch_threading(threading):
 
     _thread.start_new_thread = start_new_thread
     # While a thread runs, get_ident() names it (RLock and Condition then know their
-    # owner), and threading.local keys on the running thread.
+    # owner). threading.local stays the C one, shared with the thread that runs it: a
+    # Python one keyed on the running thread costs 100 times as much per attribute.
     real_get_ident = _thread.get_ident
 
     def get_ident():
@@ -305,9 +306,6 @@ def patch_threading(threading):
 
     get_ident.__doc__ = real_get_ident.__doc__
     _thread.get_ident = threading.get_ident = get_ident
-    import _threading_local
-
-    threading.local = _threading_local.local
     # A raw lock waits the same way (a C lock's blocking wait would stop the interpreter).
     _thread.allocate_lock = _thread.allocate = Lock
 
@@ -341,20 +339,52 @@ def run_thread(thread):
         # numpy's error settings and context variables it sets stay its own), or the one
         # it was given (Thread(context=...)).
         context = getattr(thread, "_context", None) or contextvars.Context()
-        context.run(thread.run)
+        off_the_loop(context.run, thread.run)
     except SystemExit:
         pass
     except NeedsAnotherThread as exc:
         stuck[thread] = exc.what
     except BaseException as exc:  # noqa: BLE001 - reported as CPython reports a thread's
-        exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None
-        threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
+        # The thread's own frames, as CPython shows them (none of this module's).
+        frames = exc.__traceback__
+        while frames is not None and frames.tb_frame.f_globals.get("__name__") == __name__:
+            frames = frames.tb_next
+        exc.__traceback__ = frames
+        report(threading, exc, thread)
     finally:
         sys.settrace(traced[0])
         sys.setprofile(traced[1])
         undoom(thread)
         running.pop()
         threading._active.pop(thread._ident, None)
+
+
+def report(threading, exc, thread):
+    """Reports an exception a thread ended with through threading.excepthook; one
+    raised by the hook itself is printed as CPython prints it."""
+    try:
+        threading.excepthook(threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, thread]))
+    except BaseException as failed:  # noqa: BLE001 - printed, as CPython does
+        sys.stderr.write("Exception in threading.excepthook:\n")
+        sys.excepthook(type(failed), failed, failed.__traceback__)
+
+
+def off_the_loop(call, *args, **kwargs):
+    """Runs `call` as on another thread, where no asyncio loop is running (so it may
+    run asyncio.run() of its own, as a worker thread may)."""
+    events = sys.modules.get("asyncio.events")
+    loop = events._get_running_loop() if events else None
+    if loop is None:
+        return call(*args, **kwargs)
+    swap = getattr(sys.modules.get("asyncio.tasks"), "_swap_current_task", None)
+    task = swap(loop, None) if swap else None
+    events._set_running_loop(None)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        events._set_running_loop(loop)
+        if swap:
+            swap(loop, task)
 
 
 def run_task(task):
@@ -410,7 +440,7 @@ def executor_classes():
             try:
                 # In the workers' context (a copy: a task may submit another), as on a
                 # worker thread.
-                result = self._context.copy().run(fn, *args, **kwargs)
+                result = off_the_loop(self._context.copy().run, fn, *args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - the future carries it, as a worker's would
                 future.set_exception(exc)
             else:
