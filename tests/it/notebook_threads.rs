@@ -376,3 +376,30 @@ print('after join')"#,
         "{got}"
     );
 }
+
+#[tokio::test]
+async fn a_heartbeat_from_an_earlier_cell_does_not_hang_a_wait_with_a_timeout() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    cell(
+        &server,
+        &id,
+        "import threading, time, queue\ndef beat():\n    while True:\n        time.sleep(0.2)\nthreading.Thread(target=beat, daemon=True).start()",
+    )
+    .await;
+    let started = Instant::now();
+    // As in CPython: the wait times out; and a producer started in the same
+    // cell still feeds a wait with a timeout.
+    let got = cell(
+        &server,
+        &id,
+        "try:\n    queue.Queue().get(timeout=0.3)\nexcept queue.Empty:\n    print('empty')\nq = queue.Queue()\nthreading.Thread(target=q.put, args=(7,)).start()\nprint(q.get(timeout=5))",
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "empty\n7\n", "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -154,12 +154,17 @@ def take(task):
     noted.discard(id(task))
 
 
-def run_next():
+def run_next(this_cell_only=False):
     """Runs the oldest queued thread (or raw task) of the running cell to its end, or
-    else the oldest of an earlier cell; False if there is none."""
+    else (unless `this_cell_only`) the oldest of an earlier cell; False if there is
+    none."""
     if not pending:
         return False
-    task = next((t for t in pending if started_in.get(id(t)) == cells[0]), pending[0])
+    task = next((t for t in pending if started_in.get(id(t)) == cells[0]), None)
+    if task is None:
+        if this_cell_only:
+            return False
+        task = pending[0]
     take(task)
     if callable(task) and not hasattr(task, "run"):
         run_task(task)
@@ -211,7 +216,11 @@ class Lock:
             return True
         if not blocking:
             return False
-        while self._held and run_next():
+        # A wait with a timeout runs only the threads its own cell started: one queued
+        # in an earlier cell and never waited for is often a heartbeat that never ends,
+        # and the wait would never come back.
+        timed = timeout is not None and timeout >= 0
+        while self._held and run_next(this_cell_only=timed):
             pass
         if not self._held:
             self._held = True
