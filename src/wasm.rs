@@ -15,6 +15,7 @@ mod door;
 pub mod engine;
 pub mod error;
 mod file_check;
+mod file_view;
 mod files_on_loan;
 mod globals;
 mod guest_image;

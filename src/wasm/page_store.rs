@@ -26,6 +26,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::file_view::FileView;
 use super::guest_memory::{MemoryRegion, host_page};
 use super::journal::Replayed;
 use super::page_layout::{Extent, Layout, SegmentMark, Source, segment_name};
@@ -33,7 +34,6 @@ use super::snapshot::Snapshot;
 pub use super::store_error::StoreError;
 use super::written_pages::{Finder, PageSource, written_pages};
 use crate::sandbox::private_files::{create_private_dir, open_regular};
-use file_view::FileView;
 use idle::IdlePages;
 
 /// Most extents a store keeps before it compacts: each is at least one
@@ -147,9 +147,9 @@ pub(crate) struct PageStore {
     stale: Vec<PathBuf>,
     /// Unchanged pages the memory keeps as its own for now.
     idle: IdlePages,
-    /// The image's bytes read in place, once a flush has compared pages
-    /// with them.
-    image_view: Option<FileView>,
+    /// Whether its files could not be viewed (see [`FileView`]): they are
+    /// read with system calls from then on.
+    views_refused: bool,
 }
 
 impl PageStore {
@@ -176,7 +176,7 @@ impl PageStore {
             hold_unused: false,
             compacted_extents: 0,
             idle: IdlePages::default(),
-            image_view: None,
+            views_refused: false,
         }
     }
 
@@ -551,7 +551,7 @@ impl PageStore {
             compacted_extents: self.compacted_extents,
             stale: Vec::new(),
             idle: IdlePages::default(),
-            image_view: None,
+            views_refused: false,
         })
     }
 
@@ -587,7 +587,7 @@ impl PageStore {
             compacted_extents: 0,
             stale: Vec::new(),
             idle: IdlePages::default(),
-            image_view: None,
+            views_refused: false,
         })
     }
 
@@ -759,7 +759,6 @@ fn read_at(file: &File, into: &mut [u8], at: u64) -> std::io::Result<()> {
 }
 
 mod changes;
-mod file_view;
 mod idle;
 #[cfg(test)]
 mod tests;

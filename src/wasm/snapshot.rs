@@ -14,10 +14,12 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{Instance, Store};
 
+use super::file_view::FileView;
 use super::globals::{GlobalValue, restore_globals};
 use super::guest_memory::MemoryRegion;
 use super::guest_state::GuestState;
@@ -41,6 +43,9 @@ pub(crate) struct Snapshot {
     image: File,
     memory_bytes: u64,
     globals: Vec<(String, GlobalValue)>,
+    /// The image read in place, made when first asked for; one for every
+    /// sandbox of the runtime.
+    view: OnceLock<Option<FileView>>,
 }
 
 impl Snapshot {
@@ -58,6 +63,7 @@ impl Snapshot {
             image,
             memory_bytes: record.memory_bytes,
             globals: record.globals,
+            view: OnceLock::new(),
         })
     }
 
@@ -90,6 +96,20 @@ impl Snapshot {
     /// The image file, open (it is never changed).
     pub(crate) fn image_file(&self) -> &File {
         &self.image
+    }
+
+    /// The image read in place, when it can be (see [`FileView`]).
+    pub(crate) fn image_view(&self) -> Option<&FileView> {
+        self.view
+            .get_or_init(|| {
+                // Reading past the file's end through a view would fault.
+                let holds = self.image.metadata().map_or(0, |m| m.len());
+                let len = usize::try_from(self.memory_bytes).ok()?;
+                (holds >= self.memory_bytes)
+                    .then(|| FileView::of(&self.image, len).ok())
+                    .flatten()
+            })
+            .as_ref()
     }
 
     /// Makes `instance`, just instantiated from the code module, hold the

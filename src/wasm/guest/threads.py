@@ -39,7 +39,13 @@ stuck = {}  # thread -> what it stopped waiting for (held, so a note can name it
 told = set()  # ids of stuck threads a note named already
 doomed = {}  # id(thread) -> (its error, the code it runs) for threads that met a wait
 #              nothing could satisfy and are leaving
-INTERNAL = ("threading", "queue", "concurrent.futures", "_sandbox_threads", "contextvars")
+# Modules whose frames are the machinery of a wait, not the code waiting.
+INTERNAL = ("threading", "queue", "concurrent.futures", "_sandbox_threads")
+
+
+def internal(frame):
+    """Whether `frame` is the machinery of a wait (threading, queue, this module)."""
+    return frame.f_globals.get("__name__", "").startswith(INTERNAL)
 
 
 class NeedsAnotherThread(BaseException):
@@ -62,8 +68,7 @@ def waiting_for():
     """What the code is waiting for, from the frames of the wait."""
     found = "a lock that is held"
     frame = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith(
-            ("threading", "queue", "concurrent.futures", "_sandbox_threads")):
+    while frame is not None and internal(frame):
         name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
         found = next((what for suffix, what in WAITS if name.endswith(suffix)), found)
         frame = frame.f_back
@@ -95,7 +100,7 @@ def doom(thread, error):
     codes = []
     frame = sys._getframe(2)
     while frame is not None and frame.f_code is not run_thread.__code__:
-        if not frame.f_globals.get("__name__", "").startswith(INTERNAL):
+        if not internal(frame):
             codes.append(frame.f_code)
             monitoring.set_local_events(tool, frame.f_code, monitoring.events.LINE)
         frame = frame.f_back

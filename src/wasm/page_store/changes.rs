@@ -178,33 +178,31 @@ impl PageStore {
     }
 
     /// Whether `source`'s file can be read in place up to byte `end`,
-    /// making (or remaking, larger) its view when needed.
+    /// making (or remaking, larger) a segment's view when needed; once a
+    /// view is refused, the store reads with system calls.
     fn view_covers(&mut self, source: Source, end: u64) -> bool {
         let holds = self.file_len(source);
-        if end > holds {
+        if end > holds || self.views_refused {
             return false;
         }
-        let (file, view, want) = match source {
-            Source::Image => (self.image.image_file(), &mut self.image_view, holds),
-            Source::Segment(id) => {
-                let Some(segment) = self.segments.get_mut(&id) else {
-                    return false;
-                };
-                let want = holds.saturating_mul(2).max(VIEW_BYTES);
-                (&*segment.file, &mut segment.view, want)
-            }
+        let covered = match source {
+            Source::Image => self.image.image_view().is_some(),
+            Source::Segment(id) => self.segments.get_mut(&id).is_some_and(|segment| {
+                if segment.view.as_ref().is_some_and(|v| v.len() as u64 >= end) {
+                    return true;
+                }
+                // The file must hold what the store says it does: reading
+                // past its end would fault.
+                let on_disk = segment.file.metadata().map_or(0, |m| m.len());
+                let want = usize::try_from(holds.saturating_mul(2).max(VIEW_BYTES)).ok();
+                segment.view = want
+                    .filter(|_| on_disk >= holds)
+                    .and_then(|want| FileView::of(&segment.file, want).ok());
+                segment.view.is_some()
+            }),
         };
-        if view.as_ref().is_some_and(|v| v.len() as u64 >= end) {
-            return true;
-        }
-        // The file must hold what the store says it does: reading past its
-        // end would fault.
-        let on_disk = file.metadata().map_or(0, |m| m.len());
-        *view = match usize::try_from(want) {
-            Ok(want) if on_disk >= holds => FileView::of(file, want).ok(),
-            _ => None,
-        };
-        view.is_some()
+        self.views_refused = !covered;
+        covered
     }
 
     /// The `len` bytes from `at` of `source`'s view.
@@ -214,7 +212,7 @@ impl PageStore {
     /// As for [`FileView::bytes`].
     unsafe fn viewed(&self, source: Source, at: u64, len: usize) -> Option<&[u8]> {
         let view = match source {
-            Source::Image => self.image_view.as_ref(),
+            Source::Image => self.image.image_view(),
             Source::Segment(id) => self.segments.get(&id).and_then(|s| s.view.as_ref()),
         }?;
         // SAFETY: passed on from the caller.

@@ -1,6 +1,6 @@
 //! [`FileView`]: a page file's bytes read in place through a read-only
 //! shared mapping, so that comparing a flush's written pages with their last
-//! copies (see [`super::changes`]) costs no system call per copy.
+//! copies (see [`super::page_store`]) costs no system call per copy.
 
 use std::fs::File;
 
