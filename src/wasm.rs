@@ -58,7 +58,7 @@ mod turns;
 mod written_pages;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -335,8 +335,16 @@ impl WasmBackend {
             .get_or_try_init(|| async {
                 let path = self.settings.sandbox_root.clone();
                 let disk_budget = self.settings.disk_budget_bytes;
+                let saved = self.saved.clone();
                 tokio::task::spawn_blocking(move || {
-                    SandboxRoot::open(&path, disk_budget).map(Arc::new)
+                    // A server that died since the saved store opened is
+                    // taken in before its directory goes.
+                    let take_in = |dir: &Path| {
+                        if let Some(saved) = &saved {
+                            saved.take_in_server(dir);
+                        }
+                    };
+                    SandboxRoot::open_taking_in(&path, disk_budget, &take_in).map(Arc::new)
                 })
                 .await
                 .map_err(|source| WasmError::Task {

@@ -52,12 +52,23 @@ impl SandboxRoot {
     /// a fresh directory for this server. Its sandboxes together may hold
     /// `disk_budget` bytes (`None`: half the space free there now).
     pub fn open(root: &Path, disk_budget: Option<u64>) -> Result<Self, SandboxError> {
+        Self::open_taking_in(root, disk_budget, &|_| {})
+    }
+
+    /// [`SandboxRoot::open`], handing each dead server's directory to
+    /// `take_in` before it is removed, while this server holds its lock (the
+    /// wasm backend moves its durable sandboxes into the saved store there).
+    pub fn open_taking_in(
+        root: &Path,
+        disk_budget: Option<u64>,
+        take_in: &dyn Fn(&Path),
+    ) -> Result<Self, SandboxError> {
         let err = |source| SandboxError::Root {
             path: root.to_owned(),
             source,
         };
         fs::create_dir_all(root).map_err(err)?;
-        let removed = remove_stale(root);
+        let removed = remove_stale(root, take_in);
         if removed > 0 {
             tracing::info!(removed, root = %root.display(), "removed sandbox directories left by a server that did not shut down");
         }
@@ -174,8 +185,9 @@ pub fn memory_dir_of(sandbox_dir: &Path) -> PathBuf {
     sandbox_dir.with_extension("memory")
 }
 
-/// Removes server directories whose lock is free; returns how many.
-fn remove_stale(root: &Path) -> usize {
+/// Removes server directories whose lock is free and whose lease has lapsed,
+/// each handed to `take_in` first; returns how many.
+fn remove_stale(root: &Path, take_in: &dyn Fn(&Path)) -> usize {
     let Ok(entries) = fs::read_dir(root) else {
         return 0;
     };
@@ -187,7 +199,13 @@ fn remove_stale(root: &Path) -> usize {
             continue;
         }
         let path = entry.path();
-        if is_abandoned(&path) && remove_tree(&path).is_ok() {
+        // Held while it is taken in and removed: no other server takes in
+        // the same directory meanwhile.
+        let Some(_lock) = claim_abandoned(&path) else {
+            continue;
+        };
+        take_in(&path);
+        if remove_tree(&path).is_ok() {
             removed += 1;
         }
     }
@@ -204,12 +222,30 @@ pub fn lock_file_of(server_dir: &Path) -> PathBuf {
 /// (its lock is free, or it never got one, and its lease has lapsed): what
 /// is left in it is nobody's.
 pub fn is_abandoned(server_dir: &Path) -> bool {
-    let unlocked = match File::open(server_dir.join(LOCK_FILE)) {
-        Ok(lock) => lock.try_lock().is_ok(),
-        // No lock file: a server died while creating its directory.
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    claim_abandoned(server_dir).is_some()
+}
+
+/// The server directory `server_dir`'s lock, held, when the directory
+/// belongs to no running server (`Some(None)`: it has no lock file, and was
+/// made longer ago than a lease's time, so its server died while creating
+/// it; a younger one is a server starting now).
+fn claim_abandoned(server_dir: &Path) -> Option<Option<File>> {
+    let lock = match File::open(server_dir.join(LOCK_FILE)) {
+        Ok(lock) => {
+            lock.try_lock().ok()?;
+            Some(lock)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && made_long_ago(server_dir) => None,
+        Err(_) => return None,
     };
-    unlocked && lease::lapsed(server_dir)
+    lease::lapsed(server_dir).then_some(lock)
+}
+
+/// Whether `dir` was last changed longer ago than a lease's time.
+fn made_long_ago(dir: &Path) -> bool {
+    fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > lease::LEASE_TIME))
 }
 
 fn random_name() -> String {
@@ -245,6 +281,29 @@ mod tests {
             !live_sandbox.exists(),
             "a clean shutdown removes its sandboxes"
         );
+    }
+
+    #[test]
+    fn a_directory_without_a_lock_is_left_while_young_and_removed_once_old() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A server starting now: its directory made, its lock not yet.
+        let starting = tmp.path().join("server-starting");
+        fs::create_dir(&starting).unwrap();
+        let first = SandboxRoot::open(tmp.path(), None).unwrap();
+        assert!(
+            starting.exists(),
+            "a server starting now keeps its directory"
+        );
+        drop(first);
+        // One that died while creating its directory, long ago.
+        let long_ago = std::time::SystemTime::now() - lease::LEASE_TIME * 2;
+        File::open(&starting)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        let second = SandboxRoot::open(tmp.path(), None).unwrap();
+        assert!(!starting.exists(), "a dead server's directory is removed");
+        drop(second);
     }
 
     #[test]

@@ -46,13 +46,14 @@ impl SavedStore {
             };
             adopted += self.adopt_server(&dir);
         }
-        if adopted > 0 {
-            tracing::info!(
-                adopted,
-                "took in the sandboxes of a server that did not shut down: each comes back as of its last completed execution when called"
-            );
-        }
+        note_adopted(adopted);
         adopted
+    }
+
+    /// Takes in the durable sandboxes of the dead server directory `dir`,
+    /// whose lock the caller holds (it is about to remove the directory).
+    pub(crate) fn take_in_server(&self, dir: &Path) {
+        note_adopted(self.adopt_server(dir));
     }
 
     /// Takes in the sandboxes of the dead server directory `dir`.
@@ -132,6 +133,15 @@ impl SavedStore {
             .ok()
             .and_then(|bytes| serde_json::from_slice::<SavedMeta>(&bytes).ok())
             .is_some_and(|existing| existing.saved_at > saved_at)
+    }
+}
+
+fn note_adopted(adopted: usize) {
+    if adopted > 0 {
+        tracing::info!(
+            adopted,
+            "took in the sandboxes of a server that did not shut down: each comes back as of its last completed execution when called"
+        );
     }
 }
 

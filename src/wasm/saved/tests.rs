@@ -293,3 +293,48 @@ fn another_entry_deleted_mid_walk_counts_as_nothing_and_a_young_half_written_one
         "a half-written entry of a running save is kept"
     );
 }
+
+/// Writes a lease into the server directory `dir` held by a server on
+/// another host until `expires_at_ms`.
+fn lease_elsewhere(dir: &Path, expires_at_ms: u64) {
+    let record = crate::sandbox::lease::LeaseRecord {
+        host: "another-host".into(),
+        boot: "another-boot".into(),
+        pid: 1,
+        expires_at_ms,
+    };
+    fs::write(
+        dir.join(crate::sandbox::lease::LEASE_FILE),
+        serde_json::to_vec(&record).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_server_that_dies_after_the_store_opens_is_taken_in_before_its_directory_goes() {
+    let root = tempfile::tempdir().unwrap();
+    let dead = root.path().join("server-late");
+    fs::create_dir_all(&dead).unwrap();
+    fs::write(dead.join(".lock"), b"").unwrap();
+    let now = unix_now() * 1000;
+    // Still held when the store opens: nothing is taken in then.
+    lease_elsewhere(&dead, now + 20_000);
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    live_sandbox(&store, &dead, "late");
+    let key = |_: &str| Some("key-1".to_owned());
+    assert!(store.take("late", key).is_none());
+
+    // Its lease lapses before this server claims its own directory, which
+    // removes what dead servers left: the sandbox is taken in first.
+    lease_elsewhere(&dead, now - 60_000);
+    let take_in = |dir: &Path| store.take_in_server(dir);
+    let _live =
+        crate::sandbox::root::SandboxRoot::open_taking_in(root.path(), None, &take_in).unwrap();
+    assert!(!dead.exists(), "the dead server's directory is removed");
+    let back = store.take("late", key).unwrap().unwrap();
+    assert_eq!(back.memory.memory.unwrap().state.executions, 3);
+    assert_eq!(
+        fs::read_to_string(back.files.join("data.txt")).unwrap(),
+        "kept"
+    );
+}
