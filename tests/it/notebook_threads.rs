@@ -391,3 +391,71 @@ async fn a_heartbeat_from_an_earlier_cell_does_not_hang_a_wait_with_a_timeout() 
     .await;
     assert_eq!(stream(&got, "stdout"), "empty\n7\n", "{got}");
 }
+
+#[tokio::test]
+async fn polling_a_thread_waits_for_it_as_join_does() {
+    let server = server().await;
+    let id = server.create_with(json!({})).await;
+    // What CPython 3.13 prints for the same cell.
+    let got = quick_cell(
+        &server,
+        &id,
+        r#"import threading, time
+results = []
+def work(n):
+    time.sleep(0.05)
+    results.append(n * n)
+t = threading.Thread(target=work, args=(3,))
+t.start()
+print("alive after start:", t.is_alive())
+while t.is_alive():
+    time.sleep(0.1)
+print("results:", results)
+ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for x in ts: x.start()
+print("active:", threading.active_count())
+while threading.active_count() > 1:
+    time.sleep(0.05)
+print("results:", sorted(results))
+for x in [threading.Thread(target=work, args=(i,)) for i in (10, 11)]: x.start()
+for x in threading.enumerate():
+    if x is not threading.current_thread():
+        x.join()
+print("results:", sorted(results))
+from time import sleep
+t = threading.Thread(target=work, args=(7,)); t.start()
+while any(x.is_alive() for x in [t]): sleep(0.01)
+print("results:", sorted(results))"#,
+        15,
+    )
+    .await;
+    assert_eq!(
+        stream(&got, "stdout"),
+        "alive after start: True\nresults: [9]\nactive: 5\nresults: [0, 1, 4, 9, 9]\n\
+         results: [0, 1, 4, 9, 9, 100, 121]\nresults: [0, 1, 4, 9, 9, 49, 100, 121]\n",
+        "{got}"
+    );
+    assert_eq!(stream(&got, "stderr"), "", "{got}");
+
+    // A consumer the main code did not poll is not run by a sleep: it sees
+    // what is fed after the sleep, as in CPython.
+    let got = quick_cell(
+        &server,
+        &id,
+        r#"import queue
+q = queue.Queue()
+seen = []
+def consume():
+    while (item := q.get()) is not None:
+        seen.append(item)
+c = threading.Thread(target=consume); c.start()
+for i in range(3):
+    time.sleep(0.01)
+    q.put(i)
+q.put(None); c.join()
+print(seen)"#,
+        15,
+    )
+    .await;
+    assert_eq!(stream(&got, "stdout"), "[0, 1, 2]\n", "{got}");
+}

@@ -37,6 +37,7 @@ _ids = [1 << 16]  # what Thread.ident says of a queued thread
 running = []   # threads running now, innermost last
 stuck = {}  # thread -> what it stopped waiting for (held, so a note can name it)
 told = set()  # ids of stuck threads a note named already
+polled = []  # queued threads the main code polled since its last sleep, to run then
 doomed = {}  # id(thread) -> (its error, the code it runs) for threads that met a wait
 #              nothing could satisfy and are leaving
 # Modules whose frames are the machinery of a wait, not the code waiting.
@@ -183,9 +184,10 @@ def at_cell_end():
     note names those not named before), and the threads that stopped in a wait nothing
     could satisfy are named once."""
     cells[0] += 1
+    polled.clear()
     import threading
 
-    for timer in [t for t in pending if isinstance(t, threading.Timer) and t.finished.is_set()]:
+    for timer in [t for t in pending if cancelled(threading, t)]:
         take(timer)  # cancelled (matplotlib's font cache warning, say): it would do nothing
         run_thread(timer)
     fresh = [t for t in pending if id(t) not in noted]
@@ -204,6 +206,11 @@ def at_cell_end():
             f"[{thread.name} stopped where it would wait forever for {stuck[thread]}: nothing else "
             "could do it then, on the sandbox's one thread, and it cannot resume]\n"
         )
+
+
+def cancelled(threading, task):
+    """Whether a queued task is a timer that was cancelled (it would end at once)."""
+    return isinstance(task, threading.Timer) and task.finished.is_set()
 
 
 class Lock:
@@ -299,10 +306,27 @@ def patch_threading(threading):
     def is_alive(self):
         if self is threading.main_thread() or isinstance(self, threading._DummyThread):
             return original_is_alive(self)
+        poll([self])
         return self in pending or self in running or self in stuck
 
     start.__doc__, join.__doc__, is_alive.__doc__ = Thread.start.__doc__, Thread.join.__doc__, Thread.is_alive.__doc__
     Thread.start, Thread.join, Thread.is_alive = start, join, is_alive
+    # Queued and stopped threads are alive: enumerate() and active_count() count them.
+    original_enumerate = threading.enumerate
+
+    def enumerate():
+        listed = original_enumerate()
+        queued = [t for t in pending if isinstance(t, Thread) and not cancelled(threading, t)
+                  and t not in listed]
+        poll(queued)
+        return listed + queued + [t for t in stuck if t not in listed]
+
+    def active_count():
+        return len(enumerate())
+
+    enumerate.__doc__, active_count.__doc__ = original_enumerate.__doc__, threading.active_count.__doc__
+    threading.enumerate, threading.active_count = enumerate, active_count
+    patch_sleep(time)
     import _thread
 
     def start_new_thread(function, args, kwargs=None):
@@ -322,6 +346,31 @@ def patch_threading(threading):
     _thread.get_ident = threading.get_ident = get_ident
     # A raw lock waits the same way (a C lock's blocking wait would stop the interpreter).
     _thread.allocate_lock = _thread.allocate = Lock
+
+
+def poll(threads):
+    """Notes queued threads the main code looked at, to run at its next sleep."""
+    if not running:
+        polled.extend(t for t in threads if t in pending and t not in polled)
+
+
+def patch_sleep(module):
+    """time.sleep() in the main code first runs the queued threads it polled since its
+    last sleep (is_alive(), enumerate(), active_count()): a polling loop waits for them
+    as join() does. Any other queued thread stays queued (a consumer waiting for what
+    the main code has yet to feed would stop there for good)."""
+    real_sleep = module.sleep
+
+    def sleep(seconds):
+        while polled and not running:
+            thread = polled.pop(0)
+            if thread in pending:
+                take(thread)
+                run_thread(thread)
+        real_sleep(seconds)
+
+    sleep.__doc__ = real_sleep.__doc__
+    module.sleep = sleep
 
 
 def patch_tqdm(tqdm):
