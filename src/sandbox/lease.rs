@@ -164,17 +164,35 @@ pub fn lapsed(server_dir: &Path) -> bool {
     forged || expired || gone_here
 }
 
+/// Whether the process `pid` of this host still runs. One that has exited
+/// but that its parent has not reaped yet (a zombie: a server killed by a
+/// client that has not waited for it) runs no more: it holds no lock and
+/// renews nothing.
 fn process_exists(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
+    let Some(id) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
         return false;
     };
-    match rustix::process::test_kill_process(pid) {
+    let signalled = match rustix::process::test_kill_process(id) {
         Ok(()) => true,
         Err(e) => e != rustix::io::Errno::SRCH,
-    }
+    };
+    signalled && !exited_unreaped(pid)
+}
+
+/// Whether `pid` is a zombie, from `/proc/<pid>/stat` (where there is no
+/// `/proc`, as on macOS, a zombie counts as running until it is reaped, and
+/// its lease lapses with its time).
+fn exited_unreaped(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (command) state ...": the command may hold spaces and parentheses.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "Z" || state == "X")
 }
 
 fn unix_ms() -> u64 {
@@ -258,5 +276,20 @@ mod tests {
         fs::write(tmp.path().join(LEASE_FILE), b"not json").unwrap();
         assert!(lapsed(tmp.path()));
         drop(lease);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_that_exited_and_was_not_reaped_is_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !exited_unreaped(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!process_exists(pid), "a zombie runs no more");
+        child.wait().unwrap();
+        assert!(!process_exists(pid));
+        assert!(process_exists(std::process::id()));
     }
 }

@@ -368,7 +368,6 @@ async fn a_server_killed_in_the_middle_of_an_execution_leaves_nothing_that_break
             .unwrap();
     };
     let (_, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(30), running), kill);
-    drop(first);
     assert!(
         std::fs::read_dir(&root).unwrap().count() >= 1,
         "the killed server left its directory"
@@ -399,6 +398,104 @@ async fn a_server_killed_in_the_middle_of_an_execution_leaves_nothing_that_break
         "1000"
     );
     second.stop().await;
+    drop(first);
+}
+
+/// A server started as a plain child process that this test answers for
+/// (so nothing reaps it when it dies), spoken to line by line.
+struct PlainChild {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl PlainChild {
+    fn start(root: &std::path::Path) -> Self {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(crate::support::binary())
+            .env("SANDBOX_ROOT", root)
+            .env("SANDBOX_RUNTIME", "python-3.12")
+            .env("SANDBOX_CACHE_DIR", crate::support::shared_cache())
+            .env("SANDBOX_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut plain = Self {
+            child,
+            input,
+            output,
+            next_id: 0,
+        };
+        plain.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        );
+        plain.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        plain
+    }
+
+    fn send(&mut self, message: serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.input, "{message}").unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::BufRead;
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.output.read_line(&mut line).unwrap() > 0,
+                "the server closed"
+            );
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message["result"]["structuredContent"].clone();
+            }
+        }
+    }
+
+    fn tool(&mut self, name: &str, arguments: serde_json::Value) -> serde_json::Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+}
+
+#[tokio::test]
+async fn a_killed_server_not_yet_waited_for_hands_its_sandboxes_to_the_next_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let mut first = PlainChild::start(&root);
+    let created = first.tool("create_sandbox", json!({}));
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let wrote = first.tool(
+        "execute_code",
+        json!({"session_id": id, "code": "open('/state.txt', 'w').write('kept')"}),
+    );
+    assert!(wrote["error"].is_null(), "{wrote}");
+    first.child.kill().unwrap();
+    // Not waited for (as a client that starts the next server at once
+    // leaves it): on Linux a zombie, which holds no lock and renews nothing.
+    let stat = format!("/proc/{}/stat", first.child.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z "))
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &[]).await;
+    assert_eq!(
+        second.run(&id, "open('/state.txt').read()").await["value"],
+        "'kept'"
+    );
+    second.stop().await;
+    first.child.wait().unwrap();
 }
 
 #[tokio::test]
