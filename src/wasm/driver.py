@@ -69,6 +69,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         return
     token = [request[1][0]]
     site_packages = request[1][1].decode() if len(request[1]) > 1 else ""
+    # As in a notebook, the working directory comes first on sys.path: a module the
+    # code writes there (%%writefile helpers.py) imports.
+    if "" not in sys.path:
+        sys.path.insert(0, "")
     # The host keeps this program compiled, so that later interpreters of the
     # runtime skip compiling it (a tenth of a cold start): the module-level code
     # that called this function is the whole program; the guest modules go with
@@ -443,7 +447,30 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             lines = [f"{type(exc).__name__}: {exc}\n"]
         else:
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        if isinstance(exc, ModuleNotFoundError):
+            lines = [line.replace(SITE_HINT, missing_module_hint(exc)) for line in lines]
         return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
+
+    # CPython's hint when `site` was not imported, which points the wrong way here.
+    SITE_HINT = (". Site initialization is disabled, did you forget to add the site-packages "
+                 "directory to sys.path or to enable your virtual environment?")
+
+    def missing_module_hint(exc):
+        """What to do about a module that is not there: nothing to add for a missing
+        part of a package that is; for a package, how one is installed here."""
+        top = (getattr(exc, "name", None) or "").partition(".")[0]
+        if not top:
+            return ""
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec(top) is not None:
+                return ""
+        except (ImportError, ValueError):
+            pass
+        return (f": it is neither built into this runtime nor installed. `%pip install {top}` "
+                "(or the install_package tool) installs it if it is pure Python; a package with "
+                "compiled code cannot be installed in the sandbox")
 
     # ---- asyncio -------------------------------------------------------------------------
     # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket
@@ -540,9 +567,36 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             return run_awaitable(eval(code, namespace))
         return eval(code, namespace)
 
+    # IPython's history names: In[n] and _i, _ii, _iii, _i<n> for the cells' code, Out[n]
+    # and _, __, ___, _<n> for the values they showed (Out holds them, as in IPython).
+    inputs, outputs = [""], {}
+
+    def cell_number(filename):
+        digits = filename[len("<cell-"):-1] if filename.startswith("<cell-") else ""
+        return int(digits) if digits.isdigit() else None
+
+    def record_input(number, code):
+        while len(inputs) < number:
+            inputs.append("")
+        inputs.append(code)
+        namespace.update({"In": inputs, "_ih": inputs, "Out": outputs, "_oh": outputs,
+                          "_iii": inputs[-4] if len(inputs) > 3 else "",
+                          "_ii": inputs[-3] if len(inputs) > 2 else "",
+                          "_i": inputs[-2], f"_i{number}": code})
+
+    def record_output(number, value):
+        if number is not None:
+            outputs[number] = value
+            namespace[f"_{number}"] = value
+        namespace["___"], namespace["__"] = namespace.get("__", ""), namespace.get("_", "")
+        namespace["_"] = value
+
     def run_cell(code, filename):
         sources[filename] = code
         current["cell"] = filename
+        number = cell_number(filename)
+        if number is not None:
+            record_input(number, code.rstrip("\n"))
         try:
             python = guest("_sandbox_notebook").transform(code) if notebook_syntax(code) else code
             tree = compile(python, filename, "exec", only_ast | top_level_await)
@@ -557,7 +611,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             if last is not None:
                 result = run_code(_ast.Expression(last), filename, "eval")
                 if result is not None and not silenced(python, last):
-                    namespace["_"] = result
+                    record_output(number, result)
                     return {"v": clip(present(result))}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything

@@ -343,9 +343,75 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
-        name: "files = !ls",
-        cells: &["files = !ls\nlen(files), files[0][:30]"],
-        check: |o| value_is(o, "(1, 'there is no shell in this sand')"),
+        name: "files = !ls is an error, not a file list",
+        cells: &["files = !ls\nlen(files)"],
+        check: |o| {
+            expect(o.error() == "NoShellError", || o.error_text())?;
+            expect(
+                o.error_text().contains(
+                    "there is no shell in this sandbox, so `ls` cannot run; use os.listdir('.')",
+                ),
+                || o.error_text(),
+            )
+        },
+    },
+    Idiom {
+        name: "a module written with %%writefile imports, a package too",
+        cells: &[
+            "%%writefile helpers.py\ndef double(x):\n    return 2 * x\n",
+            "import os\nos.makedirs('src', exist_ok=True)\nopen('src/__init__.py', 'w').close()\nopen('src/utils.py', 'w').write('TAX = 0.2\\n')",
+            "import helpers\nfrom src.utils import TAX\nhelpers.double(21), TAX",
+        ],
+        check: |o| value_is(o, "(42, 0.2)"),
+    },
+    Idiom {
+        name: "a missing package says how packages install here",
+        cells: &["import plotly.express as px"],
+        check: |o| {
+            expect(o.error() == "ModuleNotFoundError", || o.error_text())?;
+            let said = o.error_text();
+            expect(
+                said.contains("No module named 'plotly': it is neither built into this runtime nor installed. `%pip install plotly`")
+                    && !said.contains("Site initialization"),
+                || said.clone(),
+            )
+        },
+    },
+    Idiom {
+        name: "In, Out, _, __, ___, _<n>, _i",
+        cells: &[
+            "10 + 5",
+            "x = 2",
+            "'abc'",
+            "print(_, __, ___, _1, Out[1], Out, In[1], In[2], _i, _ii, _i4, len(In))",
+        ],
+        // What IPython 9 prints for the same cells.
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "abc 15  15 15 {1: 15, 3: 'abc'} 10 + 5 x = 2 'abc' x = 2 print(_, __, ___, _1, Out[1], Out, In[1], In[2], _i, _ii, _i4, len(In)) 5\n",
+                ],
+            )
+        },
+    },
+    Idiom {
+        name: "breakpoint() and pdb.set_trace() say there is no debugger, and the code goes on",
+        cells: &["x = 1\nbreakpoint()\nimport pdb; pdb.set_trace()\nprint('went on', x)"],
+        check: |o| {
+            stdout_has(o, &["went on 1\n"])?;
+            stderr_has(
+                o,
+                "[breakpoint ignored: the debugger needs input, which the sandbox does not have",
+            )
+        },
+    },
+    Idiom {
+        name: "pools sized cpu_count() - 1",
+        cells: &[
+            "import os\nfrom multiprocessing import Pool\nfrom joblib import Parallel, delayed\nwith Pool(os.cpu_count() - 1) as pool:\n    squares = pool.map(abs, [-1, -2, -3])\nsquares, Parallel(n_jobs=os.cpu_count() - 1)(delayed(abs)(x) for x in [-4, -5])",
+        ],
+        check: |o| value_is(o, "([1, 2, 3], [4, 5])"),
     },
     Idiom {
         name: "%%bash: no shell",

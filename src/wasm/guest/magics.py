@@ -281,9 +281,13 @@ def capture(line, cell, frame=None):
 
 # ---- namespace ------------------------------------------------------------------------------
 
+# Names the notebook defines, not the code: %who leaves them out, as IPython does.
+HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}
+
+
 def user_names(types=""):
     namespace = api.namespace
-    names = sorted(n for n in namespace if not n.startswith("_"))
+    names = sorted(n for n in namespace if not n.startswith("_") and n not in HIDDEN)
     wanted = set(types.split())
     return [n for n in names if not wanted or type(namespace[n]).__name__ in wanted]
 
@@ -340,8 +344,10 @@ def whos(line=""):
 
 @magic("line")
 def reset(line=""):
-    """%reset [-f]: forgets every name the code defined (the sandbox asks no question)."""
+    """%reset [-f]: forgets every name the code defined and the values cells showed (the
+    sandbox asks no question)."""
     namespace = api.namespace
+    namespace.get("Out", {}).clear()
     for name in [n for n in namespace if not n.startswith("__")]:
         del namespace[name]
 

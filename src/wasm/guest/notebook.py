@@ -8,7 +8,8 @@
 #   (subprocess, os.system) goes to the host's installer too;
 # - threading, concurrent.futures and multiprocessing's pools work on one core (threads.py);
 # - urllib3, requests, httpx and aiohttp go through the door (http_clients.py);
-# - os has the user facts packages look up at import (posix_user.py).
+# - os has the user facts packages look up at import (posix_user.py);
+# - breakpoint() and pdb.set_trace() say there is no debugger here, and the code goes on.
 
 __sandbox_internal__ = True
 
@@ -29,6 +30,7 @@ IMPORT_PATCHES = (
     ("httpx", "_sandbox_http_clients", "patch_httpx"),
     ("aiohttp", "_sandbox_http_clients", "patch_aiohttp"),
     ("tqdm.notebook", "_sandbox_display", "patch_tqdm_notebook"),
+    ("pdb", "_sandbox_notebook", "patch_pdb"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
 AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_magics", "_sandbox_display",
@@ -45,11 +47,25 @@ def install(api):
     import _sandbox_posix
 
     _sandbox_posix.patch_os()
+    sys.breakpointhook = no_debugger
     for name, module, function in IMPORT_PATCHES:
         api.patch_on_import(name, patcher(module, function))
     if api.turns:
         for module in AHEAD:
             __import__(module)
+
+
+def no_debugger(*args, **kwargs):
+    """breakpoint() and pdb.set_trace(): the debugger reads its commands from input, which
+    the sandbox does not have (it would quit the program at once); a line says so, and the
+    code goes on."""
+    sys.stderr.write("[breakpoint ignored: the debugger needs input, which the sandbox does "
+                     "not have; print the variables you need, or use the traceback]\n")
+
+
+def patch_pdb(pdb):
+    """pdb.set_trace() is breakpoint() (see no_debugger)."""
+    pdb.set_trace = no_debugger
 
 
 def patcher(module, function):

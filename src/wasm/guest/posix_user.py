@@ -1,7 +1,7 @@
 # POSIX facts a WASI CPython lacks, answered as a lone unprivileged user would answer
 # them, so that pure-Python packages that merely look (platformdirs, black, getpass,
 # click...) import and run: os.getuid() and friends, os.getlogin(), os.getgroups(), and
-# stand-ins for the `pwd` and `grp` modules knowing that one user. Nothing here grants
+# stand-ins for the `pwd` and `grp` modules knowing that one user; os.cpu_count() is 2. Nothing here grants
 # anything: setuid and kill stay absent, and the sandbox has no other users or processes.
 
 __sandbox_internal__ = True
@@ -13,6 +13,9 @@ UID = GID = 1000
 HOME = "/"
 SHELL = "/bin/false"  # there is no shell in the sandbox
 PID = 2
+# What os.cpu_count() says. The sandbox runs one piece of work at a time whatever it
+# says, and code sizes pools as cpu_count() - 1 (0 workers is an error), so it says 2.
+CPUS = 2
 
 
 def getuid():
@@ -65,6 +68,11 @@ def umask(mask):
     return 0o022
 
 
+def cpu_count():
+    """2: pools sized cpu_count() - 1 get one worker (pieces run one at a time anyway)."""
+    return CPUS
+
+
 FUNCTIONS = {
     "getuid": getuid, "geteuid": getuid, "getgid": getgid, "getegid": getgid,
     "getgroups": getgroups, "getlogin": getlogin, "getpid": getpid, "getppid": getppid,
@@ -91,6 +99,9 @@ def patch_os():
             if not hasattr(module, name):
                 setattr(module, name, function)
     os.system = system
+    os.cpu_count = cpu_count
+    if hasattr(os, "process_cpu_count"):
+        os.process_cpu_count = cpu_count
 
 
 def fill(module):

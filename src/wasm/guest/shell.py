@@ -67,6 +67,11 @@ NO_SHELL = "there is no shell in this sandbox, so `{cmd}` cannot run; use {inste
 GENERIC = "Python's os, pathlib and shutil, or the list_files, read_file and write_file tools"
 
 
+class NoShellError(OSError):
+    """A shell command's output was asked for (`x = !cmd`, getoutput, %sx), and there
+    is no shell: an error, so that the message is not taken for the command's output."""
+
+
 def no_shell_line(cmd):
     """The one line a shell command gets."""
     words = cmd.split()
@@ -378,7 +383,9 @@ class SandboxShell:
     system_piped = system_raw = system
 
     def getoutput(self, cmd, split=True, depth=0):
-        """What `cmd` prints, as the lines of an SList (`x = !cmd`)."""
+        """What `cmd` prints, as the lines of an SList (`x = !cmd`); NoShellError for a
+        command other than pip (its output would be a file list, say, and the message
+        taken for one)."""
         import io
 
         import _sandbox_pip
@@ -386,7 +393,9 @@ class SandboxShell:
         cmd = self.var_expand(cmd, sys._getframe(depth + 1))
         out = io.StringIO()
         status = _sandbox_pip.run_command(cmd, stdout=out, stderr=out)
-        text = out.getvalue() if status is not None else no_shell_line(cmd)
+        if status is None:
+            raise NoShellError(no_shell_line(cmd))
+        text = out.getvalue()
         return SList(text.splitlines()) if split else text
 
     # ---- running code -------------------------------------------------------------------
