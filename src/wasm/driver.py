@@ -368,20 +368,30 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         )
         return bool(tables) and isinstance(value, tables)
 
+    # A notebook's HTML tables do not wrap: as text, a table is this wide, unless the code
+    # set these options itself. Rows and column widths are pandas' own settings.
+    table_text = {"display.width": 200, "display.max_columns": 40}
+
     def format_value(value):
         """The value as a notebook shows it: pandas objects as whole text tables (wide
-        enough not to wrap, long ones summarised by pandas), anything else by repr()."""
+        enough not to wrap, long ones summarised by pandas as the code's display options
+        say), anything else by repr()."""
         if is_table(value):
             pandas = sys.modules["pandas"]
-            with pandas.option_context(
-                "display.width", 200,
-                "display.max_columns", 40,
-                "display.max_colwidth", 60,
-                "display.max_rows", 60,
-                "display.min_rows", 20,
-            ):
-                return repr(value)
+            changes = [item for key, wide in table_text.items() if at_default(pandas, key)
+                       for item in (key, wide)]
+            if changes:
+                with pandas.option_context(*changes):
+                    return repr(value)
         return repr(value)
+
+    def at_default(pandas, key):
+        """Whether pandas' option `key` has the value pandas gives it."""
+        try:
+            default = pandas._config.config._get_registered_option(key).defval
+        except Exception:  # noqa: BLE001 - another pandas: treat it as unchanged
+            return True
+        return pandas.get_option(key) == default
 
     # What IPython's display machinery would show for an object with rich reprs
     # (markdown, HTML, images...): guest/display.py decides, only for such objects.
@@ -480,7 +490,22 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     async_state = {"loop": None}
 
     def use_sandbox_loop(asyncio):
-        guest("_sandbox_asyncio").use_sandbox_loop(asyncio)
+        guest("_sandbox_asyncio").use_sandbox_loop(asyncio, cell_loop)
+
+    def cell_loop():
+        """The interpreter's own loop, on which cells await and their tasks run."""
+        import asyncio
+
+        if async_state["loop"] is None or async_state["loop"].is_closed():
+            async_state["loop"] = asyncio.new_event_loop()
+        return async_state["loop"]
+
+    def settle_tasks():
+        """Lets the tasks cells started run as far as they can without waiting (between
+        cells, as a notebook's loop runs them while the kernel is idle)."""
+        loop = async_state["loop"]
+        if loop is not None and "_sandbox_asyncio" in sys.modules:
+            guest("_sandbox_asyncio").settle(loop)
 
     def patch_on_import(name, patch):
         """Calls `patch(module)` on module `name` now if it is imported, else as
@@ -549,11 +574,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
     def run_awaitable(awaitable):
         """Runs a cell's top-level awaits on the interpreter's own loop."""
-        import asyncio
-
-        if async_state["loop"] is None or async_state["loop"].is_closed():
-            async_state["loop"] = asyncio.new_event_loop()
-        return async_state["loop"].run_until_complete(awaitable)
+        return cell_loop().run_until_complete(awaitable)
 
     only_ast = 0x400  # ast.PyCF_ONLY_AST, without importing the ast module
     top_level_await = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -597,6 +618,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         number = cell_number(filename)
         if number is not None:
             record_input(number, code.rstrip("\n"))
+        settle_tasks()
         try:
             python = guest("_sandbox_notebook").transform(code) if notebook_syntax(code) else code
             tree = compile(python, filename, "exec", only_ast | top_level_await)
@@ -662,6 +684,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     current = {"cell": "<cell>"}
 
     def end_of_cell_threads():
+        settle_tasks()
         threads = sys.modules.get("_sandbox_threads")
         if threads is not None:
             threads.at_cell_end()

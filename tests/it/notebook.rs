@@ -407,6 +407,36 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "pandas display options the code sets are kept",
+        cells: &[
+            "import pandas as pd\ndf = pd.DataFrame({'n': range(70), 'text': ['x' * 80] * 70})",
+            "df",
+            "pd.set_option('display.max_rows', None)\npd.set_option('display.max_colwidth', None)\ndf",
+        ],
+        check: |o| {
+            let lines: Vec<&str> = o.value().lines().collect();
+            expect(lines.len() == 71, || {
+                format!("{} lines: {}", lines.len(), o.value())
+            })?;
+            expect(lines[70].contains(&"x".repeat(80)), || o.value().to_owned())
+        },
+    },
+    Idiom {
+        name: "asyncio.create_task() in a cell without await runs between cells",
+        cells: &[
+            "import asyncio\nasync def fetch(n):\n    await asyncio.sleep(0.2)\n    print('fetched', n)\n    return n * 10\nasync def quick():\n    return 'q'\ntask = asyncio.create_task(fetch(4))\nq = asyncio.ensure_future(quick())\nloop = asyncio.get_event_loop()\nprint(task.done())",
+            "import time\ntime.sleep(0.3)",
+            "print(task.done(), task.result(), q.result())\nr = await asyncio.gather(fetch(1), fetch(2))\nr, loop.run_until_complete(fetch(3)), asyncio.run(fetch(5))",
+        ],
+        check: |o| {
+            stdout_has(
+                o,
+                &["True 40 q\nfetched 1\nfetched 2\nfetched 3\nfetched 5\n"],
+            )?;
+            value_is(o, "([10, 20], 30, 50)")
+        },
+    },
+    Idiom {
         name: "pools sized cpu_count() - 1",
         cells: &[
             "import os\nfrom multiprocessing import Pool\nfrom joblib import Parallel, delayed\nwith Pool(os.cpu_count() - 1) as pool:\n    squares = pool.map(abs, [-1, -2, -3])\nsquares, Parallel(n_jobs=os.cpu_count() - 1)(delayed(abs)(x) for x in [-4, -5])",
