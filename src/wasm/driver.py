@@ -372,10 +372,15 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     # set these options itself. Rows and column widths are pandas' own settings.
     table_text = {"display.width": 200, "display.max_columns": 40}
 
+    # What %precision set: a format for floats shown as values ("%.3f"), or None for repr.
+    float_format = [None]
+
     def format_value(value):
         """The value as a notebook shows it: pandas objects as whole text tables (wide
         enough not to wrap, long ones summarised by pandas as the code's display options
-        say), anything else by repr()."""
+        say), a float as %precision says, anything else by repr()."""
+        if float_format[0] is not None and type(value) is float:
+            return float_format[0] % value
         if is_table(value):
             pandas = sys.modules["pandas"]
             changes = [item for key, wide in table_text.items() if at_default(pandas, key)
@@ -625,11 +630,17 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             exc.__traceback__ = None
             return describe(exc)
+        shown = interactivity()
         last = None
-        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        if shown != "none" and tree.body and isinstance(tree.body[-1], _ast.Expr):
             last = tree.body.pop().value
+        elif shown == "last_expr_or_assign" and tree.body:
+            last = assigned_name(tree.body[-1])
         try:
-            run_code(tree, filename, "exec")
+            if shown == "all":
+                run_showing_each(tree.body, filename, python, number)
+            else:
+                run_code(tree, filename, "exec")
             if last is not None:
                 result = run_code(_ast.Expression(last), filename, "eval")
                 if result is not None and not silenced(python, last):
@@ -640,6 +651,45 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             return describe(exc)
         finally:
             end_of_cell_threads()
+
+    def interactivity():
+        """Which of a cell's expressions show their values: IPython's
+        InteractiveShell.ast_node_interactivity ("last_expr", "all", "last",
+        "last_expr_or_assign" or "none"), as the code set it."""
+        shell = sys.modules.get("_sandbox_shell")
+        if shell is None:
+            return "last_expr"
+        return getattr(shell._shell[0] if shell._shell else shell.SandboxShell,
+                       "ast_node_interactivity", "last_expr")
+
+    def assigned_name(node):
+        """The name a cell's last statement assigns to (`x = ...`, `x += ...`), as an
+        expression that reads it, or None."""
+        targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+        if isinstance(node, (_ast.Assign, _ast.AugAssign, _ast.AnnAssign)) and \
+                len(targets) == 1 and isinstance(targets[0], _ast.Name) and \
+                getattr(node, "value", None) is not None:
+            name = targets[0]
+            return _ast.copy_location(_ast.Name(name.id, _ast.Load()), name)
+        return None
+
+    def run_showing_each(body, filename, python, number):
+        """Runs a cell's statements, showing the value of each expression statement
+        (ast_node_interactivity = "all"), as separate outputs in order."""
+        pending = []
+        for node in body:
+            if not isinstance(node, _ast.Expr) or silenced(python, node.value):
+                pending.append(node)
+                continue
+            if pending:
+                run_code(_ast.Module(pending, []), filename, "exec")
+                pending = []
+            value = run_code(_ast.Expression(node.value), filename, "eval")
+            if value is not None:
+                record_output(number, value)
+                display(value)
+        if pending:
+            run_code(_ast.Module(pending, []), filename, "exec")
 
     def silenced(python, last):
         """Whether the cell's last expression ends with `;`, which in a notebook
@@ -712,6 +762,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display
+    api.float_format, api.inputs, api.outputs = float_format, inputs, outputs
     sys.modules["_sandbox_api"] = api
 
     def get_ipython():

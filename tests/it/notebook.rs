@@ -437,6 +437,76 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "df.style.format() shows the formatted values",
+        cells: &[
+            "import pandas as pd\ndf = pd.DataFrame({'share': [0.1234, 0.5], 'n': [1, 2]})\ndf.style.format({'share': '{:.1%}'}).highlight_max()",
+        ],
+        check: |o| value_is(o, "   share  n\n0  12.3%  1\n1  50.0%  2"),
+    },
+    Idiom {
+        name: "multiprocessing.Process with a Queue",
+        cells: &[
+            "from multiprocessing import Process, Queue\ndef square(n, q):\n    q.put((n, n * n))\nif __name__ == '__main__':\n    q = Queue()\n    ps = [Process(target=square, args=(i, q)) for i in range(4)]\n    for p in ps: p.start()\n    for p in ps: p.join()\n(sorted(q.get() for _ in range(4)), [p.exitcode for p in ps])",
+        ],
+        check: |o| value_is(o, "([(0, 0), (1, 1), (2, 4), (3, 9)], [0, 0, 0, 0])"),
+    },
+    Idiom {
+        name: "multiprocessing Pipe, Value, Array and Manager",
+        cells: &[
+            "import multiprocessing as mp\ndef send(conn):\n    conn.send(sum(range(10)))\ndef bump(v, a):\n    with v.get_lock():\n        v.value += 1\n    a[0] += 1\ndef fill(d, i):\n    d[i] = i * i\nmine, theirs = mp.Pipe()\np = mp.Process(target=send, args=(theirs,)); p.start(); got = mine.recv(); p.join()\nv, a = mp.Value('i', 0), mp.Array('i', 3)\nps = [mp.get_context('spawn').Process(target=bump, args=(v, a)) for _ in range(3)]\n[p.start() for p in ps]; [p.join() for p in ps]\nwith mp.Manager() as m:\n    d = m.dict()\n    ps = [mp.Process(target=fill, args=(d, i)) for i in range(3)]\n    [p.start() for p in ps]; [p.join() for p in ps]\n    squares = dict(d)\n(got, v.value, list(a), squares)",
+        ],
+        check: |o| value_is(o, "(45, 3, [3, 0, 0], {0: 0, 1: 1, 2: 4})"),
+    },
+    Idiom {
+        name: "a process that fails has exit code 1 and prints its traceback",
+        cells: &[
+            "from multiprocessing import Process\ndef bad():\n    raise ValueError('boom')\np = Process(target=bad)\np.start(); p.join()\np.exitcode",
+        ],
+        check: |o| {
+            value_is(o, "1")?;
+            stderr_has(o, "ValueError: boom")
+        },
+    },
+    Idiom {
+        name: "%history lists the cells run so far",
+        cells: &["x = 1", "y = x + 1", "%history -n"],
+        check: |o| stdout_has(o, &["   1: x = 1", "   2: y = x + 1", "   3: %history -n"]),
+    },
+    Idiom {
+        name: "%reset forgets the code's names and keeps the notebook's",
+        cells: &[
+            "x = 1\nx",
+            "%reset -f",
+            "(len(In), 'x' in globals(), type(get_ipython()).__name__, len(Out))",
+        ],
+        check: |o| value_is(o, "(4, False, 'SandboxShell', 0)"),
+    },
+    Idiom {
+        name: "%save writes cells to a file",
+        cells: &[
+            "def area(r):\n    return 3.14159 * r * r",
+            "%save geometry 1",
+            "from geometry import area\narea(1)",
+        ],
+        check: |o| value_is(o, "3.14159"),
+    },
+    Idiom {
+        name: "%precision formats floats",
+        cells: &["%precision 3", "import math\nmath.pi"],
+        check: |o| value_is(o, "3.142"),
+    },
+    Idiom {
+        name: "ast_node_interactivity = 'all' shows every expression",
+        cells: &[
+            "from IPython.core.interactiveshell import InteractiveShell\nInteractiveShell.ast_node_interactivity = 'all'",
+            "x = 6\nx * 7\nx + 1",
+        ],
+        check: |o| {
+            stdout_has(o, &["42"])?;
+            value_is(o, "7")
+        },
+    },
+    Idiom {
         name: "pools sized cpu_count() - 1",
         cells: &[
             "import os\nfrom multiprocessing import Pool\nfrom joblib import Parallel, delayed\nwith Pool(os.cpu_count() - 1) as pool:\n    squares = pool.map(abs, [-1, -2, -3])\nsquares, Parallel(n_jobs=os.cpu_count() - 1)(delayed(abs)(x) for x in [-4, -5])",
@@ -756,7 +826,17 @@ const CORPUS: &[Idiom] = &[
     Idiom {
         name: "input() is refused clearly",
         cells: &["input('name? ')"],
-        check: |o| expect(o.error() == "EOFError", || o.error_text()),
+        check: |o| {
+            expect(o.error() == "EOFError", || o.error_text())?;
+            expect(o.error_text().contains("cannot ask questions"), || {
+                o.error_text()
+            })
+        },
+    },
+    Idiom {
+        name: "input() reads what the code put in sys.stdin",
+        cells: &["import io, sys\nsys.stdin = io.StringIO('Ada\\n')\ninput('name? ')"],
+        check: |o| value_is(o, "'Ada'"),
     },
     Idiom {
         name: "sqlite",

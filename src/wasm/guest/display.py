@@ -94,8 +94,30 @@ def plain_text(obj):
         return p.getvalue()
     styler = sys.modules.get("pandas.io.formats.style")
     if styler is not None and isinstance(obj, styler.Styler):
-        return api.format_value(obj.data)
+        return api.format_value(styled_values(obj))
     return api.format_value(obj)
+
+
+# A styled table this large is shown unformatted (formatting each cell costs).
+STYLED_CELLS = 20_000
+
+
+def styled_values(styler):
+    """The Styler's table with each cell as its format() shows it (colours and other CSS
+    have no text form); its plain data when it is large or the formatting fails."""
+    data = styler.data
+    rows, columns = data.shape
+    if rows * columns > STYLED_CELLS:
+        return data
+    try:
+        shown = data.astype(object)
+        funcs = styler._display_funcs
+        for i in range(rows):
+            for j in range(columns):
+                shown.iat[i, j] = funcs[(i, j)](data.iat[i, j])
+        return shown
+    except Exception:  # noqa: BLE001 - another pandas: the plain data still shows
+        return data
 
 
 def mime_bundle(obj):

@@ -344,12 +344,13 @@ def whos(line=""):
 
 @magic("line")
 def reset(line=""):
-    """%reset [-f]: forgets every name the code defined and the values cells showed (the
-    sandbox asks no question)."""
+    """%reset [-f]: forgets every name the code defined and the values cells showed, and
+    keeps In and the notebook's own names, as IPython does (the sandbox asks no question)."""
     namespace = api.namespace
-    namespace.get("Out", {}).clear()
-    for name in [n for n in namespace if not n.startswith("__")]:
+    api.outputs.clear()
+    for name in [n for n in namespace if not n.startswith("__") and n not in HIDDEN]:
         del namespace[name]
+    namespace.update({"In": api.inputs, "_ih": api.inputs, "Out": api.outputs, "_oh": api.outputs})
 
 
 @magic("line")
@@ -361,12 +362,25 @@ def xdel(line):
 
 @magic("line")
 def precision(line=""):
-    """%precision [n]: numpy's printing precision (IPython's float formatting is repr here)."""
+    """%precision [n | format]: how floats shown as values look ("%.nf", or a format of
+    your own such as %e; none resets to repr), and numpy's printing precision, as in IPython."""
+    said = line.strip()
     numpy = sys.modules.get("numpy")
-    digits = int(line) if line.strip().isdigit() else 8
-    if numpy is not None:
-        numpy.set_printoptions(precision=digits)
-    return f"%.{digits}f" if line.strip() else "%r"
+    if "%" in said:
+        said % 3.14159  # a format that cannot format a float fails here, as in IPython
+        chosen = said
+    elif said:
+        if not said.isdigit():
+            raise UsageError(f"%precision takes a number of digits or a %-format, not {said!r}")
+        chosen = f"%.{int(said)}f"
+        if numpy is not None:
+            numpy.set_printoptions(precision=int(said))
+    else:
+        chosen = "%r"
+        if numpy is not None:
+            numpy.set_printoptions(precision=8)
+    api.float_format[0] = None if chosen == "%r" else chosen
+    return chosen
 
 
 # ---- environment and files -----------------------------------------------------------------
@@ -521,9 +535,23 @@ def matplotlib(line=""):
 
 @magic("line")
 def config(line=""):
-    """%config Class.trait = value: accepted (the sandbox's plots are always inline PNG)."""
+    """%config Class.trait = value: InteractiveShell.ast_node_interactivity is honoured;
+    the rest is accepted (the sandbox's plots are always inline PNG)."""
     if not line.strip():
-        print("Available objects for config:\n    InlineBackend\n    IPCompleter\n    HistoryManager")
+        print("Available objects for config:\n    InteractiveShell\n    InlineBackend\n"
+              "    IPCompleter\n    HistoryManager")
+        return None
+    setting, equals, value = line.partition("=")
+    if setting.strip() == "InteractiveShell.ast_node_interactivity" and equals:
+        import ast
+
+        from _sandbox_shell import SandboxShell
+
+        chosen = ast.literal_eval(value.strip())
+        if chosen not in ("all", "last", "last_expr", "none", "last_expr_or_assign"):
+            raise UsageError(f"ast_node_interactivity is one of 'all', 'last', 'last_expr', "
+                             f"'none', 'last_expr_or_assign', not {chosen!r}")
+        SandboxShell.ast_node_interactivity = chosen
     return None
 
 
@@ -709,9 +737,85 @@ def magic_(line=""):
           "the whole cell. %lsmagic lists them, %name? describes one.")
 
 
+def cell_range(text, newest):
+    """The cell numbers a range names: 4, 1-3 (both ends), 2:5 (the end left out)."""
+    first, dash, last = text.partition("-")
+    if not dash:
+        first, dash, last = text.partition(":")
+        if dash:
+            last = str(int(last) - 1) if last else str(newest)
+    try:
+        low, high = int(first or 1), int(last) if dash else int(first)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a range of cells (4, 1-3 or 2:5; only this "
+                         "session's cells are kept)") from None
+    return [n for n in range(low, high + 1) if 1 <= n <= newest]
+
+
+def chosen_cells(ranges, newest):
+    if not ranges:
+        return list(range(1, newest + 1))
+    return [n for text in ranges for n in cell_range(text, newest)]
+
+
 @magic("line")
 def history(line=""):
-    """%history: nothing is kept (each execution stands alone)."""
+    """%history [-n] [-o] [-p] [-l [n]] [-g pattern] [-f file] [range ...]: the cells this
+    session ran (In), as IPython lists them; ranges are 4, 1-3 or 2:5."""
+    import fnmatch
+    import shlex
+
+    args, options = shlex.split(line), {}
+    ranges = []
+    while args:
+        arg = args.pop(0)
+        if arg in ("-n", "-o", "-p", "-r", "-t", "-u"):
+            options[arg] = True
+        elif arg in ("-l", "-g", "-f"):
+            options[arg] = args.pop(0) if args and not args[0].startswith("-") else None
+        else:
+            ranges.append(arg)
+    inputs = api.inputs
+    numbers = chosen_cells(ranges, len(inputs) - 1)
+    if "-g" in options:
+        pattern = f"*{options['-g'] or ''}*"
+        numbers = [n for n in numbers if fnmatch.fnmatch(inputs[n], pattern)]
+    if "-l" in options:
+        numbers = numbers[-int(options["-l"] or 10):]
+    lines = []
+    for n in numbers:
+        code = inputs[n]
+        if "-p" in options:
+            code = ">>> " + code.replace("\n", "\n... ")
+        if "-n" in options:
+            code = f"{n:>4}:" + ("\n" if "\n" in code else " ") + code
+        lines.append(code)
+        if "-o" in options and n in api.outputs:
+            lines.append(api.format_value(api.outputs[n]))
+    text = "\n".join(lines)
+    if options.get("-f"):
+        with open(options["-f"], "w") as file:
+            file.write(text + "\n")
+    elif text:
+        print(text)
+
+
+@magic("line")
+def save(line=""):
+    """%save [-a] file range ...: writes those cells' code to file (.py added if it has no
+    extension), as IPython does."""
+    import shlex
+
+    args = shlex.split(line)
+    append = "-a" in args
+    args = [a for a in args if a not in ("-a", "-f", "-r")]
+    if len(args) < 2:
+        raise UsageError("%save needs a file name and the cells to write (e.g. %save analysis.py 1-4)")
+    path = args[0] if os.path.splitext(args[0])[1] else args[0] + ".py"
+    code = "\n".join(api.inputs[n] for n in chosen_cells(args[1:], len(api.inputs) - 1))
+    with open(path, "a" if append else "w") as file:
+        file.write(code + "\n")
+    print(f"The following commands were written to file `{path}`:\n{code}")
 
 
 @magic("line")
@@ -776,7 +880,7 @@ def register_all(shell):
     register(shell, time_, timeit, prun, capture, who, whos, who_ls, reset, xdel, precision,
              env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
              load_ext, reload_ext, unload_ext, pinfo, pinfo2, psearch, lsmagic, magic_,
-             history, debug, load, system)
+             history, save, debug, load, system)
     shell.magics_manager.register_function(system, "line", "sx")
     shell.magics_manager.register_function(writefile, "cell", "file")
     for name in ("bash", "sh", "script", "system", "sx", "perl", "ruby", "!"):

@@ -6,7 +6,8 @@
 # - get_ipython() is shell.py's shell, with the magics of magics.py;
 # - `IPython` and `pip` are stand-ins (ipython.py, pip_door.py), and pip run from code
 #   (subprocess, os.system) goes to the host's installer too;
-# - threading, concurrent.futures and multiprocessing's pools work on one core (threads.py);
+# - threading, concurrent.futures and multiprocessing's pools work on one core (threads.py),
+#   and so do multiprocessing's processes, queues, pipes and managers (processes.py);
 # - urllib3, requests, httpx and aiohttp go through the door (http_clients.py);
 # - os has the user facts packages look up at import (posix_user.py);
 # - breakpoint() and pdb.set_trace() say there is no debugger here, and the code goes on.
@@ -24,6 +25,7 @@ IMPORT_PATCHES = (
     ("concurrent.futures.thread", "_sandbox_threads", "patch_futures_thread"),
     ("concurrent.futures.process", "_sandbox_threads", "patch_futures_process"),
     ("multiprocessing.pool", "_sandbox_threads", "patch_pool"),
+    ("multiprocessing", "_sandbox_processes", "patch_multiprocessing"),
     ("subprocess", "_sandbox_pip", "patch_subprocess"),
     ("urllib3", "_sandbox_http_clients", "patch_urllib3"),
     ("requests", "_sandbox_http_clients", "patch_requests"),
@@ -31,10 +33,11 @@ IMPORT_PATCHES = (
     ("aiohttp", "_sandbox_http_clients", "patch_aiohttp"),
     ("tqdm.notebook", "_sandbox_display", "patch_tqdm_notebook"),
     ("pdb", "_sandbox_notebook", "patch_pdb"),
+    ("getpass", "_sandbox_notebook", "patch_getpass"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
 AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_magics", "_sandbox_display",
-         "_sandbox_ipython", "_sandbox_pip", "_sandbox_threads", "_sandbox_http",
+         "_sandbox_ipython", "_sandbox_pip", "_sandbox_threads", "_sandbox_processes", "_sandbox_http",
          "_sandbox_http_clients", "_sandbox_ssl", "_sandbox_asyncio")
 
 _api = []
@@ -48,6 +51,7 @@ def install(api):
 
     _sandbox_posix.patch_os()
     sys.breakpointhook = no_debugger
+    sys.modules["builtins"].input = no_input
     for name, module, function in IMPORT_PATCHES:
         api.patch_on_import(name, patcher(module, function))
     if api.turns:
@@ -61,6 +65,25 @@ def no_debugger(*args, **kwargs):
     code goes on."""
     sys.stderr.write("[breakpoint ignored: the debugger needs input, which the sandbox does "
                      "not have; print the variables you need, or use the traceback]\n")
+
+
+def no_input(prompt=""):
+    """input(): reads a line from sys.stdin as CPython's does (code that puts answers in
+    sys.stdin gets them); at the end of it, which is at once for the sandbox's empty stdin,
+    the EOFError says why and what to do instead."""
+    if prompt:
+        sys.stdout.write(str(prompt))
+        sys.stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("input() has nothing to read: code in the sandbox cannot ask "
+                       "questions (its stdin is empty); put the answer in the code instead")
+    return line[:-1] if line.endswith("\n") else line
+
+
+def patch_getpass(getpass):
+    """getpass.getpass() is input() (see no_input): there is no terminal to hide it on."""
+    getpass.getpass = lambda prompt="Password: ", stream=None: no_input(prompt)
 
 
 def patch_pdb(pdb):

@@ -279,6 +279,9 @@ class ExecutionResult:
 class SandboxShell:
     """The sandbox's IPython-like shell (see `%lsmagic` for its magics)."""
 
+    # Which of a cell's expressions show their values (the driver reads it each cell).
+    ast_node_interactivity = "last_expr"
+
     def __init__(self):
         self.config = {}
         self.kernel = None
