@@ -339,12 +339,13 @@ impl WasmBackend {
                 tokio::task::spawn_blocking(move || {
                     // A server that died since the saved store opened is
                     // taken in before its directory goes.
-                    let take_in = |dir: &Path| {
-                        if let Some(saved) = &saved {
-                            saved.take_in_server(dir);
-                        }
+                    let open = |take_in: &dyn Fn(&Path)| {
+                        SandboxRoot::open_taking_in(&path, disk_budget, take_in).map(Arc::new)
                     };
-                    SandboxRoot::open_taking_in(&path, disk_budget, &take_in).map(Arc::new)
+                    match &saved {
+                        Some(saved) => saved.while_taking_in(open),
+                        None => open(&|_| {}),
+                    }
                 })
                 .await
                 .map_err(|source| WasmError::Task {
@@ -516,9 +517,12 @@ impl Backend for WasmBackend {
             return false;
         };
         // A server on the same root that died may have held it (looking
-        // costs a lock attempt per server directory under the root).
-        saved.runtime_of(id).is_some()
-            || (saved.adopt_abandoned() > 0 && saved.runtime_of(id).is_some())
+        // costs a lock attempt per server directory under the root, and
+        // waits for a taking-in under way, which may be bringing it).
+        saved.runtime_of(id).is_some() || {
+            saved.adopt_abandoned();
+            saved.runtime_of(id).is_some()
+        }
     }
 
     fn saved_limits(&self, id: &str) -> Option<SavedLimits> {

@@ -45,6 +45,37 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The bytes of the regular file `path` inside `dir` (reached without
+/// leaving `dir` or following a link at its last part, never blocking on a
+/// FIFO), refused when it holds more than `max`.
+pub fn read_regular_in(dir: &cap_std::fs::Dir, path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = dir.open_with(path, &options)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is larger than {max} bytes", path.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Makes `path` and its missing parents; the directories made are for the
 /// server's user alone (mode 0700 on Unix).
 pub fn create_private_dir(path: &Path) -> std::io::Result<()> {

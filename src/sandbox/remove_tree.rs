@@ -16,20 +16,30 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 /// Removes `path` and everything beneath it. A path that does not exist is
-/// not an error.
+/// not an error. Its last part is looked at and opened through its parent's
+/// descriptor, never followed: a directory swapped for a link meanwhile
+/// loses the link, not what it points to.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no entry of a directory", path.display()),
+        ));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let parent = match Dir::open_ambient_dir(parent, ambient_authority()) {
+        Ok(dir) => dir,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    if !meta.is_dir() {
-        return std::fs::remove_file(path);
+    match remove_tree_in(&parent, name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        done => done,
     }
-    let top = Dir::open_ambient_dir(path, ambient_authority())?;
-    empty(&top)?;
-    drop(top);
-    std::fs::remove_dir(path)
 }
 
 /// Removes the entry `name` of `parent` and everything beneath it (a link
@@ -120,5 +130,24 @@ mod tests {
             "keep"
         );
         remove_tree(&victim).unwrap();
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_link_loses_the_link_not_what_it_points_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+        let swapped = tmp.path().join("server-x");
+        std::os::unix::fs::symlink(&outside, &swapped).unwrap();
+        remove_tree(&swapped).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&swapped).is_err(),
+            "the link goes"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "keep"
+        );
     }
 }

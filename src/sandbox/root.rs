@@ -230,7 +230,9 @@ pub fn is_abandoned(server_dir: &Path) -> bool {
 /// made longer ago than a lease's time, so its server died while creating
 /// it; a younger one is a server starting now).
 fn claim_abandoned(server_dir: &Path) -> Option<Option<File>> {
-    let lock = match File::open(server_dir.join(LOCK_FILE)) {
+    // Opened as a regular file only: a FIFO planted there would block, a
+    // link would lock what it points to.
+    let lock = match super::private_files::open_regular(&server_dir.join(LOCK_FILE)) {
         Ok(lock) => {
             lock.try_lock().ok()?;
             Some(lock)
@@ -280,6 +282,37 @@ mod tests {
         assert!(
             !live_sandbox.exists(),
             "a clean shutdown removes its sandboxes"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_that_is_a_fifo_or_a_link_is_not_waited_on_or_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo_server = tmp.path().join("server-fifo");
+        fs::create_dir(&fifo_server).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            fifo_server.join(LOCK_FILE),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let live = SandboxRoot::open(tmp.path(), None).unwrap();
+        let linked = tmp.path().join("server-linked");
+        fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(live.path().join(LOCK_FILE), linked.join(LOCK_FILE)).unwrap();
+        let (opened, done) = std::sync::mpsc::channel();
+        let root = tmp.path().to_owned();
+        std::thread::spawn(move || {
+            let _ = opened.send(SandboxRoot::open(&root, None).map(|_| ()));
+        });
+        let result = done
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("opening the root does not block on a FIFO lock");
+        assert!(result.is_ok());
+        assert!(
+            live.path().join(LOCK_FILE).exists(),
+            "the live server keeps its lock"
         );
     }
 

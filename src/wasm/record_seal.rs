@@ -71,7 +71,7 @@ impl RecordSeal {
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-                fs::create_dir_all(&self.dir)?;
+                crate::sandbox::private_files::create_private_dir(&self.dir)?;
                 make_key(&self.dir, &path)?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

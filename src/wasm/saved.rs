@@ -143,6 +143,9 @@ pub(crate) struct SavedStore {
     /// The disk live sandboxes' journaled pages take (within `max_bytes`,
     /// with the saved entries).
     live: Arc<Budget>,
+    /// Held while dead servers' sandboxes are taken in, so a call looking
+    /// for one waits for a taking-in under way rather than missing it.
+    taking_in: std::sync::Mutex<()>,
 }
 
 impl SavedStore {
@@ -163,6 +166,7 @@ impl SavedStore {
             max_bytes,
             seal,
             live: Budget::new(max_bytes),
+            taking_in: std::sync::Mutex::new(()),
         };
         let recovered = recover_loans(root, &store.dir, |entry| entry.join(FILES));
         if recovered > 0 {

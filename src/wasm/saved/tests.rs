@@ -327,12 +327,122 @@ fn a_server_that_dies_after_the_store_opens_is_taken_in_before_its_directory_goe
     // Its lease lapses before this server claims its own directory, which
     // removes what dead servers left: the sandbox is taken in first.
     lease_elsewhere(&dead, now - 60_000);
-    let take_in = |dir: &Path| store.take_in_server(dir);
-    let _live =
-        crate::sandbox::root::SandboxRoot::open_taking_in(root.path(), None, &take_in).unwrap();
+    let _live = store.while_taking_in(|take_in| {
+        crate::sandbox::root::SandboxRoot::open_taking_in(root.path(), None, take_in).unwrap()
+    });
     assert!(!dead.exists(), "the dead server's directory is removed");
     let back = store.take("late", key).unwrap().unwrap();
     assert_eq!(back.memory.memory.unwrap().state.executions, 3);
+    assert_eq!(
+        fs::read_to_string(back.files.join("data.txt")).unwrap(),
+        "kept"
+    );
+}
+
+#[test]
+fn a_call_looking_for_a_sandbox_while_the_root_takes_it_in_waits_and_finds_it() {
+    let root = tempfile::tempdir().unwrap();
+    let dead = root.path().join("server-racing");
+    fs::create_dir_all(&dead).unwrap();
+    fs::write(dead.join(".lock"), b"").unwrap();
+    let now = unix_now() * 1000;
+    lease_elsewhere(&dead, now + 20_000);
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    live_sandbox(&store, &dead, "racing");
+    lease_elsewhere(&dead, now - 60_000);
+
+    let (holding, held) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        // The server's root opens (as its warm pool fills at start): it
+        // holds the dead server's lock, slowly taking its sandboxes in.
+        scope.spawn(|| {
+            store.while_taking_in(|take_in| {
+                let slow = |dir: &Path| {
+                    holding.send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(300));
+                    take_in(dir);
+                };
+                crate::sandbox::root::SandboxRoot::open_taking_in(root.path(), None, &slow).unwrap()
+            })
+        });
+        // Meanwhile a call names the sandbox.
+        held.recv().unwrap();
+        store.adopt_abandoned();
+        assert!(
+            store.runtime_of("racing").is_some(),
+            "the call waits for the taking-in under way and finds the sandbox"
+        );
+    });
+}
+
+/// A dead server's directory planted by someone who can write the root:
+/// its `.lock`, no lease (lapsed).
+#[cfg(unix)]
+fn planted_server(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(".lock"), b"").unwrap();
+    dir
+}
+
+#[cfg(unix)]
+#[test]
+fn memory_directories_that_are_links_are_never_followed_when_taking_in() {
+    use std::os::unix::fs::symlink;
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    // A saved sandbox, and a live one of a running server.
+    let (files, memory) = live_sandbox(&store, root.path(), "saved");
+    store.save(meta("saved"), &files, &memory).unwrap();
+    let live_root = crate::sandbox::root::SandboxRoot::open(root.path(), None).unwrap();
+    let (live_files, live_memory) = live_sandbox(&store, live_root.path(), "running");
+    // Links to each, and to a directory outside the root holding a record.
+    store
+        .write_record(outside.path(), &meta("outside"))
+        .unwrap();
+    let planted = planted_server(root.path(), "server-planted");
+    fs::create_dir(planted.join("a")).unwrap();
+    fs::create_dir(planted.join("b")).unwrap();
+    fs::create_dir(planted.join("c")).unwrap();
+    symlink(store.entry("saved"), planted.join("a.memory")).unwrap();
+    symlink(&live_memory, planted.join("b.memory")).unwrap();
+    symlink(outside.path(), planted.join("c.memory")).unwrap();
+
+    assert_eq!(store.adopt_abandoned(), 0);
+    let key = |_: &str| Some("key-1".to_owned());
+    assert!(
+        store.take("saved", key).unwrap().is_ok(),
+        "the saved sandbox is kept"
+    );
+    assert!(live_memory.join(META).exists() && live_files.join("data.txt").exists());
+    assert!(store.take("running", key).is_none());
+    assert!(outside.path().join(META).exists() && !outside.path().join(FILES).exists());
+    assert!(store.take("outside", key).is_none());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_unsealed_record_never_displaces_a_saved_sandbox() {
+    let root = tempfile::tempdir().unwrap();
+    let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
+    let (files, memory) = live_sandbox(&store, root.path(), "notes");
+    store.save(meta("notes"), &files, &memory).unwrap();
+    // A forged record naming it, saved "later than ever", with no seal.
+    let planted = planted_server(root.path(), "server-forged");
+    fs::create_dir(planted.join("q")).unwrap();
+    fs::create_dir(planted.join("q.memory")).unwrap();
+    let mut forged = meta("notes");
+    forged.saved_at = u64::MAX;
+    fs::write(
+        planted.join("q.memory").join(META),
+        serde_json::to_vec(&forged).unwrap(),
+    )
+    .unwrap();
+
+    assert_eq!(store.adopt_abandoned(), 0);
+    let key = |_: &str| Some("key-1".to_owned());
+    let back = store.take("notes", key).unwrap().unwrap();
     assert_eq!(
         fs::read_to_string(back.files.join("data.txt")).unwrap(),
         "kept"
