@@ -380,7 +380,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         enough not to wrap, long ones summarised by pandas as the code's display options
         say), a float as %precision says, anything else by repr()."""
         if float_format[0] is not None and type(value) is float:
-            return float_format[0] % value
+            try:
+                return float_format[0] % value
+            except (TypeError, ValueError, OverflowError):
+                return repr(value)  # %d of inf or nan: IPython shows repr too
         if is_table(value):
             pandas = sys.modules["pandas"]
             changes = [item for key, wide in table_text.items() if at_default(pandas, key)
@@ -659,8 +662,14 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         shell = sys.modules.get("_sandbox_shell")
         if shell is None:
             return "last_expr"
-        return getattr(shell._shell[0] if shell._shell else shell.SandboxShell,
-                       "ast_node_interactivity", "last_expr")
+        chosen = getattr(shell._shell[0] if shell._shell else shell.SandboxShell,
+                         "ast_node_interactivity", "last_expr")
+        # Anything but one of IPython's words (a number, an array, an object
+        # whose comparisons raise) is the default, so no cell is kept from running.
+        if type(chosen) is str and chosen in ("all", "last", "last_expr", "none",
+                                              "last_expr_or_assign"):
+            return chosen
+        return "last_expr"
 
     def assigned_name(node):
         """The name a cell's last statement assigns to (`x = ...`, `x += ...`), as an

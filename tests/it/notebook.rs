@@ -482,6 +482,21 @@ const CORPUS: &[Idiom] = &[
         check: |o| value_is(o, "(4, False, 'SandboxShell', 0)"),
     },
     Idiom {
+        name: "%history of a huge range lists what there is at once",
+        cells: &["x = 1", "%history 1-100000000000"],
+        check: |o| stdout_has(o, &["x = 1", "%history 1-100000000000"]),
+    },
+    Idiom {
+        name: "an odd ast_node_interactivity keeps cells running",
+        cells: &["get_ipython().ast_node_interactivity = 3", "1 + 1"],
+        check: |o| value_is(o, "2"),
+    },
+    Idiom {
+        name: "%precision %d shows inf as repr does",
+        cells: &["%precision %d", "float('inf')"],
+        check: |o| value_is(o, "inf"),
+    },
+    Idiom {
         name: "%save writes cells to a file",
         cells: &[
             "def area(r):\n    return 3.14159 * r * r",
@@ -837,6 +852,28 @@ const CORPUS: &[Idiom] = &[
         name: "input() reads what the code put in sys.stdin",
         cells: &["import io, sys\nsys.stdin = io.StringIO('Ada\\n')\ninput('name? ')"],
         check: |o| value_is(o, "'Ada'"),
+    },
+    Idiom {
+        name: "signal.alarm() says no timer can interrupt the code",
+        cells: &["import signal\nhasattr(signal, 'alarm')", "signal.alarm(5)"],
+        check: |o| {
+            expect(o.error() == "AttributeError", || o.error_text())?;
+            expect(o.error_text().contains("timeout_seconds"), || {
+                o.error_text()
+            })
+        },
+    },
+    Idiom {
+        name: "a standard module WASI leaves out says so",
+        cells: &["import resource"],
+        check: |o| {
+            expect(o.error() == "ModuleNotFoundError", || o.error_text())?;
+            expect(
+                o.error_text()
+                    .contains("Unsupported platform for standard library module"),
+                || o.error_text(),
+            )
+        },
     },
     Idiom {
         name: "sqlite",

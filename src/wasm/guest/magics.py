@@ -749,7 +749,7 @@ def cell_range(text, newest):
     except ValueError:
         raise UsageError(f"{text!r} is not a range of cells (4, 1-3 or 2:5; only this "
                          "session's cells are kept)") from None
-    return [n for n in range(low, high + 1) if 1 <= n <= newest]
+    return list(range(max(low, 1), min(high, newest) + 1))
 
 
 def chosen_cells(ranges, newest):

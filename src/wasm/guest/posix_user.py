@@ -104,6 +104,27 @@ def patch_os():
         os.process_cpu_count = cpu_count
 
 
+# What `signal` has natively and WASI has not: timers and waiting for a signal. Asking for
+# one says why (hasattr() stays False, so libraries that look first take their other path).
+NO_SIGNALS = {"alarm", "setitimer", "getitimer", "pause", "siginterrupt", "sigwait",
+              "sigtimedwait", "sigwaitinfo", "pthread_kill", "pthread_sigmask", "sigpending",
+              "ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF", "ItimerError"}
+
+
+def patch_signal(signal):
+    """signal.alarm() and the other timers: an AttributeError that says what to use."""
+    def missing(name):
+        if name in NO_SIGNALS:
+            raise AttributeError(
+                f"module 'signal' has no attribute {name!r}: nothing sends signals in the "
+                "sandbox, so no timer can interrupt its code; execute_code's timeout_seconds "
+                "bounds a run, and a loop can check time.monotonic() against a deadline itself",
+                name=name, obj=signal)
+        raise AttributeError(f"module 'signal' has no attribute {name!r}", name=name, obj=signal)
+
+    signal.__getattr__ = missing
+
+
 def fill(module):
     """Fills the stand-in `pwd` or `grp` module."""
     if module.__name__ == "pwd":
