@@ -205,8 +205,11 @@ fn remove_stale(root: &Path, take_in: &dyn Fn(&Path)) -> usize {
             continue;
         };
         take_in(&path);
-        if remove_tree(&path).is_ok() {
-            removed += 1;
+        match remove_tree(&path) {
+            Ok(()) => removed += 1,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove the directory of a server that died; it is looked at again at each start (remove it by hand if it is not this server user's)")
+            }
         }
     }
     removed

@@ -88,7 +88,8 @@ impl SavedStore {
         let Some(store) = self.store_dir() else {
             return 0;
         };
-        let mut adopted = 0;
+        let (mut adopted, mut failed) = (0, 0);
+        let mut first_failure = None;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let memory = Path::new(&name);
@@ -101,9 +102,14 @@ impl SavedStore {
                 Ok(true) => adopted += 1,
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(path = %dir.join(memory).display(), error = %e, "could not take in a sandbox of a server that died; it is removed with that server's directory")
+                    failed += 1;
+                    first_failure.get_or_insert_with(|| (dir.join(memory), e));
                 }
             }
+        }
+        // One line per server directory, however many entries it holds.
+        if let Some((path, error)) = first_failure {
+            tracing::warn!(failed, first = %path.display(), %error, "could not take in sandboxes of a server that died; they are removed with that server's directory");
         }
         adopted
     }
