@@ -154,6 +154,8 @@ impl WasmBackend {
     /// [`WasmBackend::preload`]). An unknown default runtime is an error here,
     /// so a server with a bad `SANDBOX_RUNTIME` stops at start.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
+        // Refused first, before the saved store trusts anything in it.
+        crate::sandbox::root::make_private_root(&settings.sandbox_root)?;
         let catalog = RuntimeCatalog::scan(&settings.runtime_dir).map_err(WasmError::from)?;
         catalog
             .get(&settings.default_runtime)

@@ -113,6 +113,18 @@ pub enum SandboxError {
     )]
     RootFillsHoles,
 
+    /// The sandbox root (or its saved store) is owned by another user or
+    /// can be written by others, who could plant or swap directories there.
+    #[error(
+        "refusing the sandbox directory {path}: it {why}, so another local user could plant or swap directories there and take or destroy sandboxes; give it to the server's user alone (chown that user, chmod 700) or set SANDBOX_ROOT to a directory only the server's user can write"
+    )]
+    SharedRoot {
+        /// The directory refused.
+        path: PathBuf,
+        /// What makes it shared, e.g. "can be written by other users (mode 1777)".
+        why: String,
+    },
+
     /// The sandbox root directory could not be used.
     #[error(
         "cannot use the sandbox directory {path}: {source}; set SANDBOX_ROOT to a writable directory"

@@ -67,13 +67,15 @@ impl SandboxRoot {
             path: root.to_owned(),
             source,
         };
-        fs::create_dir_all(root).map_err(err)?;
+        make_private_root(root)?;
         let removed = remove_stale(root, take_in);
         if removed > 0 {
             tracing::info!(removed, root = %root.display(), "removed sandbox directories left by a server that did not shut down");
         }
         let dir = root.join(format!("{SERVER_PREFIX}{}", random_name()));
-        fs::create_dir(&dir).map_err(err)?;
+        // For the server's user alone: no other user lists its sandboxes or
+        // reads their files.
+        private_dir_builder().create(&dir).map_err(err)?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -253,6 +255,62 @@ fn made_long_ago(dir: &Path) -> bool {
         .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > lease::LEASE_TIME))
 }
 
+/// Makes the sandbox root if missing (for the server's user alone) and
+/// refuses one, or a saved store in it, that another user owns or may write:
+/// everything the server trusts about the root (locks, leases, sealed
+/// records, the seal key) assumes nobody else can plant or swap entries.
+pub fn make_private_root(root: &Path) -> Result<(), SandboxError> {
+    super::private_files::create_private_dir(root).map_err(|source| SandboxError::Root {
+        path: root.to_owned(),
+        source,
+    })?;
+    for dir in [root.to_owned(), root.join("saved")] {
+        if let Some(why) = shared_with_others(&dir) {
+            return Err(SandboxError::SharedRoot { path: dir, why });
+        }
+    }
+    Ok(())
+}
+
+/// Why `dir` is not the server user's alone (another owner, or writable
+/// by group or others), if it exists and is not.
+#[cfg(unix)]
+fn shared_with_others(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(dir).ok()?;
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        Some(format!(
+            "belongs to another user (uid {}, the server runs as {})",
+            meta.uid(),
+            rustix::process::geteuid().as_raw()
+        ))
+    } else if mode & 0o022 != 0 {
+        Some(format!("can be written by other users (mode {mode:o})"))
+    } else {
+        None
+    }
+}
+
+/// Elsewhere (Windows) a directory's access is its ACL's, which the user's
+/// profile directory (the default root) keeps to its user.
+#[cfg(not(unix))]
+fn shared_with_others(_dir: &Path) -> Option<String> {
+    None
+}
+
+/// A builder of directories for the server's user alone (0700 on Unix).
+fn private_dir_builder() -> fs::DirBuilder {
+    #[allow(unused_mut)]
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+}
+
 fn random_name() -> String {
     let n: u64 = rand::rng().random();
     format!("{n:016x}")
@@ -286,6 +344,58 @@ mod tests {
             !live_sandbox.exists(),
             "a clean shutdown removes its sandboxes"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_root_or_saved_store_others_may_write_or_own_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let made = tmp.path().join("a/new/root");
+        SandboxRoot::open(&made, None).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode(&made),
+            0o700,
+            "a root it makes is the server user's alone"
+        );
+
+        let shared = tmp.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        let Err(refused) = SandboxRoot::open(&shared, None) else {
+            panic!("a shared root is refused")
+        };
+        assert!(
+            matches!(refused, SandboxError::SharedRoot { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("mode 1777"), "{refused}");
+        assert_eq!(
+            fs::read_dir(&shared).unwrap().count(),
+            0,
+            "nothing made there"
+        );
+
+        let planted = tmp.path().join("planted");
+        fs::create_dir_all(planted.join("saved")).unwrap();
+        fs::set_permissions(&planted, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(planted.join("saved"), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            SandboxRoot::open(&planted, None),
+            Err(SandboxError::SharedRoot { .. })
+        ));
+
+        // Owned by another user (only root can make one here).
+        if rustix::process::geteuid().is_root() {
+            let foreign = tmp.path().join("foreign");
+            fs::create_dir(&foreign).unwrap();
+            std::os::unix::fs::chown(&foreign, Some(54_321), None).unwrap();
+            let Err(refused) = SandboxRoot::open(&foreign, None) else {
+                panic!("a foreign root is refused")
+            };
+            assert!(refused.to_string().contains("uid 54321"), "{refused}");
+        }
     }
 
     #[cfg(unix)]

@@ -37,6 +37,33 @@ fn exec_fails_with_the_traceback_when_the_code_raises() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("ZeroDivisionError"));
 }
 
+/// A sandbox root other local users may write (a shared /tmp-like
+/// directory) is refused at start, with what to do: anyone who can write it
+/// could plant or swap directories and take or destroy sandboxes.
+#[cfg(unix)]
+#[test]
+fn a_sandbox_root_others_can_write_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = command()
+        .env("SANDBOX_ROOT", &shared)
+        .args(["exec", "print(1)"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("refusing the sandbox directory"), "{said}");
+    assert!(
+        said.contains("mode 1777") && said.contains("chmod 700"),
+        "{said}"
+    );
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+}
+
 #[test]
 fn help_documents_every_flag_with_its_variable() {
     let out = command().arg("--help").output().unwrap();

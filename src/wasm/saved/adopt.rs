@@ -184,12 +184,19 @@ fn open_dir_nofollow(dir: &Path) -> Option<Dir> {
 }
 
 impl SavedStore {
-    /// Whether the saved entry `entry` holds a record saved after `saved_at`.
+    /// Whether the saved entry `entry` holds a sealed record saved after
+    /// `saved_at` (an unsealed one proves no time).
     fn has_newer(&self, entry: &Path, saved_at: u64) -> bool {
-        read_meta(&entry.join(META))
+        let Ok(record) = read_meta(&entry.join(META)) else {
+            return false;
+        };
+        let sealed = read_meta(&entry.join(SEAL))
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<SavedMeta>(&bytes).ok())
-            .is_some_and(|existing| existing.saved_at > saved_at)
+            .and_then(|seal| String::from_utf8(seal).ok())
+            .is_some_and(|seal| self.seal.verify(&record, &seal));
+        sealed
+            && serde_json::from_slice::<SavedMeta>(&record)
+                .is_ok_and(|existing| existing.saved_at > saved_at)
     }
 }
 
