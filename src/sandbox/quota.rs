@@ -213,7 +213,10 @@ impl QuotaLedger {
             account.pending_bytes = bytes;
             account.pending_entries = entries;
             account.charged += bytes;
-        } else {
+        } else if writer == Writer::Sandbox {
+            // What the sandbox wrote was refused: its call reports the quota.
+            // A copy the server could not finish (a cut stream's full text)
+            // says so where it is named, and refuses the sandbox nothing.
             self.refused.store(true, Ordering::SeqCst);
         }
         fits

@@ -134,3 +134,32 @@ async fn spilled_output_gives_way_to_write_file_over_http() {
     assert!(held_on_disk(&dirs[0]) <= 20 << 20);
     client.cancel().await.unwrap();
 }
+
+/// When the sandbox's own files fill its quota, a long output is still cut
+/// as usual and says how much of it could be saved; the call reports the
+/// output limit, not a write of the code's that never failed.
+#[tokio::test]
+async fn a_full_quota_cuts_the_saved_copy_of_a_long_output_without_blaming_the_code() {
+    let server = Server::start_with(&[
+        ("SANDBOX_DISK_QUOTA_MB", "4"),
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_RUNTIME", "python-3.12"),
+    ])
+    .await;
+    let id = server.create().await;
+    let fill = "f = open('/fill', 'wb')\ntry:\n    for _ in range(100):\n        f.write(b'x' * 65536); f.flush()\nexcept OSError as e:\n    print(e)";
+    let filled = structured(&server.exec(&id, fill).await).clone();
+    assert_eq!(filled["limit"]["kind"], "disk", "{filled}");
+    let flood = structured(
+        &server
+            .exec(&id, "for i in range(200000): print('line', i)")
+            .await,
+    )
+    .clone();
+    assert_eq!(flood["error"], Value::Null, "{flood}");
+    assert_eq!(flood["limit"]["kind"], "output", "{flood}");
+    let said = flood["stdout"]["text"].as_str().unwrap_or_default();
+    assert!(said.contains("the disk quota stopped it"), "{said}");
+    assert!(said.contains("line 199999"), "the tail is kept: {said}");
+    server.stop().await;
+}
