@@ -812,6 +812,20 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a plotly figure says what it holds and what gives an image",
+        cells: &[
+            "%pip install -q plotly",
+            "import plotly.express as px\nfig = px.bar(x=['a', 'b'], y=[1, 2], title='Sales')\nfig.show()\nfig",
+        ],
+        check: |o| {
+            clean(o)?;
+            stdout_has(o, &["<plotly Figure 'Sales': 1 bar>", "matplotlib"])?;
+            expect(o.value().starts_with("<plotly Figure 'Sales'"), || {
+                o.value().to_owned()
+            })
+        },
+    },
+    Idiom {
         name: "seaborn",
         cells: &[
             "import seaborn as sns, pandas as pd\nsns.barplot(data=pd.DataFrame({'k': ['a', 'b'], 'v': [1, 2]}), x='k', y='v');",

@@ -369,3 +369,32 @@ def patch_tqdm_notebook(module):
 
     module.tqdm, module.trange = tqdm.std.tqdm, tqdm.std.trange
     module.tqdm_notebook, module.tnrange = tqdm.std.tqdm, tqdm.std.trange
+
+
+def plotly_summary(fig):
+    """What a plotly figure shows here: what it holds, and what to use for a picture."""
+    layout = getattr(fig, "layout", None)
+    title = getattr(getattr(layout, "title", None), "text", None)
+    kinds = [getattr(trace, "type", None) or "trace" for trace in getattr(fig, "data", ())]
+    counted = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds)) or "no traces"
+    named = f" {title!r}" if title else ""
+    return (f"<plotly Figure{named}: {counted}> (an interactive plotly chart cannot be "
+            "drawn here: plot with matplotlib or seaborn for an image, or save it with "
+            "fig.write_html('chart.html') and read it with read_file)")
+
+
+def patch_plotly(pio):
+    """plotly's fig.show() and a figure as a cell's value: a notebook draws an interactive
+    chart (here its renderers would need nbformat, a browser or kaleido's Chromium); here
+    one line says what the figure holds and what gives an image instead."""
+    from plotly import basedatatypes
+
+    def show(fig, renderer=None, validate=True, **kwargs):
+        print(plotly_summary(fig))
+
+    pio.show = show
+    figure = basedatatypes.BaseFigure
+    figure._repr_mimebundle_ = lambda self, include=None, exclude=None, **kwargs: {
+        "text/plain": plotly_summary(self)}
+    figure._repr_html_ = lambda self: None
+    figure._ipython_display_ = lambda self: print(plotly_summary(self))

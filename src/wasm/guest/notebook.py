@@ -32,6 +32,7 @@ IMPORT_PATCHES = (
     ("httpx", "_sandbox_http_clients", "patch_httpx"),
     ("aiohttp", "_sandbox_http_clients", "patch_aiohttp"),
     ("tqdm.notebook", "_sandbox_display", "patch_tqdm_notebook"),
+    ("plotly.io", "_sandbox_display", "patch_plotly"),
     ("pdb", "_sandbox_notebook", "patch_pdb"),
     ("getpass", "_sandbox_notebook", "patch_getpass"),
     ("signal", "_sandbox_posix", "patch_signal"),
