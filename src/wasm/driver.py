@@ -403,8 +403,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
     # What IPython's display machinery would show for an object with rich reprs
     # (markdown, HTML, images...): guest/display.py decides, only for such objects.
-    rich_reprs = ("_repr_mimebundle_", "_repr_png_", "_repr_jpeg_", "_repr_svg_",
-                  "_repr_markdown_", "_repr_html_", "_repr_latex_", "_repr_json_")
+    rich_reprs = ("_repr_mimebundle_", "_repr_pretty_", "_repr_png_", "_repr_jpeg_",
+                  "_repr_svg_", "_repr_markdown_", "_repr_html_", "_repr_latex_", "_repr_json_")
 
     def is_rich(value):
         kind = type(value)

@@ -812,6 +812,16 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "display_html(raw=True) and IPython's pretty printer",
+        cells: &[
+            "from IPython.display import display_html, Pretty, display\ndisplay_html('<b>bold</b>', raw=True)\ndisplay(Pretty('pretty text'))\nclass Point:\n    def _repr_pretty_(self, p, cycle):\n        p.text('Point(1, 2)')\nPoint()",
+        ],
+        check: |o| {
+            stdout_has(o, &["<b>bold</b>", "pretty text"])?;
+            value_is(o, "Point(1, 2)")
+        },
+    },
+    Idiom {
         name: "a plotly figure says what it holds and what gives an image",
         cells: &[
             "%pip install -q plotly",

@@ -80,6 +80,19 @@ class Text:
         return "".join(self.parts)
 
 
+def pretty_method(obj):
+    """`obj`'s _repr_pretty_ when IPython's pretty printer would call it: the first class
+    of its MRO that defines _repr_pretty_ or __repr__ defines _repr_pretty_."""
+    if isinstance(obj, type):
+        return None
+    for cls in type(obj).__mro__:
+        if "_repr_pretty_" in cls.__dict__:
+            return getattr(obj, "_repr_pretty_", None)
+        if cls is not object and "__repr__" in cls.__dict__:
+            return None
+    return None
+
+
 def plain_text(obj):
     printer = formatters().get("text/plain")
     printer = printer.lookup(obj) if printer is not None else None
@@ -87,8 +100,8 @@ def plain_text(obj):
         p = Text()
         printer(obj, p, False)
         return p.getvalue()
-    pretty = own_method(obj, "_repr_pretty_")
-    if pretty is not None and type(obj).__repr__ is object.__repr__:
+    pretty = pretty_method(obj)
+    if pretty is not None:
         p = Text()
         pretty(p, False)
         return p.getvalue()

@@ -310,7 +310,7 @@ def display_raw(mime):
     def show(*objs, raw=False, metadata=None):
         for obj in objs:
             if raw:
-                _display.publish({mime: obj, "text/plain": ""})
+                _display.publish({mime: obj})
             else:
                 _display.display(obj)
 
