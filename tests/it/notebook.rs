@@ -888,6 +888,18 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
+        cells: &[
+            "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",
+        ],
+        check: |o| {
+            expect(o.error() == "OSError", || o.error_text())?;
+            expect(o.error_text().contains("ZoneInfo('Europe/Paris')"), || {
+                o.error_text()
+            })
+        },
+    },
+    Idiom {
         name: "a standard module WASI leaves out says so",
         cells: &["import resource"],
         check: |o| {

@@ -36,6 +36,7 @@ IMPORT_PATCHES = (
     ("pdb", "_sandbox_notebook", "patch_pdb"),
     ("getpass", "_sandbox_notebook", "patch_getpass"),
     ("signal", "_sandbox_posix", "patch_signal"),
+    ("time", "_sandbox_posix", "patch_time"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
 AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_magics", "_sandbox_display",

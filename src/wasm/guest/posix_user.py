@@ -125,6 +125,28 @@ def patch_signal(signal):
     signal.__getattr__ = missing
 
 
+# Values of TZ that name UTC, the only local time the sandbox has.
+UTC_NAMES = {"", "UTC", "UTC0", "UTC+0", "UTC-0", "GMT", "GMT0", "Etc/UTC", "Etc/GMT",
+             "Etc/Zulu", "Zulu", "Universal", "Etc/Universal", ":UTC", ":Etc/UTC"}
+
+
+def patch_time(time):
+    """time.tzset(): WASI has no local time zones (local time is UTC). Setting TZ to UTC
+    and calling it is accepted, as it changes nothing; another zone is refused with what
+    works instead, rather than leaving local time silently in UTC."""
+    if hasattr(time, "tzset"):
+        return
+
+    def tzset():
+        zone = os.environ.get("TZ", "")
+        if zone.strip() not in UTC_NAMES:
+            raise OSError(f"time.tzset(): local time here is always UTC, so TZ={zone!r} cannot "
+                          "take effect; use zoneinfo instead (datetime.now(ZoneInfo("
+                          f"{zone.lstrip(':')!r})), or pandas' tz_convert)")
+
+    time.tzset = tzset
+
+
 def fill(module):
     """Fills the stand-in `pwd` or `grp` module."""
     if module.__name__ == "pwd":
