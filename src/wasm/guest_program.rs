@@ -1,7 +1,8 @@
 //! The program every sandbox's CPython runs: the driver (`driver.py`, its
 //! read-eval loop) and the guest modules it imports when the code needs them
 //! (`guest/*.py`: IPython's syntax, shell, magics and display, pip through
-//! the host's installer, HTTP clients through the door, threads and processes on one core,
+//! the host's installer, `!python` lines in this interpreter, HTTP clients through the
+//! door, threads and processes on one core,
 //! POSIX user facts, the asyncio loop, installed versions of built-ins),
 //! handed to the driver as sources in one dictionary ahead of its own code. One piece of text, so it is compiled
 //! (or pre-initialised) once per runtime, and keys what depends on it.
@@ -29,6 +30,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_ssl", include_str!("guest/ssl_shim.py")),
     ("_sandbox_threads", include_str!("guest/threads.py")),
     ("_sandbox_processes", include_str!("guest/processes.py")),
+    ("_sandbox_python_cmd", include_str!("guest/python_cmd.py")),
     ("_sandbox_posix", include_str!("guest/posix_user.py")),
     ("_sandbox_asyncio", include_str!("guest/asyncio_loop.py")),
     ("_sandbox_built_ins", include_str!("guest/built_ins.py")),

@@ -888,6 +888,18 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "!python script.py runs the script as a fresh program would",
+        cells: &[
+            "%%writefile train.py\nimport sys\nprint('training with', sys.argv[1:], __name__)\nif '--fail' in sys.argv:\n    raise ValueError('diverged')",
+            "!python train.py --epochs 3\n!python3 train.py --fail\nstatus = _exit_code\nout = !python -c \"print(6 * 7)\"\n(status, out)",
+        ],
+        check: |o| {
+            stdout_has(o, &["training with ['--epochs', '3'] __main__"])?;
+            stderr_has(o, "ValueError: diverged")?;
+            value_is(o, "(1, ['42'])")
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -54,8 +54,8 @@ INSTEAD = {
     "df": "shutil.disk_usage('/')",
     "env": "os.environ (or %env)",
     "which": "shutil.which (there are no programs to find here)",
-    "python": "%run script.py, or import the module",
-    "python3": "%run script.py, or import the module",
+    "python": "%run script.py (`!python script.py`, `-c` and `-m` run here, alone on a line)",
+    "python3": "%run script.py (`!python script.py`, `-c` and `-m` run here, alone on a line)",
     "git": "nothing here: there is no git; fetch files over HTTP from allowed hosts",
     "nvidia-smi": "nothing: the sandbox has no GPU",
     "apt": "nothing: only pure-Python packages can be installed, with %pip install",
@@ -372,12 +372,16 @@ class SandboxShell:
 
     # ---- commands -----------------------------------------------------------------------
     def system(self, cmd):
-        """Runs `!cmd`: pip through the host's installer; anything else says there is no
-        shell. The exit status is kept in `_exit_code`, as IPython keeps it."""
+        """Runs `!cmd`: pip through the host's installer, python in this interpreter
+        (see python_cmd.py); anything else says there is no shell. The exit status is kept in `_exit_code`, as IPython keeps it."""
         import _sandbox_pip
+
+        import _sandbox_python_cmd
 
         cmd = self.var_expand(cmd, sys._getframe(1))
         status = _sandbox_pip.run_command(cmd)
+        if status is None:
+            status = _sandbox_python_cmd.run(cmd)
         if status is None:
             sys.stderr.write(no_shell_line(cmd) + "\n")
             status = 127
@@ -393,9 +397,13 @@ class SandboxShell:
 
         import _sandbox_pip
 
+        import _sandbox_python_cmd
+
         cmd = self.var_expand(cmd, sys._getframe(depth + 1))
         out = io.StringIO()
         status = _sandbox_pip.run_command(cmd, stdout=out, stderr=out)
+        if status is None:
+            status = _sandbox_python_cmd.run(cmd, stdout=out, stderr=out)
         if status is None:
             raise NoShellError(no_shell_line(cmd))
         text = out.getvalue()

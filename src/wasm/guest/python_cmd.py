@@ -1,0 +1,117 @@
+# `!python script.py args`, `!python -c "code"`, `!python -m module` and `!python --version`
+# as shell lines: there are no processes here, so the program runs in this interpreter,
+# as a fresh process's __main__ would: its own namespace, sys.argv and sys.path[0] as
+# python sets them, its output where the line's goes, sys.exit() as its exit status, and an
+# uncaught exception printed as python prints it (the line itself does not raise). Unlike
+# a process, modules it imports stay imported.
+
+__sandbox_internal__ = True
+
+import sys
+
+NAMES = ("python", "python3", f"python3.{sys.version_info[1]}")
+# Flags python takes that change nothing here.
+IGNORED = ("-u", "-B", "-q", "-s", "-S", "-E", "-I", "-O", "-OO", "-X", "-W")
+
+
+def program(argv):
+    """What a python command line runs: ("file", path, args), ("code", code, args),
+    ("module", name, args) or ("version",), or None for one it cannot run here."""
+    if not argv or argv[0].rsplit("/", 1)[-1] not in NAMES:
+        return None
+    words = argv[1:]
+    while words and words[0] in IGNORED:
+        flag = words.pop(0)
+        if flag in ("-X", "-W") and words:
+            words.pop(0)
+    if not words:
+        return None  # an interactive interpreter: nothing to read from here
+    first, rest = words[0], words[1:]
+    if first in ("-V", "--version"):
+        return ("version",)
+    if first == "-c" and rest:
+        return ("code", rest[0], rest[1:])
+    if first == "-m" and rest:
+        return ("module", rest[0], rest[1:])
+    if first.startswith("-"):
+        return None
+    return ("file", first, rest)
+
+
+def run(cmd, stdout=None, stderr=None):
+    """Runs `cmd` if it is a python command line this interpreter can run: its exit
+    status; None for anything else."""
+    import contextlib
+    import shlex
+
+    import _sandbox_pip
+
+    try:
+        argv = shlex.split(cmd)
+    except ValueError:
+        return None
+    what = program(argv)
+    if what is None or _sandbox_pip.shell_operator(cmd) is not None:
+        return None
+    with contextlib.ExitStack() as stack:
+        if stdout is not None:
+            stack.enter_context(contextlib.redirect_stdout(stdout))
+        if stderr is not None:
+            stack.enter_context(contextlib.redirect_stderr(stderr))
+        if what[0] == "version":
+            print(f"Python {sys.version.split()[0]}")
+            return 0
+        return run_program(*what)
+
+
+def run_program(kind, target, args):
+    import os
+    import runpy
+
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    if kind == "file":
+        sys.argv = [target, *args]
+        sys.path[0:0] = [os.path.dirname(os.path.abspath(target))]
+    else:
+        sys.argv = ["-c" if kind == "code" else target, *args]
+        sys.path[0:0] = [""]
+    try:
+        if kind == "file":
+            runpy.run_path(target, run_name="__main__")
+        elif kind == "module":
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+            exec(compile(target, "<string>", "exec"), namespace)
+        return 0
+    except SystemExit as exc:
+        return exit_status(exc.code)
+    except Exception as exc:  # noqa: BLE001 - printed, as python prints it
+        print_traceback(exc)
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def exit_status(code):
+    """sys.exit(code) as a process's exit status (a message is printed, as python does)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    try:
+        sys.stderr.write(f"{code}\n")
+    except Exception:  # noqa: BLE001 - a message that cannot be printed still exits 1
+        pass
+    return 1
+
+
+def print_traceback(exc):
+    """The traceback python prints, without this module's frames or runpy's."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_globals.get("__sandbox_internal__")
+                              or tb.tb_frame.f_globals.get("__name__") == "runpy"):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
