@@ -75,7 +75,7 @@ impl SandboxRoot {
         let dir = root.join(format!("{SERVER_PREFIX}{}", random_name()));
         // For the server's user alone: no other user lists its sandboxes or
         // reads their files.
-        private_dir_builder().create(&dir).map_err(err)?;
+        super::private_files::create_private_dir(&dir).map_err(err)?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -297,18 +297,6 @@ fn shared_with_others(dir: &Path) -> Option<String> {
 #[cfg(not(unix))]
 fn shared_with_others(_dir: &Path) -> Option<String> {
     None
-}
-
-/// A builder of directories for the server's user alone (0700 on Unix).
-fn private_dir_builder() -> fs::DirBuilder {
-    #[allow(unused_mut)]
-    let mut builder = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder
 }
 
 fn random_name() -> String {

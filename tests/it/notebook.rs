@@ -900,6 +900,16 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a misbehaving !python program leaves the notebook as it was",
+        cells: &[
+            "import os, sys\nhome = os.getcwd()\n!python -c \"import sys, os; sys.path = None; os.chdir('/tmp'); sys.stdout.close()\"\n!python -c \"import os; os._exit(3)\"\nafter_exit = _exit_code\n!python -c \"raise KeyboardInterrupt\"\nprint('still printing')\n(type(sys.path).__name__, os.getcwd() == home, after_exit, _exit_code)",
+        ],
+        check: |o| {
+            stdout_has(o, &["still printing"])?;
+            value_is(o, "('list', True, 3, 130)")
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -386,6 +386,13 @@ def patch_tqdm_notebook(module):
 
 def plotly_summary(fig):
     """What a plotly figure shows here: what it holds, and what to use for a picture."""
+    if isinstance(fig, dict):  # plotly.offline.iplot hands over the figure as a dict
+        try:
+            from plotly import graph_objects
+
+            fig = graph_objects.Figure(fig)
+        except Exception:  # noqa: BLE001 - summarised as what it is
+            pass
     layout = getattr(fig, "layout", None)
     title = getattr(getattr(layout, "title", None), "text", None)
     kinds = [getattr(trace, "type", None) or "trace" for trace in getattr(fig, "data", ())]

@@ -68,29 +68,88 @@ def run_program(kind, target, args):
     import os
     import runpy
 
-    saved_argv, saved_path = sys.argv, sys.path[:]
-    if kind == "file":
-        sys.argv = [target, *args]
-        sys.path[0:0] = [os.path.dirname(os.path.abspath(target))]
-    else:
-        sys.argv = ["-c" if kind == "code" else target, *args]
-        sys.path[0:0] = [""]
-    try:
+    with own_process_state():
         if kind == "file":
-            runpy.run_path(target, run_name="__main__")
-        elif kind == "module":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            sys.argv = [target, *args]
+            sys.path[0:0] = [os.path.dirname(os.path.abspath(target))]
         else:
-            namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-            exec(compile(target, "<string>", "exec"), namespace)
-        return 0
-    except SystemExit as exc:
-        return exit_status(exc.code)
-    except Exception as exc:  # noqa: BLE001 - printed, as python prints it
-        print_traceback(exc)
-        return 1
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+            sys.argv = ["-c" if kind == "code" else target, *args]
+            sys.path[0:0] = [""]
+        try:
+            if kind == "file":
+                runpy.run_path(target, run_name="__main__")
+            elif kind == "module":
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+                exec(compile(target, "<string>", "exec"), namespace)
+            return 0
+        except SystemExit as exc:
+            return exit_status(exc.code)
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - printed, as python does
+            print_traceback(exc)
+            return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+
+class KeptOpen:
+    """A standard stream as a program sees it: closing it ends the program's use of it
+    (as a process's end would), not the notebook's."""
+
+    def __init__(self, stream):
+        self._stream, self.closed = stream, False
+
+    def write(self, text):
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return self._stream.write(text)
+
+    def close(self):
+        self.closed = True
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class ProgramExit(SystemExit):
+    """os._exit() in a program: its process would end there; here the program does."""
+
+
+def own_process_state():
+    """What a process has of its own, put back when the program ends however it ends:
+    sys.argv, sys.path (the list and what is in it), the standard streams and the
+    working directory; os._exit() ends the program, not the interpreter."""
+    import contextlib
+    import os
+
+    @contextlib.contextmanager
+    def kept():
+        argv, path = sys.argv, sys.path
+        entries = list(path) if isinstance(path, list) else path
+        streams = sys.stdout, sys.stderr, sys.stdin
+        cwd = os.getcwd()
+        real_exit = os._exit
+
+        def program_exit(code):
+            raise ProgramExit(code)
+
+        os._exit = program_exit
+        sys.path = list(entries) if isinstance(entries, list) else [""]
+        sys.stdout, sys.stderr = KeptOpen(sys.stdout), KeptOpen(sys.stderr)
+        try:
+            yield
+        finally:
+            os._exit = real_exit
+            sys.argv = argv
+            if isinstance(path, list):
+                path[:] = entries
+            sys.path = path
+            sys.stdout, sys.stderr, sys.stdin = streams
+            try:
+                os.chdir(cwd)
+            except OSError:
+                pass
+
+    return kept()
 
 
 def exit_status(code):
@@ -98,7 +157,7 @@ def exit_status(code):
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        return code & 0xFF  # as a shell reports it: sys.exit(-1) is 255
     try:
         sys.stderr.write(f"{code}\n")
     except Exception:  # noqa: BLE001 - a message that cannot be printed still exits 1
