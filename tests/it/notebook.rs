@@ -458,12 +458,12 @@ const CORPUS: &[Idiom] = &[
         check: |o| value_is(o, "(45, 3, [3, 0, 0], {0: 0, 1: 1, 2: 4})"),
     },
     Idiom {
-        name: "a process that fails has exit code 1 and prints its traceback",
+        name: "a process that fails or calls os._exit() has its exit code",
         cells: &[
-            "from multiprocessing import Process\ndef bad():\n    raise ValueError('boom')\np = Process(target=bad)\np.start(); p.join()\np.exitcode",
+            "from multiprocessing import Process\nimport os\ndef bad():\n    raise ValueError('boom')\np = Process(target=bad)\np.start(); p.join()\nq = Process(target=lambda: os._exit(4))\nq.start(); q.join()\n(p.exitcode, q.exitcode)",
         ],
         check: |o| {
-            value_is(o, "1")?;
+            value_is(o, "(1, 4)")?;
             stderr_has(o, "ValueError: boom")
         },
     },

@@ -45,6 +45,16 @@ class Process:
         self._thread.start()
 
     def _bootstrap(self):
+        import os
+
+        real_exit = os._exit
+        os._exit = _end_process  # ends this process, not the interpreter
+        try:
+            self._run_as_child()
+        finally:
+            os._exit = real_exit
+
+    def _run_as_child(self):
         import _sandbox_threads
 
         try:
@@ -123,6 +133,11 @@ class Process:
         state = ("initial" if self._thread is None else "started" if self.exitcode is None
                  else f"stopped exitcode={self.exitcode}")
         return f"<{type(self).__name__} name={self._name!r} {state}>"
+
+
+def _end_process(code):
+    """os._exit() in a process: the process ends there, with that exit code."""
+    raise SystemExit(code)
 
 
 class Queue(queue.Queue):
