@@ -379,11 +379,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         """The value as a notebook shows it: pandas objects as whole text tables (wide
         enough not to wrap, long ones summarised by pandas as the code's display options
         say), a float as %precision says, anything else by repr()."""
-        if float_format[0] is not None and type(value) is float:
-            try:
-                return float_format[0] % value
-            except (TypeError, ValueError, OverflowError):
-                return repr(value)  # %d of inf or nan: IPython shows repr too
+        if float_format[0] is not None and type(value) in (float, list, tuple, dict):
+            return with_float_format(value, float_format[0], frozenset())
         if is_table(value):
             pandas = sys.modules["pandas"]
             changes = [item for key, wide in table_text.items() if at_default(pandas, key)
@@ -392,6 +389,30 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 with pandas.option_context(*changes):
                     return repr(value)
         return repr(value)
+
+    def with_float_format(value, form, seen):
+        """repr() of a float, or of plain lists, tuples and dicts holding floats, with
+        each float as %precision says (as IPython's pretty printer shows them)."""
+        kind = type(value)
+        if kind is float:
+            try:
+                return form % value
+            except (TypeError, ValueError, OverflowError):
+                return repr(value)  # %d of inf or nan: IPython shows repr too
+        if kind not in (list, tuple, dict) or len(seen) > 20 or len(value) > 10_000:
+            return repr(value)
+        opening, closing = {list: "[]", tuple: "()", dict: "{}"}[kind]
+        if id(value) in seen:
+            return opening + "..." + closing  # a container holding itself, as repr says
+        inner = seen | {id(value)}
+        if kind is dict:
+            items = ", ".join(f"{with_float_format(k, form, inner)}: "
+                              f"{with_float_format(v, form, inner)}" for k, v in value.items())
+        else:
+            items = ", ".join(with_float_format(item, form, inner) for item in value)
+        if kind is tuple and len(value) == 1:
+            items += ","
+        return opening + items + closing
 
     def at_default(pandas, key):
         """Whether pandas' option `key` has the value pandas gives it."""

@@ -507,8 +507,11 @@ const CORPUS: &[Idiom] = &[
     },
     Idiom {
         name: "%precision formats floats",
-        cells: &["%precision 3", "import math\nmath.pi"],
-        check: |o| value_is(o, "3.142"),
+        cells: &[
+            "%precision 3",
+            "import math\n(math.pi, [math.e], {'r': 0.5})",
+        ],
+        check: |o| value_is(o, "(3.142, [2.718], {'r': 0.500})"),
     },
     Idiom {
         name: "ast_node_interactivity = 'all' shows every expression",
