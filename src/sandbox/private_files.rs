@@ -33,7 +33,11 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
 /// The bytes of the regular file `path` (see [`open_regular`]), refused
 /// when it holds more than `max`.
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let file = open_regular(path)?;
+    read_bounded(open_regular(path)?, path, max)
+}
+
+/// All of `file` (named `path` in errors), refused when it holds more than `max`.
+fn read_bounded(file: impl Read, path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
@@ -65,15 +69,7 @@ pub fn read_regular_in(dir: &cap_std::fs::Dir, path: &Path, max: u64) -> std::io
             format!("{} is not a regular file", path.display()),
         ));
     }
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{} is larger than {max} bytes", path.display()),
-        ));
-    }
-    Ok(bytes)
+    read_bounded(file, path, max)
 }
 
 /// Makes `path` and its missing parents; the directories made are for the

@@ -687,8 +687,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                          "ast_node_interactivity", "last_expr")
         # Anything but one of IPython's words (a number, an array, an object
         # whose comparisons raise) is the default, so no cell is kept from running.
-        if type(chosen) is str and chosen in ("all", "last", "last_expr", "none",
-                                              "last_expr_or_assign"):
+        if type(chosen) is str and chosen in shell.INTERACTIVITY_MODES:
             return chosen
         return "last_expr"
 

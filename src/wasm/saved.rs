@@ -239,11 +239,15 @@ impl SavedStore {
     ) -> Option<Result<Restorable, SandboxError>> {
         let entry = self.entry(id);
         let meta = read_meta(&entry.join(META)).ok()?;
-        let sealed = read_meta(&entry.join(SEAL))
-            .ok()
-            .and_then(|s| String::from_utf8(s).ok())
-            .is_some_and(|s| self.seal.verify(&meta, &s));
+        let sealed = self.seal_holds(&meta, read_meta(&entry.join(SEAL)));
         Some(check(id, &entry, &meta, sealed, image_key))
+    }
+
+    /// Whether `seal` (as read beside `record`) is the record's valid seal.
+    fn seal_holds(&self, record: &[u8], seal: std::io::Result<Vec<u8>>) -> bool {
+        seal.ok()
+            .and_then(|seal| String::from_utf8(seal).ok())
+            .is_some_and(|seal| self.seal.verify(record, &seal))
     }
 
     /// The runtime of the saved sandbox `id` when one is saved (inside:

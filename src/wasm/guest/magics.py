@@ -545,12 +545,12 @@ def config(line=""):
     if setting.strip() == "InteractiveShell.ast_node_interactivity" and equals:
         import ast
 
-        from _sandbox_shell import SandboxShell
+        from _sandbox_shell import INTERACTIVITY_MODES, SandboxShell
 
         chosen = ast.literal_eval(value.strip())
-        if chosen not in ("all", "last", "last_expr", "none", "last_expr_or_assign"):
-            raise UsageError(f"ast_node_interactivity is one of 'all', 'last', 'last_expr', "
-                             f"'none', 'last_expr_or_assign', not {chosen!r}")
+        if chosen not in INTERACTIVITY_MODES:
+            raise UsageError(f"ast_node_interactivity is one of {', '.join(INTERACTIVITY_MODES)}, "
+                             f"not {chosen!r}")
         SandboxShell.ast_node_interactivity = chosen
     return None
 

@@ -210,11 +210,11 @@ def Pipe(duplex=True):
     return Connection(there, None, writable=False), Connection(None, there, readable=False)
 
 
-class Value:
-    """multiprocessing.Value: .value, and a lock (get_lock(), or the value as one)."""
+class Synchronized:
+    """What Value and Array share: a lock (the one given, or an RLock of their own),
+    get_lock(), get_obj(), and use as the lock itself in a with statement."""
 
-    def __init__(self, typecode_or_type=None, *args, lock=True):
-        self.value = args[0] if args else 0
+    def _take_lock(self, lock):
         self._lock = lock if hasattr(lock, "acquire") else threading.RLock()
 
     def get_lock(self):
@@ -229,30 +229,26 @@ class Value:
     def __exit__(self, *exc):
         return self._lock.__exit__(*exc)
 
+
+class Value(Synchronized):
+    """multiprocessing.Value: .value, and a lock (get_lock(), or the value as one)."""
+
+    def __init__(self, typecode_or_type=None, *args, lock=True):
+        self.value = args[0] if args else 0
+        self._take_lock(lock)
+
     def __repr__(self):
         return f"<Synchronized wrapper for {self.value!r}>"
 
 
-class Array(list):
+class Array(Synchronized, list):
     """multiprocessing.Array: a list with a lock."""
 
     def __init__(self, typecode_or_type=None, size_or_initializer=0, *, lock=True):
         items = ([0] * size_or_initializer if isinstance(size_or_initializer, int)
                  else list(size_or_initializer))
         super().__init__(items)
-        self._lock = lock if hasattr(lock, "acquire") else threading.RLock()
-
-    def get_lock(self):
-        return self._lock
-
-    def get_obj(self):
-        return self
-
-    def __enter__(self):
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc):
-        return self._lock.__exit__(*exc)
+        self._take_lock(lock)
 
 
 class Namespace:

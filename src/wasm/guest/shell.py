@@ -276,6 +276,10 @@ class ExecutionResult:
             raise self.error_in_exec
 
 
+# IPython's values of InteractiveShell.ast_node_interactivity.
+INTERACTIVITY_MODES = ("all", "last", "last_expr", "none", "last_expr_or_assign")
+
+
 class SandboxShell:
     """The sandbox's IPython-like shell (see `%lsmagic` for its magics)."""
 

@@ -132,10 +132,10 @@ impl SavedStore {
         let Ok(mut meta) = serde_json::from_slice::<SavedMeta>(&record) else {
             return Ok(false);
         };
-        let sealed = read_regular_in(server, &memory.join(SEAL), MAX_META_BYTES)
-            .ok()
-            .and_then(|seal| String::from_utf8(seal).ok())
-            .is_some_and(|seal| self.seal.verify(&record, &seal));
+        let sealed = self.seal_holds(
+            &record,
+            read_regular_in(server, &memory.join(SEAL), MAX_META_BYTES),
+        );
         let entry = self.entry(&meta.session_id);
         let entry_name = entry.file_name().expect("an entry is named by a digest");
         if store.symlink_metadata(entry_name).is_ok()
@@ -190,11 +190,7 @@ impl SavedStore {
         let Ok(record) = read_meta(&entry.join(META)) else {
             return false;
         };
-        let sealed = read_meta(&entry.join(SEAL))
-            .ok()
-            .and_then(|seal| String::from_utf8(seal).ok())
-            .is_some_and(|seal| self.seal.verify(&record, &seal));
-        sealed
+        self.seal_holds(&record, read_meta(&entry.join(SEAL)))
             && serde_json::from_slice::<SavedMeta>(&record)
                 .is_ok_and(|existing| existing.saved_at > saved_at)
     }
