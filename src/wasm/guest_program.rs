@@ -31,6 +31,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_threads", include_str!("guest/threads.py")),
     ("_sandbox_processes", include_str!("guest/processes.py")),
     ("_sandbox_python_cmd", include_str!("guest/python_cmd.py")),
+    ("_sandbox_store", include_str!("guest/store.py")),
     ("_sandbox_posix", include_str!("guest/posix_user.py")),
     ("_sandbox_asyncio", include_str!("guest/asyncio_loop.py")),
     ("_sandbox_built_ins", include_str!("guest/built_ins.py")),

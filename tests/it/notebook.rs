@@ -913,6 +913,45 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "%%script python and %%python run the cell as a program, as IPython does",
+        cells: &[
+            "%%script python --out said --err complained\nimport sys\nprint('args', sys.argv, __name__)\nprint('careful', file=sys.stderr)",
+            "%%python3 --no-raise-error\nimport os; os.chdir('/tmp'); raise SystemExit(4)",
+            "import os, subprocess\ntry:\n    get_ipython().run_cell_magic('python', '', 'print(\"last words\")\\nraise SystemExit(3)')\nexcept subprocess.CalledProcessError as e:\n    failed = e.returncode\n(said, complained, os.getcwd(), failed)",
+        ],
+        check: |o| {
+            stdout_has(o, &["last words"])?;
+            value_is(o, "(\"args [''] __main__\\n\", 'careful\\n', '/', 3)")
+        },
+    },
+    Idiom {
+        name: "%store keeps a variable and %store -r brings it back",
+        cells: &[
+            "import pandas as pd\nprices = pd.Series([1.5, 2.5])\nnames = ['a', 'b']\n%store prices names",
+            "del prices, names\n%store -r\n%store\n(prices.sum(), names)",
+        ],
+        check: |o| {
+            stdout_has(
+                o,
+                &["Stored variables and their in-db values:", "names  -> ['a', 'b']"],
+            )?;
+            value_is(o, "(np.float64(4.0), ['a', 'b'])")
+        },
+    },
+    Idiom {
+        name: "%xmode says the mode it takes",
+        cells: &["%xmode Minimal\n%xmode"],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "Exception reporting mode: Minimal",
+                    "Exception reporting mode: Docs",
+                ],
+            )
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -832,6 +832,25 @@ def load(line):
                      f"%run {line.strip() or 'file.py'} or print(open(path).read())")
 
 
+XMODES = ("Plain", "Context", "Verbose", "Minimal", "Docs", "Doctest")
+_xmode = ["Context"]
+
+
+@magic("line")
+def xmode(line=""):
+    """%xmode [mode]: the mode IPython would format tracebacks in (the result's error
+    keeps the whole traceback whatever the mode); no mode: the next one, as IPython."""
+    asked = line.strip().capitalize()
+    if not asked:
+        asked = XMODES[(XMODES.index(_xmode[0]) + 1) % len(XMODES)]
+    if asked not in XMODES:
+        sys.stderr.write(f"UserWarning: Error changing user exception modes.\nUnrecognized "
+                         f"mode in FormattedTB: <{asked}>\nValid modes: {list(XMODES)}\n")
+        return
+    _xmode[0] = asked
+    print(f"Exception reporting mode: {asked}")
+
+
 # ---- shells and other languages ------------------------------------------------------------
 
 @magic("cell")
@@ -841,9 +860,20 @@ def no_shell(line, cell):
 
 @magic("cell")
 def python(line, cell):
-    """%%python: runs the body in a fresh namespace (there is one interpreter here)."""
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    exec(compile(cell, "<%%python>", "exec"), namespace)
+    """%%python (also %%python3): the cell as a python program, run in this interpreter
+    as a fresh process's __main__ (see python_cmd.py)."""
+    import _sandbox_python_cmd
+
+    _sandbox_python_cmd.cell_program(line, cell)
+
+
+@magic("cell")
+def script(line, cell):
+    """%%script python ...: as %%python; %%script with any other command: no shell."""
+    import _sandbox_python_cmd
+
+    if _sandbox_python_cmd.cell_program(line, cell, command="") is None:
+        no_shell(line, cell)
 
 
 @magic("line")
@@ -876,14 +906,16 @@ def register_all(shell):
     """Registers the built-in magics on the shell."""
     import _sandbox_display
     import _sandbox_pip
+    import _sandbox_store
 
     register(shell, time_, timeit, prun, capture, who, whos, who_ls, reset, xdel, precision,
              env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
              load_ext, reload_ext, unload_ext, pinfo, pinfo2, psearch, lsmagic, magic_,
-             history, save, debug, load, system)
+             history, save, debug, load, system, xmode)
     shell.magics_manager.register_function(system, "line", "sx")
     shell.magics_manager.register_function(writefile, "cell", "file")
-    for name in ("bash", "sh", "script", "system", "sx", "perl", "ruby", "!"):
+    shell.magics_manager.register_function(script, "cell", "script")
+    for name in ("bash", "sh", "system", "sx", "perl", "ruby", "!"):
         shell.magics_manager.register_function(no_shell, "cell", name)
     for name in ("python", "python3", "pypy"):
         shell.magics_manager.register_function(python, "cell", name)
@@ -892,12 +924,13 @@ def register_all(shell):
         register(shell, alias_magic(name))
     for name, said in (("automagic", "Automagic is ON, % prefix IS NOT needed for line magics."),
                        ("autocall", None), ("autoawait", None), ("doctest_mode", None),
-                       ("xmode", "Exception reporting mode: Context"), ("colors", None),
+                       ("colors", None),
                        ("pprint", None), ("gui", None), ("alias", None), ("unalias", None),
                        ("rehashx", None), ("killbgscripts", None), ("page", None),
                        ("pdb", "Automatic pdb calling has been turned OFF (there is no debugger here)"),
-                       ("store", None), ("tb", None), ("logstart", None), ("logstop", None),
+                       ("tb", None), ("logstart", None), ("logstop", None),
                        ("notebook", None), ("qtconsole", None), ("connect_info", None)):
         register(shell, accepted(name, said))
     _sandbox_display.register_magics(shell)
     _sandbox_pip.register_magics(shell)
+    _sandbox_store.register_magics(shell)

@@ -1,5 +1,6 @@
 # `!python script.py args`, `!python -c "code"`, `!python -m module` and `!python --version`
-# as shell lines: there are no processes here, so the program runs in this interpreter,
+# as shell lines, and `%%python` / `%%script python` cells (the cell is the program python
+# reads from its standard input): there are no processes here, so the program runs in this interpreter,
 # as a fresh process's __main__ would: its own namespace, sys.argv and sys.path[0] as
 # python sets them, its output where the line's goes, sys.exit() as its exit status, and an
 # uncaught exception printed as python prints it (the line itself does not raise). Unlike
@@ -16,7 +17,8 @@ IGNORED = ("-u", "-B", "-q", "-s", "-S", "-E", "-I", "-O", "-OO", "-X", "-W")
 
 def program(argv):
     """What a python command line runs: ("file", path, args), ("code", code, args),
-    ("module", name, args) or ("version",), or None for one it cannot run here."""
+    ("module", name, args), ("stdin", None, args) or ("version",), or None for one it
+    cannot run here."""
     if not argv or argv[0].rsplit("/", 1)[-1] not in NAMES:
         return None
     words = argv[1:]
@@ -27,6 +29,8 @@ def program(argv):
     if not words:
         return None  # an interactive interpreter: nothing to read from here
     first, rest = words[0], words[1:]
+    if first == "-":
+        return ("stdin", None, rest)
     if first in ("-V", "--version"):
         return ("version",)
     if first == "-c" and rest:
@@ -64,7 +68,9 @@ def run(cmd, stdout=None, stderr=None):
         return run_program(*what)
 
 
-def run_program(kind, target, args):
+def run_program(kind, target, args, argv0=None):
+    """Runs one program (see `program`; a "stdin" program's source is `target`, or what
+    sys.stdin holds when it is None) as a process's __main__ would: its exit status."""
     import os
     import runpy
 
@@ -73,7 +79,8 @@ def run_program(kind, target, args):
             sys.argv = [target, *args]
             sys.path[0:0] = [os.path.dirname(os.path.abspath(target))]
         else:
-            sys.argv = ["-c" if kind == "code" else target, *args]
+            first = {"code": "-c", "module": target, "stdin": "-"}[kind]
+            sys.argv = [first if argv0 is None else argv0, *args]
             sys.path[0:0] = [""]
         try:
             if kind == "file":
@@ -81,14 +88,97 @@ def run_program(kind, target, args):
             elif kind == "module":
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
             else:
+                source = target if target is not None else streams_source()
+                filename = "<string>" if kind == "code" else "<stdin>"
                 namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-                exec(compile(target, "<string>", "exec"), namespace)
+                exec(compile(source, filename, "exec"), namespace)
             return 0
         except SystemExit as exc:
             return exit_status(exc.code)
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - printed, as python does
             print_traceback(exc)
             return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+
+def streams_source():
+    """What the program reads as its source when it comes from standard input."""
+    try:
+        return sys.stdin.read() if sys.stdin is not None else ""
+    except (OSError, ValueError):
+        return ""
+
+
+# Options IPython's %%script takes (after them, the command line).
+SCRIPT_OPTIONS = ("--out", "--err", "--proc", "--bg", "--raise-error", "--no-raise-error")
+
+
+def cell_program(line, cell, command="python"):
+    """`%%python [options]` and `%%script [options] python ...`: the cell is the program
+    python reads from its standard input, run here as any program is (`run_program`).
+    As IPython does: --out NAME / --err NAME keep what it printed in a variable instead,
+    and an exit status other than 0 raises CalledProcessError unless --no-raise-error.
+    --bg runs it now (nothing runs in the background here). Anything but a python
+    command line is None (for the caller to say there is no shell)."""
+    import contextlib
+    import io
+    import shlex
+    import subprocess
+
+    import _sandbox_api as api
+    from _sandbox_shell import UsageError
+
+    options, words = script_options(shlex.split(line), UsageError)
+    words = words or shlex.split(command)
+    what = program(words) or program([*words, "-"])  # no program named: the cell is read
+    if what is None:
+        return None
+    if options.get("--bg") or options.get("--proc"):
+        print("[no background processes here: the program ran now]")
+    out = io.StringIO() if options.get("--out") else None
+    err = io.StringIO() if options.get("--err") else None
+    with contextlib.ExitStack() as stack:
+        if out is not None:
+            stack.enter_context(contextlib.redirect_stdout(out))
+        if err is not None:
+            stack.enter_context(contextlib.redirect_stderr(err))
+        if what[0] == "version":
+            print(f"Python {sys.version.split()[0]}")
+            status = 0
+        elif what[0] == "stdin":
+            status = run_program("stdin", cell, what[2], argv0="")
+        else:
+            status = run_program(*what)
+    for name, stream in (("--out", out), ("--err", err)):
+        if stream is not None:
+            api.namespace[options[name]] = stream.getvalue()
+    if status and options.get("--raise-error", True):
+        raise subprocess.CalledProcessError(status, cell.encode())
+    return status
+
+
+def script_options(words, usage_error):
+    """%%script's options, wherever they stand among `words` (as IPython reads them), as
+    a dict, and the words left: the command line."""
+    options, command = {}, []
+    words = list(words)
+    while words:
+        word = words.pop(0)
+        name, _, value = word.partition("=")
+        if name not in SCRIPT_OPTIONS:
+            command.append(word)
+        elif name in ("--out", "--err", "--proc"):
+            if not value:
+                if not words:
+                    raise usage_error(f"argument {name}: expected one argument")
+                value = words.pop(0)
+            if name != "--proc" and not value.isidentifier():
+                raise usage_error(f"argument {name}: {value!r} is not a variable name")
+            options[name] = value
+        elif name == "--no-raise-error":
+            options["--raise-error"] = False
+        else:
+            options[name] = True
+    return options, command
 
 
 class KeptOpen:
