@@ -933,7 +933,10 @@ const CORPUS: &[Idiom] = &[
         check: |o| {
             stdout_has(
                 o,
-                &["Stored variables and their in-db values:", "names  -> ['a', 'b']"],
+                &[
+                    "Stored variables and their in-db values:",
+                    "names  -> ['a', 'b']",
+                ],
             )?;
             value_is(o, "(np.float64(4.0), ['a', 'b'])")
         },
