@@ -55,6 +55,7 @@ mod store_error;
 mod tool_door;
 mod trap;
 mod turns;
+mod unused_snapshots;
 mod written_pages;
 
 use std::collections::HashMap;

@@ -19,7 +19,9 @@ use super::host_memory::check_compile_memory;
 use super::quota_gate::{self, Door};
 use super::runtime::{RuntimeManifest, VerifiedRuntime, load_runtime};
 use super::snapshot::Snapshot;
-use super::{WasmSettings, door, engine, module_cache, mounts, preinit, tool_door};
+use super::{
+    WasmSettings, door, engine, module_cache, mounts, preinit, tool_door, unused_snapshots,
+};
 use crate::packages::BuiltInPackages;
 use crate::sandbox::budget::Budget;
 use crate::sandbox::{Progress, SandboxError};
@@ -149,7 +151,9 @@ pub(crate) fn load(
                 settings, &engine, &pre, &runtime, &mounts, &executor, slot, &state_key, data,
             );
             slot.set_phase(None);
-            Some(Arc::new(made?))
+            let made = made?;
+            remove_unused_snapshots(&settings.cache_dir, &state_key);
+            Some(Arc::new(made))
         }
     };
     let initial_memory = match &snapshot {
@@ -375,6 +379,20 @@ fn snapshot(
         "pre-initialised the runtime"
     );
     Ok(snapshot)
+}
+
+/// Removes the snapshots no server has used for a while (see
+/// [`unused_snapshots`]), saying what went.
+fn remove_unused_snapshots(cache_dir: &Path, in_use: &str) {
+    let removed = unused_snapshots::remove_unused(cache_dir, in_use, std::time::SystemTime::now());
+    if removed.snapshots > 0 || removed.bytes > 0 {
+        tracing::info!(
+            snapshots = removed.snapshots,
+            megabytes = removed.bytes >> 20,
+            "removed runtime snapshots no server has used for {} days (another build or another SANDBOX_PRELOAD; one that is needed again is made again)",
+            unused_snapshots::UNUSED_DAYS
+        );
+    }
 }
 
 /// Bytes of linear memory an instance of `module` starts with.

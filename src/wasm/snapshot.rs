@@ -59,6 +59,7 @@ impl Snapshot {
             tracing::warn!(path = %image_path.display(), "ignoring a snapshot image whose size does not match its record");
             return None;
         }
+        super::unused_snapshots::mark_used(&record_path);
         Some(Self {
             image,
             memory_bytes: record.memory_bytes,
