@@ -66,10 +66,11 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
                 removed.bytes += remove_snapshot(cache_dir, key, meta.len());
                 removed.snapshots += 1;
             }
-        } else if is_left_behind(&name) && age > LEFT_BEHIND {
-            if std::fs::remove_file(entry.path()).is_ok() {
-                removed.bytes += meta.len();
-            }
+        } else if is_left_behind(&name)
+            && age > LEFT_BEHIND
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
+            removed.bytes += meta.len();
         }
     }
     removed
