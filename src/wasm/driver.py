@@ -347,12 +347,23 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
         @staticmethod
         def exec_module(module):
+            import warnings
+
             from matplotlib.backend_bases import FigureManagerBase
             from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+            class FigureManager(FigureManagerBase):
+                def show(self):
+                    """fig.show(): the figure stays open, so it comes back as an image
+                    (as inline shows it), without matplotlib's warning that it cannot."""
+
             module.FigureCanvas = FigureCanvasAgg
-            module.FigureManager = FigureManagerBase
+            module.FigureManager = FigureManager
             module.show = show_figures
+            # After matplotlib.use("Agg"), plt.show() warns that nothing can be shown;
+            # here every open figure still comes back as an image.
+            warnings.filterwarnings("ignore", message=r"FigureCanvas\w* is non-interactive, "
+                                    "and thus cannot be shown", category=UserWarning)
 
     sys.meta_path.append(PlotsBackend)
 
@@ -481,6 +492,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             seen.add(id(chained))
             chained.__traceback__ = without_driver_frames(chained.__traceback__)
             chained = chained.__cause__ or chained.__context__
+        # What post-mortem tools read (traceback.print_last(), pdb.pm()), as IPython sets it.
+        sys.last_exc, sys.last_type, sys.last_value, sys.last_traceback = \
+            exc, type(exc), exc, exc.__traceback__
+        last_error[0] = exc
         if getattr(exc, "_sandbox_short_traceback", False):
             # A magic's usage error reads as IPython shows it: one line, no frames.
             lines = [f"{type(exc).__name__}: {exc}\n"]
@@ -507,9 +522,50 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 return ""
         except (ImportError, ValueError):
             pass
-        return (f": it is neither built into this runtime nor installed. `%pip install {top}` "
+        full = getattr(exc, "name", None) or top
+        if top == "google" and "google.colab" in failing_line(exc):
+            full = "google.colab"
+        if full in ELSEWHERE or top in ELSEWHERE:
+            return f": {ELSEWHERE.get(full) or ELSEWHERE[top]}"
+        if top in COMPILED:
+            return (f": it is neither built into this runtime nor installable here: its package "
+                    f"({COMPILED[top]}) has compiled code, and only pure-Python packages install "
+                    "in the sandbox")
+        package = PACKAGE_OF.get(top, top)
+        return (f": it is neither built into this runtime nor installed. `%pip install {package}` "
                 "(or the install_package tool) installs it if it is pure Python; a package with "
                 "compiled code cannot be installed in the sandbox")
+
+    def failing_line(exc):
+        """The text of the line `exc` was raised on ("" when it is not known)."""
+        import linecache
+
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb else ""
+
+    # Modules whose package is named otherwise on the index (pure Python, or may be).
+    PACKAGE_OF = {"dotenv": "python-dotenv", "docx": "python-docx", "pptx": "python-pptx",
+                  "jwt": "PyJWT", "slugify": "python-slugify", "git": "GitPython",
+                  "jose": "python-jose", "multipart": "python-multipart", "serial": "pyserial",
+                  "telegram": "python-telegram-bot", "discord": "discord.py", "sql": "jupysql",
+                  "attr": "attrs", "dateutil": "python-dateutil", "yaml": "PyYAML",
+                  "bs4": "beautifulsoup4", "PIL": "pillow", "sklearn": "scikit-learn",
+                  "magic": "python-magic", "Levenshtein": "python-Levenshtein",
+                  "fuzzywuzzy": "fuzzywuzzy", "googleapiclient": "google-api-python-client"}
+    # Modules whose package has compiled code (it cannot be installed here).
+    COMPILED = {"cv2": "opencv-python", "skimage": "scikit-image", "torch": "torch",
+                "tensorflow": "tensorflow", "fitz": "PyMuPDF", "Crypto": "pycryptodome",
+                "psycopg2": "psycopg2", "xgboost": "xgboost", "lightgbm": "lightgbm",
+                "catboost": "catboost", "jax": "jax", "pyarrow": "pyarrow",
+                "polars": "polars", "numba": "numba", "shapely": "shapely",
+                "orjson": "orjson", "pydantic_core": "pydantic-core"}
+    # Modules that exist only in another environment.
+    ELSEWHERE = {"google.colab": "google.colab exists only in Google Colab's notebooks; files "
+                 "can be read and written here with open() or the read_file/write_file tools",
+                 "js": "js and pyodide exist only in Pyodide, in a browser",
+                 "pyodide": "js and pyodide exist only in Pyodide, in a browser"}
 
     # ---- asyncio -------------------------------------------------------------------------
     # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket
@@ -642,7 +698,27 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         namespace["_"] = value
 
     def run_cell(code, filename):
+        """Runs a cell between IPython's events (pre_run_cell, post_run_cell...), when the
+        notebook shell is there to have them."""
+        number = cell_number(filename)
+        shell = sys.modules.get("_sandbox_shell") if number is not None else None
+        info = shell.cell_started(code, number) if shell is not None else None
+        answer = run_cell_body(code, filename)
+        if info is not None:
+            shell.cell_ended(info, last_error[0] if "n" in answer else None)
+        return answer
+
+    # The exception the last failing cell raised (what post_run_cell's result holds).
+    last_error = [None]
+
+    def run_cell_body(code, filename):
         sources[filename] = code
+        # As IPython: the cell's lines for tracebacks, inspect.getsource and warnings,
+        # and a warning shown again in a later cell (the registry is per cell).
+        import linecache
+
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        namespace.pop("__warningregistry__", None)
         current["cell"] = filename
         number = cell_number(filename)
         if number is not None:

@@ -955,6 +955,81 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "%run of a script ending sys.exit(main()) is quiet; a non-zero status says so",
+        cells: &[
+            "%%writefile cli.py\nimport sys\ndef main():\n    print('main ran')\n    return 0\nsteps = 3\nsys.exit(main())",
+            "%%writefile failing.py\nimport sys\nreached = True\nsys.exit(2)",
+            "%run cli.py\n%run failing.py\n(steps, reached)",
+        ],
+        check: |o| {
+            stdout_has(o, &["main ran"])?;
+            stderr_has(
+                o,
+                "An exception has occurred, use %tb to see the full traceback.\n\nSystemExit: 2",
+            )?;
+            value_is(o, "(3, True)")
+        },
+    },
+    Idiom {
+        name: "%run other.ipynb runs its code cells, magics and all",
+        cells: &[
+            "import json\ncells = [{'cell_type': 'markdown', 'source': ['# Prep']}, {'cell_type': 'code', 'source': ['rows = [1, 2, 3]\\n', 'total = sum(rows)\\n']}, {'cell_type': 'code', 'source': '%time doubled = total * 2\\ndef report():\\n    return f\"{doubled} from {len(rows)} rows\"'}]\njson.dump({'cells': cells, 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}, open('prep.ipynb', 'w'))",
+            "%run prep.ipynb\nimport inspect\n(report(), inspect.getsource(report).splitlines()[0])",
+        ],
+        check: |o| {
+            stdout_has(o, &["Wall time:"])?;
+            value_is(o, "('12 from 3 rows', 'def report():')")
+        },
+    },
+    Idiom {
+        name: "tracebacks, inspect.getsource and warnings see the cell's lines, every cell",
+        cells: &[
+            "import warnings\ndef careful():\n    warnings.warn('check the units')\ncareful()",
+            "import inspect, traceback\ndef boom():\n    raise ValueError('bad row')\ntry:\n    boom()\nexcept ValueError:\n    traceback.print_exc()\ncareful()\nprint(inspect.getsource(careful))",
+        ],
+        check: |o| {
+            stderr_has(o, "    raise ValueError('bad row')")?;
+            stderr_has(o, "UserWarning: check the units")?;
+            stdout_has(o, &["def careful():\n    warnings.warn('check the units')"])
+        },
+    },
+    Idiom {
+        name: "%prun takes IPython's options and lists the code's own calls",
+        cells: &[
+            "def slow(n):\n    return sum(i * i for i in range(n))\n%prun -s cumulative -l 4 slow(10000)\nstats = %prun -q -r slow(10)\ntype(stats).__name__",
+        ],
+        check: |o| {
+            stdout_has(o, &["Ordered by: cumulative time", ":1(slow)"])?;
+            expect(!o.stdout().contains("<sandbox "), || {
+                format!("the listing shows the sandbox's own frames: {}", o.stdout())
+            })?;
+            value_is(o, "'Stats'")
+        },
+    },
+    Idiom {
+        name: "%autoreload 2 runs the new code of a module the code rewrote",
+        cells: &[
+            "%load_ext autoreload\n%autoreload 2",
+            "%%writefile helpers.py\ndef scale(x):\n    return x * 2\nclass Model:\n    def name(self):\n        return 'v1'",
+            "from helpers import scale, Model\nmodel = Model()\n(scale(5), model.name())",
+            "open('helpers.py', 'w').write(\"def scale(x):\\n    return x * 100\\nclass Model:\\n    def name(self):\\n        return 'version two'\\n\")",
+            "(scale(5), model.name())",
+        ],
+        check: |o| value_is(o, "(500, 'version two')"),
+    },
+    Idiom {
+        name: "events, post-mortem state and a missing module's real package",
+        cells: &[
+            "ip = get_ipython()\nran = []\nip.events.register('post_run_cell', lambda result: ran.append(result.success))",
+            "1/0",
+            "import sys, pdb\npdb.pm()\ntry:\n    import cv2\nexcept ModuleNotFoundError as e:\n    missing = e\n(ran, type(sys.last_exc).__name__)",
+        ],
+        check: |o| {
+            stderr_has(o, "no post-mortem debugger")?;
+            value_is(o, "([True, False], 'ZeroDivisionError')")
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -1,264 +1,15 @@
 # IPython's common magics, as they behave in IPython (the output a notebook shows), for
-# the sandbox's shell (shell.py). Code the magics run (%time's statement, %%time's body,
-# %%capture's cell, %run's script) is read with IPython's syntax too and compiled at the
-# line of the cell it stands on, so a traceback names the line the user wrote.
+# the sandbox's shell (shell.py). The code they run is read and run as a cell's is
+# (cell_code.py); the timing and profiling magics are in timing.py.
 
 __sandbox_internal__ = True
 
 import os
 import sys
-import time
 
 import _sandbox_api as api
+from _sandbox_cell_code import compiled, magic, parse_at, run_compiled, run_source, where
 from _sandbox_shell import UsageError, no_shell_line
-
-
-def magic(kind, name=None, expand=True, frame=False):
-    """Marks a function as a magic of `kind` ('line', 'cell' or 'line_cell')."""
-    def mark(fn):
-        fn._sandbox_magic = (kind, name or fn.__name__.rstrip("_"))
-        fn._sandbox_no_var_expand = not expand
-        fn._sandbox_wants_frame = frame
-        return fn
-
-    return mark
-
-
-# ---- running code the way a cell runs -----------------------------------------------------
-
-def parse_at(code, filename, line, col=0):
-    """The AST of `code` (IPython's syntax read) placed at `line` (1-based) and, for its
-    first line, column `col` of `filename`."""
-    import ast
-
-    import _sandbox_notebook
-
-    python = _sandbox_notebook.transform(code)
-    tree = compile(python, filename, "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    for node in ast.walk(tree):
-        if col and getattr(node, "lineno", None) == 1:
-            node.col_offset += col
-            if getattr(node, "end_lineno", None) == 1:
-                node.end_col_offset += col
-    return ast.increment_lineno(tree, line - 1)
-
-
-def run_tree(tree, filename, namespace, local_ns=None):
-    """Runs a module's statements; the value of its last expression (or None)."""
-    import ast
-
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    run(compile(tree, filename, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace, local_ns)
-    if last is not None:
-        return run(compile(last, filename, "eval", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace, local_ns)
-    return None
-
-
-def run(code, namespace, local_ns=None):
-    if code.co_flags & 0x80:  # a coroutine: it awaits at the top level
-        return api.run_awaitable(eval(code, namespace, local_ns))
-    return eval(code, namespace, local_ns)
-
-
-def run_source(code, filename, line, display_last=False, namespace=None):
-    """Runs `code` as a cell body placed after `line` of `filename`; displays its last
-    value when asked (as a cell does), else returns it."""
-    tree = parse_at(code, filename, line + 1)
-    value = run_tree(tree, filename, api.namespace if namespace is None else namespace)
-    if display_last and value is not None:
-        import _sandbox_display
-
-        _sandbox_display.display(value)
-        return None
-    return value
-
-
-def where(frame):
-    """The file name and line of the cell line a magic stands on."""
-    return frame.f_code.co_filename, frame.f_lineno
-
-
-def column_of(text, frame):
-    """Where `text` starts on the caller's line of the cell (0 when it is not found)."""
-    source = api.sources.get(frame.f_code.co_filename, "")
-    lines = source.splitlines()
-    if 0 < frame.f_lineno <= len(lines):
-        at = lines[frame.f_lineno - 1].find(text.strip()[:40])
-        return max(at, 0)
-    return 0
-
-
-# ---- timing -------------------------------------------------------------------------------
-
-def format_time(timespan, precision=3):
-    """A duration as IPython writes it: `1.23 ms`, `45.6 μs`, `2min 3s`."""
-    import math
-
-    if timespan >= 60.0:
-        parts, leftover = [], timespan
-        for suffix, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
-            value = int(leftover / length)
-            if value > 0:
-                leftover = leftover % length
-                parts.append(f"{value}{suffix}")
-            if leftover < 1:
-                break
-        return " ".join(parts)
-    units, scaling = ["s", "ms", "μs", "ns"], [1, 1e3, 1e6, 1e9]
-    order = min(-int(math.floor(math.log10(timespan)) // 3), 3) if timespan > 0 else 3
-    return "%.*g %s" % (precision, timespan * scaling[order], units[order])
-
-
-def cpu_time():
-    """The guest's CPU time: its wall time (it runs on one thread of its own, and WASI's
-    process clock counts the whole host process)."""
-    return time.perf_counter()
-
-
-@magic("line_cell", expand=False, frame=True)
-def time_(line="", cell=None, frame=None):
-    """%time stmt / %%time: runs once and prints the CPU and wall time, as IPython does;
-    the value of a last expression is handed back."""
-    if line.strip() and cell is not None:
-        raise UsageError("Can't use statement directly after '%%time'!")
-    filename, at = where(frame)
-    if cell is None:
-        tree = parse_at(line, filename, at, column_of(line, frame))
-    else:
-        tree = parse_at(cell, filename, at + 1)
-    local_ns = frame.f_locals if frame.f_locals is not frame.f_globals else None
-    wall, cpu = time.perf_counter(), cpu_time()
-    try:
-        value = run_tree(tree, filename, api.namespace, local_ns)
-    finally:
-        cpu, wall = cpu_time() - cpu, time.perf_counter() - wall
-        print(f"CPU times: user {format_time(cpu)}, sys: {format_time(0.0)}, total: {format_time(cpu)}")
-        print(f"Wall time: {format_time(wall)}")
-    return value
-
-
-class TimeitResult:
-    """What %timeit -o hands back: loops, repeat, best, worst, all_runs, average, stdev."""
-
-    def __init__(self, loops, repeat, best, worst, all_runs, compile_time, precision):
-        self.loops, self.repeat, self.best, self.worst = loops, repeat, best, worst
-        self.all_runs, self.compile_time, self._precision = all_runs, compile_time, precision
-        self.timings = [dt / loops for dt in all_runs]
-
-    @property
-    def average(self):
-        import math
-
-        return math.fsum(self.timings) / len(self.timings)
-
-    @property
-    def stdev(self):
-        import math
-
-        mean = self.average
-        return (math.fsum((x - mean) ** 2 for x in self.timings) / len(self.timings)) ** 0.5
-
-    def __str__(self):
-        return "{} ± {} per loop (mean ± std. dev. of {} run{}, {:,} loop{} each)".format(
-            format_time(self.average, self._precision), format_time(self.stdev, self._precision),
-            self.repeat, "" if self.repeat == 1 else "s", self.loops, "" if self.loops == 1 else "s")
-
-    def __repr__(self):
-        return f"<TimeitResult : {self}>"
-
-
-def timeit_options(line):
-    """%timeit's options (-n N -r R -p P -q -o -t -c -v V) and the statement after them."""
-    options, rest = {}, line.lstrip()
-    while rest.startswith("-") and len(rest) > 1 and rest[1] in "nrpqotcv":
-        flag, rest = rest[1], rest[2:]
-        if flag in "nrpv":
-            rest = rest.lstrip()
-            value, _, rest = rest.partition(" ")
-            options[flag] = value
-        else:
-            options[flag] = True
-        rest = rest.lstrip()
-    return options, rest
-
-
-@magic("line_cell", expand=False, frame=True)
-def timeit(line="", cell=None, frame=None):
-    """%timeit stmt / %%timeit setup: times many runs, as IPython does (enough loops for
-    0.2 s, 7 repeats unless -n and -r say otherwise)."""
-    import ast
-    import gc
-
-    options, stmt = timeit_options(line)
-    if not stmt.strip() and cell is None:
-        return None
-    number, repeat = int(options.get("n", 0)), int(options.get("r", 7))
-    precision = int(options.get("p", 3))
-    filename, at = where(frame)
-    if cell is None:
-        setup, body = ast.parse("pass"), parse_at(stmt, filename, at, column_of(stmt, frame))
-    else:
-        setup, body = parse_at(stmt or "pass", filename, at), parse_at(cell, filename, at + 1)
-    template = ast.parse("def inner(_it, _timer):\n    pass\n    _t0 = _timer()\n    for _i in _it:\n        pass\n    _t1 = _timer()\n    return _t1 - _t0\n")
-    inner = template.body[0]
-    inner.body[0:1] = setup.body or [ast.Pass()]
-    loop = next(node for node in inner.body if isinstance(node, ast.For))
-    loop.body = body.body or [ast.Pass()]
-    ast.fix_missing_locations(template)
-    started = time.perf_counter()
-    code = compile(template, filename, "exec")
-    compile_time = time.perf_counter() - started
-    scope = {}
-    exec(code, api.namespace, scope)
-    inner = scope["inner"]
-    timer = time.perf_counter
-
-    def measure(n):
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return inner(iter(range(n)), timer)
-        finally:
-            if enabled:
-                gc.enable()
-
-    if number == 0:
-        for index in range(10):
-            number = 10 ** index
-            if measure(number) >= 0.2:
-                break
-    runs = [measure(number) for _ in range(repeat)]
-    result = TimeitResult(number, repeat, min(runs) / number, max(runs) / number, runs, compile_time, precision)
-    if "q" not in options:
-        if result.worst > 4 * result.best > 0 and result.worst > 1e-6:
-            print("The slowest run took %0.2f times longer than the fastest. This could mean that "
-                  "an intermediate result is being cached." % (result.worst / result.best))
-        print(result)
-        if compile_time > 0.1:
-            print("Compiler time: %.2f s" % compile_time)
-    if "v" in options:
-        api.namespace[options["v"]] = result
-    return result if "o" in options else None
-
-
-@magic("line_cell", expand=False, frame=True)
-def prun(line="", cell=None, frame=None):
-    """%prun stmt / %%prun: runs under the profiler and prints its report."""
-    import cProfile
-    import pstats
-
-    filename, at = where(frame)
-    code = cell if cell is not None else line
-    tree = parse_at(code, filename, at + (cell is not None))
-    profile = cProfile.Profile()
-    profile.enable()
-    try:
-        run_tree(tree, filename, api.namespace)
-    finally:
-        profile.disable()
-        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(30)
 
 
 # ---- output capture -----------------------------------------------------------------------
@@ -489,36 +240,117 @@ def writefile(line, cell):
 
 @magic("line", frame=True)
 def run_(line, frame=None):
-    """%run [-i] [-m] script.py [args]: runs a script (or module) and keeps its names."""
-    import runpy
+    """%run [-i] [-n] [-t] [-p [-s key -l limit -q -r -T file -D file]] [-m] script.py
+    [args] (or a notebook.ipynb: its code cells in order): runs it and keeps its names. As
+    in IPython, sys.exit() ends it quietly, and a non-zero status says so in two lines."""
     import shlex
 
+    import _sandbox_timing
+
     words = shlex.split(line)
-    flags = set()
-    while words and words[0].startswith("-"):
-        flags.add(words.pop(0))
+    flags, profile = run_flags(words)
     if not words:
         raise UsageError("%run needs a file name (or -m and a module name)")
     target, args = words[0], words[1:]
-    saved_argv = sys.argv
-    sys.argv = [target] + args
+    if "-m" not in flags:
+        if not os.path.exists(target) and os.path.exists(target + ".py"):
+            target += ".py"
+        if not os.path.exists(target):
+            raise UsageError(f"File `{target}` not found.")
+    names = api.namespace if "-i" in flags else {
+        "__name__": os.path.splitext(os.path.basename(target))[0] if "-n" in flags else "__main__",
+        "__file__": target, "__builtins__": __builtins__}
+
+    if "-m" in flags:
+        def execute():
+            names.update(runpy_module(target))
+    elif target.endswith(".ipynb"):
+        execute = notebook_program(target)
+    else:
+        with open(target, encoding="utf-8") as f:
+            source = f.read()
+        api.sources[target] = source
+        parts = compiled(parse_at(source, target, 1), target)
+
+        def execute():
+            run_compiled(parts, names)
+
+    def run():
+        try:
+            execute()
+        except SystemExit as exc:
+            if exc.code and "-e" not in flags:
+                sys.stderr.write("An exception has occurred, use %tb to see the full traceback."
+                                 f"\n\nSystemExit: {exc.code}\n")
+
+    saved_argv, sys.argv = sys.argv, [target] + args
     try:
-        if "-m" in flags:
-            names = runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            if not os.path.exists(target) and os.path.exists(target + ".py"):
-                target += ".py"
-            if not os.path.exists(target):
-                raise UsageError(f"File `{target}` not found.")
-            with open(target, encoding="utf-8") as f:
-                source = f.read()
-            names = api.namespace if "-i" in flags else {"__name__": "__main__" if "-n" not in flags else os.path.splitext(os.path.basename(target))[0], "__file__": target, "__builtins__": __builtins__}
-            api.sources[target] = source
-            run_tree(parse_at(source, target, 1), target, names)
+        if profile is not None:
+            return _sandbox_timing.profiled(run, profile)
+        if "-t" in flags:
+            return _sandbox_timing.timed(run)
+        return run()
     finally:
         sys.argv = saved_argv
-    if names is not api.namespace:
-        api.namespace.update({k: v for k, v in names.items() if not k.startswith("__")})
+        if names is not api.namespace:
+            api.namespace.update({k: v for k, v in names.items() if not k.startswith("__")})
+
+
+def run_flags(words):
+    """%run's flags, taken from the front of `words`, and -p's profiler options (a dict
+    as %prun's, or None without -p)."""
+    flags, profile = set(), None
+    while words and words[0].startswith("-"):
+        flag = words.pop(0)
+        if flag in ("-d", "-b"):
+            raise UsageError("the debugger needs input, which the sandbox does not have; "
+                             "run the script without -d, and print what you need")
+        if flag == "-p":
+            profile = {}
+        elif profile is not None and flag in ("-s", "-l", "-T", "-D") and words:
+            profile.setdefault(flag[1], []).append(words.pop(0))
+        elif profile is not None and flag in ("-q", "-r"):
+            profile[flag[1]] = [True]
+        else:
+            flags.add(flag)
+    return flags, profile
+
+
+def runpy_module(name):
+    """The names module `name` defines when run as __main__ (%run -m)."""
+    import runpy
+
+    return runpy.run_module(name, run_name="__main__", alter_sys=True)
+
+
+def notebook_program(path):
+    """What runs the code cells of the notebook at `path` in order, each read as a cell
+    is (magics and all) and run in the notebook's own names, as IPython runs them;
+    tracebacks name the notebook and the line of its cells' text, one after another."""
+    import json
+    import linecache
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            notebook = json.load(f)
+        cells = [cell.get("source", "") for cell in notebook.get("cells", [])
+                 if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+    except (ValueError, AttributeError) as exc:
+        raise UsageError(f"{path} is not a notebook that can be read ({exc})") from None
+    cells = ["".join(source) if isinstance(source, list) else str(source) for source in cells]
+    text = "".join(cell if cell.endswith("\n") else cell + "\n" for cell in cells)
+    api.sources[path] = text
+    linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    programs, line = [], 1
+    for cell in cells:
+        programs.append(compiled(parse_at(cell, path, line), path))
+        line += len(cell.splitlines()) or 1
+
+    def execute():
+        for parts in programs:
+            run_compiled(parts, api.namespace)
+
+    return execute
 
 
 # ---- plots, settings and extensions --------------------------------------------------------
@@ -568,7 +400,9 @@ def load_extension(name):
         return "already loaded"
     if name.rsplit(".", 1)[-1] in ("autoreload", "storemagic") and name in BUILT_IN_EXTENSIONS:
         if name.endswith("autoreload"):
-            register(shell(), autoreload, aimport)
+            import _sandbox_autoreload
+
+            _sandbox_autoreload.register_magics(shell())
         manager.loaded.add(name)
         return None
     import importlib
@@ -607,20 +441,6 @@ def unload_ext(line):
     from _sandbox_shell import shell
 
     shell().extension_manager.loaded.discard(line.strip())
-
-
-@magic("line")
-def autoreload(line=""):
-    """%autoreload [mode]: accepted (modules are imported afresh when %run or reloaded)."""
-
-
-@magic("line")
-def aimport(line=""):
-    """%aimport module: imports it."""
-    import importlib
-
-    for name in line.replace(",", " ").split():
-        api.namespace[name.split(".")[0]] = importlib.import_module(name.lstrip("-"))
 
 
 def accepted(name, said=None):
@@ -907,9 +727,10 @@ def register_all(shell):
     import _sandbox_display
     import _sandbox_pip
     import _sandbox_store
+    import _sandbox_timing
 
-    register(shell, time_, timeit, prun, capture, who, whos, who_ls, reset, xdel, precision,
-             env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
+    register(shell, _sandbox_timing.time_, _sandbox_timing.timeit, _sandbox_timing.prun)
+    register(shell, capture, who, whos, who_ls, reset, xdel, precision, env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
              load_ext, reload_ext, unload_ext, pinfo, pinfo2, psearch, lsmagic, magic_,
              history, save, debug, load, system, xmode)
     shell.magics_manager.register_function(system, "line", "sx")

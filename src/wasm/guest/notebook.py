@@ -39,7 +39,7 @@ IMPORT_PATCHES = (
     ("time", "_sandbox_posix", "patch_time"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
-AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_magics", "_sandbox_display",
+AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_cell_code", "_sandbox_magics", "_sandbox_timing", "_sandbox_display",
          "_sandbox_ipython", "_sandbox_pip", "_sandbox_threads", "_sandbox_processes", "_sandbox_python_cmd", "_sandbox_store", "_sandbox_http",
          "_sandbox_http_clients", "_sandbox_ssl", "_sandbox_asyncio")
 
@@ -90,8 +90,17 @@ def patch_getpass(getpass):
 
 
 def patch_pdb(pdb):
-    """pdb.set_trace() is breakpoint() (see no_debugger)."""
+    """pdb.set_trace() is breakpoint() (see no_debugger); pdb.pm() and post_mortem() say
+    the same of a post-mortem."""
     pdb.set_trace = no_debugger
+    pdb.pm = pdb.post_mortem = no_post_mortem
+
+
+def no_post_mortem(*args, **kwargs):
+    """pdb.pm() and pdb.post_mortem(): the debugger would need input here too."""
+    sys.stderr.write("[no post-mortem debugger: it needs input, which the sandbox does not "
+                     "have; the traceback (traceback.print_last()) and sys.last_exc have what "
+                     "the error left]\n")
 
 
 def patcher(module, function):

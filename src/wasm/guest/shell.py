@@ -208,22 +208,74 @@ class DisplayFormatter:
 
 
 class Events:
-    """Event callbacks (pre_run_cell, post_execute...): registered and kept; the
-    sandbox runs cells without them."""
+    """IPython's event callbacks: pre_execute and pre_run_cell(info) before each cell,
+    post_execute and post_run_cell(result) after it (see cell_started, cell_ended). A
+    callback that raises is reported, as IPython reports it, and the cell goes on."""
+
+    NAMES = ("pre_execute", "pre_run_cell", "post_execute", "post_run_cell", "shell_initialized")
 
     def __init__(self):
         self.callbacks = {}
 
     def register(self, event, function):
-        self.callbacks.setdefault(event, []).append(function)
+        if event not in self.NAMES:
+            raise KeyError(f"Unknown event {event}")
+        if not callable(function):
+            raise TypeError(f"Need a callable, got {function!r}")
+        if function not in self.callbacks.setdefault(event, []):
+            self.callbacks[event].append(function)
 
     def unregister(self, event, function):
-        if function in self.callbacks.get(event, []):
-            self.callbacks[event].remove(function)
+        if function not in self.callbacks.get(event, []):
+            raise ValueError(f"Function {function!r} is not registered as a {event} callback")
+        self.callbacks[event].remove(function)
 
     def trigger(self, event, *args, **kwargs):
+        import traceback
+
         for function in list(self.callbacks.get(event, [])):
-            function(*args, **kwargs)
+            try:
+                function(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - as IPython: reported, and the cell goes on
+                print(f"Error in callback {function} (for {event}), with arguments args "
+                      f"{args},kwargs {kwargs}:")
+                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+
+
+class ExecutionInfo:
+    """What pre_run_cell callbacks get (IPython's ExecutionInfo)."""
+
+    def __init__(self, raw_cell):
+        self.raw_cell = self.transformed_cell = raw_cell
+        self.store_history, self.silent, self.shell_futures, self.cell_id = True, False, True, None
+
+    def __repr__(self):
+        return f"<ExecutionInfo object at {id(self):x}, raw_cell=\"{self.raw_cell[:50]}\">"
+
+
+def cell_started(code, number):
+    """Before cell `number` runs (the driver calls this): the shell's count, and the
+    pre_execute and pre_run_cell events. What cell_ended needs."""
+    if not _shell:
+        return None
+    shell = _shell[0]
+    shell.execution_count = number
+    info = ExecutionInfo(code)
+    if shell.events.callbacks:
+        shell.events.trigger("pre_execute")
+        shell.events.trigger("pre_run_cell", info)
+    return info
+
+
+def cell_ended(info, error=None):
+    """After the cell `info` describes ran (failing with `error`, if it did): the
+    post_execute and post_run_cell events."""
+    if not _shell or info is None or not _shell[0].events.callbacks:
+        return
+    result = ExecutionResult(error=error)
+    result.info, result.execution_count = info, _shell[0].execution_count
+    _shell[0].events.trigger("post_execute")
+    _shell[0].events.trigger("post_run_cell", result)
 
 
 class MagicsManager:
@@ -419,10 +471,10 @@ class SandboxShell:
         displayed (unless silent). Errors are kept in the result, and shown."""
         import traceback
 
-        import _sandbox_magics
+        import _sandbox_cell_code
 
         try:
-            value = _sandbox_magics.run_source(raw_cell, "<run_cell>", 0, display_last=not silent)
+            value = _sandbox_cell_code.run_source(raw_cell, "<run_cell>", 0, display_last=not silent)
         except Exception as exc:  # noqa: BLE001 - IPython shows it and carries on
             if not silent:
                 traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
