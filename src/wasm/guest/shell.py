@@ -236,7 +236,8 @@ class Events:
         for function in list(self.callbacks.get(event, [])):
             try:
                 function(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - as IPython: reported, and the cell goes on
+            except BaseException as exc:  # noqa: BLE001 - reported, and the cell goes on (even
+                # a SystemExit or KeyboardInterrupt: outside a cell, nothing would catch it)
                 print(f"Error in callback {function} (for {event}), with arguments args "
                       f"{args},kwargs {kwargs}:")
                 traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)

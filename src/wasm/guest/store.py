@@ -125,7 +125,7 @@ def keep(name):
     import inspect
     import pickle
 
-    if name not in api.namespace:
+    if not name.isidentifier() or name not in api.namespace:
         raise UsageError(f"Unknown variable '{name}'")
     value = api.namespace[name]
     if getattr(inspect.getmodule(value), "__name__", "") == "__main__":
