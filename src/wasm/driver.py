@@ -832,7 +832,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         "cat mkdir rmdir mv rm cp lsmagic magic matplotlib load_ext reload_ext unload_ext "
         "config precision history reset xdel run autoreload aimport alias automagic pdb "
         "debug prun store sx system pinfo pinfo2 psearch dirs pushd popd bookmark "
-        "autoawait xmode colors page pprint doctest_mode".split()
+        "autoawait xmode colors page pprint doctest_mode reset_selective pdoc psource pfile "
+        "pycat autosave".split()
     )
 
     # ---- the driver's side of the guest modules -------------------------------------------

@@ -105,6 +105,21 @@ def reset(line=""):
 
 
 @magic("line")
+def reset_selective(line=""):
+    """%reset_selective [-f] regex: forgets the names of the code matching `regex` (the
+    sandbox asks no question)."""
+    import re
+
+    words = [w for w in line.split() if w != "-f"]
+    if not words:
+        raise UsageError("%reset_selective needs a regular expression for the names to delete")
+    pattern = re.compile(words[0])
+    for name in [n for n in api.namespace if not n.startswith("__") and n not in HIDDEN]:
+        if pattern.search(name):
+            del api.namespace[name]
+
+
+@magic("line")
 def xdel(line):
     """%xdel name: deletes a name."""
     for name in line.split():
@@ -519,6 +534,64 @@ def pinfo2(line):
 
 
 @magic("line", expand=False)
+def pdoc(line):
+    """%pdoc obj: its docstring (and its class's constructor's, for a class)."""
+    target = resolve(line.strip())
+    import inspect
+
+    doc = inspect.getdoc(target)
+    print(doc if doc else "No documentation found for " + line.strip())
+
+
+@magic("line", expand=False)
+def psource(line):
+    """%psource obj: its source code."""
+    import inspect
+
+    try:
+        print(inspect.getsource(resolve(line.strip())), end="")
+    except (OSError, TypeError):
+        print("No source found for " + line.strip())
+
+
+@magic("line", expand=False)
+def pfile(line):
+    """%pfile obj: the whole file obj was defined in."""
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(resolve(line.strip()))
+        lines = inspect.linecache.getlines(path) if path else []
+    except TypeError:
+        lines = []
+    if not lines:
+        print("No file found for " + line.strip())
+    print("".join(lines), end="")
+
+
+@magic("line", expand=False)
+def pycat(line):
+    """%pycat file: shows a file's text (IPython pages it with colours)."""
+    path = line.strip()
+    if not os.path.exists(path) and os.path.exists(path + ".py"):
+        path += ".py"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            print(f.read(), end="")
+    except OSError:
+        raise UsageError(f"File {line.strip()!r} not found.") from None
+
+
+@magic("line")
+def autosave(line=""):
+    """%autosave n: the notebook front end's autosave interval; nothing to save here."""
+    seconds = line.strip()
+    if not seconds.isdigit():
+        raise UsageError("%autosave takes a number of seconds (0 to turn it off)")
+    print("Autosave disabled" if int(seconds) == 0 else f"Autosaving every {int(seconds)} seconds")
+
+
+@magic("line", expand=False)
 def psearch(line):
     """%psearch pattern (or np.*sum*?): the names matching a wildcard pattern."""
     import fnmatch
@@ -732,7 +805,8 @@ def register_all(shell):
     register(shell, _sandbox_timing.time_, _sandbox_timing.timeit, _sandbox_timing.prun)
     register(shell, capture, who, whos, who_ls, reset, xdel, precision, env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
              load_ext, reload_ext, unload_ext, pinfo, pinfo2, psearch, lsmagic, magic_,
-             history, save, debug, load, system, xmode)
+             history, save, debug, load, system, xmode, reset_selective, pdoc, psource, pfile,
+             pycat, autosave)
     shell.magics_manager.register_function(system, "line", "sx")
     shell.magics_manager.register_function(writefile, "cell", "file")
     shell.magics_manager.register_function(script, "cell", "script")
