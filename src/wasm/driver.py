@@ -325,7 +325,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         pyplot = sys.modules.get("matplotlib.pyplot")
         if helpers is None or pyplot is None:
             return
+        display_module = sys.modules.get("_sandbox_display")
         for manager in helpers.Gcf.get_all_fig_managers():
+            if display_module is not None and display_module.capture_figure(manager.canvas.figure):
+                continue
             try:
                 take_figure(manager.canvas.figure)
             except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn

@@ -1030,6 +1030,32 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "%%capture keeps a figure instead of showing it, and show() brings it back",
+        cells: &[
+            "%%capture drawn\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('plotted')",
+            "from IPython.utils import io\nwith io.capture_output() as quiet:\n    print('hidden')\n(len(drawn.outputs), drawn.stdout, quiet.stdout)",
+        ],
+        check: |o| {
+            expect(o.images().is_empty(), || {
+                format!("a captured figure was shown: {}", text(&o.result))
+            })?;
+            value_is(o, "(1, 'plotted\\n', 'hidden\\n')")
+        },
+    },
+    Idiom {
+        name: "a %%capture'd figure comes back with show()",
+        cells: &[
+            "%%capture drawn\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
+            "drawn.show()",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(o.images().len() == 1, || {
+                format!("wanted one image: {}", text(&o.result))
+            })
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

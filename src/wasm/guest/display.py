@@ -341,6 +341,7 @@ class capture_output:
     def __enter__(self):
         import io
 
+        self.figures_before = set(open_figures())
         self.saved = sys.stdout, sys.stderr
         out = io.StringIO() if self.stdout else None
         err = io.StringIO() if self.stderr else None
@@ -354,10 +355,33 @@ class capture_output:
 
     def __exit__(self, *exc):
         sys.stdout, sys.stderr = self.saved
+        # Figures drawn inside and left open are kept too (a notebook would have shown
+        # them at the end of the cell), not shown.
+        if self.displays:
+            for figure in [f for f in open_figures() if f not in self.figures_before]:
+                self.outputs.append(RichOutput({"text/plain": api.format_value(figure)}, figure=figure))
+                sys.modules["matplotlib.pyplot"].close(figure)
         _captures.remove(self)
 
 
 capture_output.__module__ = "IPython.utils.capture"
+
+
+def open_figures():
+    """The pyplot figures open now."""
+    helpers = sys.modules.get("matplotlib._pylab_helpers")
+    if helpers is None or "matplotlib.pyplot" not in sys.modules:
+        return []
+    return [manager.canvas.figure for manager in helpers.Gcf.get_all_fig_managers()]
+
+
+def capture_figure(figure):
+    """Keeps `figure` in the innermost %%capture that keeps displays (plt.show() inside
+    one); False when there is none, and the figure is shown."""
+    if not (_captures and _captures[-1].displays):
+        return False
+    _captures[-1].outputs.append(RichOutput({"text/plain": api.format_value(figure)}, figure=figure))
+    return True
 
 
 def register_magics(shell):

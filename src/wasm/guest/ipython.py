@@ -419,7 +419,7 @@ def fill(module):
     if builder is None:
         raise ModuleNotFoundError(
             f"No module named {name!r}: the sandbox's IPython is a stand-in that has "
-            "IPython.display, IPython.core.magic, IPython.utils.capture and get_ipython()", name=name)
+            "IPython.display, IPython.core.magic, IPython.utils.capture (and .io) and get_ipython()", name=name)
     module.__dict__.update(builder())
     if name == "IPython":
         import importlib
@@ -506,4 +506,5 @@ BUILDERS = {
     "IPython.core.error": error_module,
     "IPython.utils": dict,
     "IPython.utils.capture": capture_module,
+    "IPython.utils.io": capture_module,
 }
