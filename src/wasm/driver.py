@@ -443,7 +443,18 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
     def is_rich(value):
         kind = type(value)
-        return not isinstance(value, type) and any(hasattr(kind, name) for name in rich_reprs)
+        return (not isinstance(value, type) and any(hasattr(kind, name) for name in rich_reprs)) \
+            or has_type_printers()
+
+    def has_type_printers():
+        """Whether the code registered a text printer for some type (IPython's
+        display_formatter.formatters["text/plain"].for_type()), which guest/display.py
+        applies."""
+        shell = sys.modules.get("_sandbox_shell")
+        if shell is None or not shell._shell:
+            return False
+        plain = shell._shell[0].display_formatter.formatters.get("text/plain")
+        return plain is not None and bool(plain.type_printers or plain.deferred_printers)
 
     def present(value):
         """The text a value is shown as; a figure, or an image a rich value carries,
@@ -668,10 +679,23 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     top_level_await = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     co_coroutine = 0x80  # inspect.CO_COROUTINE
 
+    # The __future__ features earlier cells imported: later cells are compiled with them,
+    # as IPython compiles them (`from __future__ import annotations` holds for the session).
+    future_flags = [0]
+
+    def note_futures(tree):
+        for node in tree.body:
+            if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
+                import __future__
+
+                for alias in node.names:
+                    feature = getattr(__future__, alias.name, None)
+                    future_flags[0] |= getattr(feature, "compiler_flag", 0)
+
     def run_code(tree, filename, mode):
         """Compiles and runs a cell's statements or its last expression; a cell that
         awaits at the top level runs on the sandbox's event loop."""
-        code = compile(tree, filename, mode, top_level_await)
+        code = compile(tree, filename, mode, top_level_await | future_flags[0])
         if code.co_flags & co_coroutine:
             return run_awaitable(eval(code, namespace))
         return eval(code, namespace)
@@ -729,10 +753,11 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         settle_tasks()
         try:
             python = guest("_sandbox_notebook").transform(code) if notebook_syntax(code) else code
-            tree = compile(python, filename, "exec", only_ast | top_level_await)
+            tree = compile(python, filename, "exec", only_ast | top_level_await | future_flags[0])
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             exc.__traceback__ = None
             return describe(exc)
+        note_futures(tree)
         shown = interactivity()
         last = None
         if shown != "none" and tree.body and isinstance(tree.body[-1], _ast.Expr):

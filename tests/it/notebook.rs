@@ -1056,6 +1056,35 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a __future__ import holds for later cells, as IPython compiles them",
+        cells: &[
+            "from __future__ import annotations",
+            "def area(shape: Shape) -> float:\n    return 0.0\narea.__annotations__",
+        ],
+        check: |o| value_is(o, "{'shape': 'Shape', 'return': 'float'}"),
+    },
+    Idiom {
+        name: "a text printer registered for a type shows its values",
+        cells: &[
+            "class Money:\n    def __init__(self, amount):\n        self.amount = amount\nget_ipython().display_formatter.formatters['text/plain'].for_type(Money, lambda m, p, cycle: p.text(f'${m.amount:,.2f}'))",
+            "Money(1234.5)",
+        ],
+        check: |o| value_is(o, "$1,234.50"),
+    },
+    Idiom {
+        name: "restarting the kernel after %pip install says there is no need",
+        cells: &[
+            "%pip install -q humanize\nget_ipython().kernel.do_shutdown(restart=True)\nimport humanize\nhumanize.intword(1_200_000)",
+        ],
+        check: |o| {
+            stdout_has(
+                o,
+                &["was not restarted: packages %pip installs import at once"],
+            )?;
+            value_is(o, "'1.2 million'")
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -7,7 +7,6 @@
 __sandbox_internal__ = True
 
 import os
-import sys
 
 import _sandbox_display as _display
 
@@ -446,8 +445,17 @@ def display_module():
 def top_module():
     import _sandbox_shell
 
+    class Application:
+        """IPython.Application.instance().kernel, for code that restarts the kernel."""
+
+        @classmethod
+        def instance(cls, *args, **kwargs):
+            app = cls()
+            app.kernel, app.shell = _sandbox_shell.shell().kernel, _sandbox_shell.shell()
+            return app
+
     return {"get_ipython": get_ipython, "version_info": VERSION, "__version__": "8.30.0",
-            "InteractiveShell": _sandbox_shell.SandboxShell,
+            "InteractiveShell": _sandbox_shell.SandboxShell, "Application": Application,
             "embed": _refuse("IPython.embed()"), "start_ipython": _refuse("IPython.start_ipython()")}
 
 

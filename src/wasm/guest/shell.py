@@ -319,6 +319,19 @@ class ExtensionManager:
         return _sandbox_magics.load_extension(name)
 
 
+class Kernel:
+    """get_ipython().kernel, as far as code reaches for it: to restart the interpreter
+    after installing packages, which nothing here needs."""
+
+    def do_shutdown(self, restart=False):
+        if restart:
+            print("[the sandbox's interpreter was not restarted: packages %pip installs import "
+                  "at once, without a restart; variables are kept (%reset forgets them)]")
+        else:
+            print("[the sandbox's interpreter keeps running: the close_sandbox tool ends it]")
+        return {"status": "ok", "restart": restart}
+
+
 class ExecutionResult:
     def __init__(self, result=None, error=None):
         self.result, self.error_in_exec, self.error_before_exec = result, error, None
@@ -341,7 +354,7 @@ class SandboxShell:
 
     def __init__(self):
         self.config = {}
-        self.kernel = None
+        self.kernel = Kernel()
         self.events = Events()
         self.display_formatter = DisplayFormatter()
         self.magics_manager = MagicsManager()
