@@ -196,11 +196,16 @@ impl StreamClip {
         self.total > self.head.len() as u64
     }
 
-    /// The stream's text: whole, or its head and tail (with `whereabouts`
-    /// after the marker, e.g. where the whole stream is) within the limit.
+    /// The stream's text as a notebook shows it (a line rewritten after a
+    /// carriage return shows its last version, see [`as_overwritten`]):
+    /// whole, or its head and tail (with `whereabouts` after the marker, e.g.
+    /// where the whole stream is) within the limit.
     pub fn text(&self, whereabouts: &str) -> String {
-        if !self.is_cut() && rendered_len(&self.head) <= self.limit {
-            return String::from_utf8_lossy(&self.head).into_owned();
+        if !self.is_cut() {
+            let shown = as_overwritten(&self.head);
+            if rendered_len(&shown) <= self.limit {
+                return String::from_utf8_lossy(&shown).into_owned();
+            }
         }
         let half = self.limit.saturating_sub(MARKER_ROOM + whereabouts.len()) / 2;
         let head = &self.head[..half.min(self.head.len())];
@@ -210,17 +215,73 @@ impl StreamClip {
             self.head.clone()
         };
         head_and_tail(
-            head,
-            &tail[tail.len().saturating_sub(half)..],
+            &as_overwritten(head),
+            &as_overwritten(&tail[tail.len().saturating_sub(half)..]),
             self.total,
             whereabouts,
         )
     }
 }
 
+/// `bytes` with each line as it ends up after the carriage returns in it
+/// (`print(f"\r{i}", end="")` progress, a progress bar redrawn): what comes
+/// after a line's last `\r`, as a notebook shows it, where the whole history
+/// would only cost a model's context. A `\r` just before a line break (a
+/// CRLF line ending) stays.
+pub fn as_overwritten(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !bytes.contains(&b'\r') {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut shown = Vec::with_capacity(bytes.len());
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            shown.push(b'\n');
+        }
+        let (body, ends_in_cr) = match line.strip_suffix(b"\r") {
+            Some(body) => (body, true),
+            None => (line, false),
+        };
+        let last = body
+            .iter()
+            .rposition(|&b| b == b'\r')
+            .map_or(0, |at| at + 1);
+        shown.extend_from_slice(&body[last..]);
+        if ends_in_cr {
+            shown.push(b'\r');
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_rewritten_after_carriage_returns_shows_its_last_version() {
+        let overwritten =
+            |text: &str| String::from_utf8(as_overwritten(text.as_bytes()).into_owned()).unwrap();
+        assert_eq!(
+            overwritten("step 1\rstep 2\rstep 3\ndone\n"),
+            "step 3\ndone\n"
+        );
+        assert_eq!(overwritten("\r0%\r50%\r100%"), "100%");
+        assert_eq!(
+            overwritten("a,b\r\n1,2\r\n"),
+            "a,b\r\n1,2\r\n",
+            "CRLF line endings stay"
+        );
+        assert_eq!(overwritten("plain\ntext"), "plain\ntext");
+        assert_eq!(overwritten("é\rü\n"), "ü\n");
+        let mut clip = StreamClip::new(400);
+        for i in 0..1000 {
+            clip.push(format!("\rprogress {i}").as_bytes());
+        }
+        clip.push(b"\nfinished\n");
+        let text = clip.text("");
+        assert!(text.ends_with("progress 999\nfinished\n"), "{text}");
+        assert!(!text.contains("progress 998"), "{text}");
+    }
 
     #[test]
     fn a_long_text_keeps_its_head_and_tail_within_the_limit() {

@@ -1085,6 +1085,21 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "progress rewritten with carriage returns shows its last state, as a notebook does",
+        cells: &[
+            "import sys\nfor i in range(1, 201):\n    print(f'\\rprocessed {i}/200', end='')\nprint()\nfor pct in (0, 50, 100):\n    sys.stderr.write(f'\\rdownloading {pct}%')\nprint('done')",
+        ],
+        check: |o| {
+            stdout_has(o, &["processed 200/200\ndone"])?;
+            expect(!o.stdout().contains("processed 199/200"), || {
+                format!("earlier states kept: {}", o.stdout())
+            })?;
+            expect(o.stderr() == "downloading 100%", || {
+                format!("stderr {:?}", o.stderr())
+            })
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",
