@@ -73,7 +73,7 @@ use self::loading::ImageSlot;
 use self::pool::WarmPool;
 use self::runtime::{RuntimeCatalog, RuntimeError, RuntimeManifest};
 use self::sandbox::{Keeping, SandboxDoor, WasmSandbox};
-use self::saved::SavedStore;
+use self::saved::{ImageIdentity, SavedStore};
 use crate::door::DoorSettings;
 use crate::door::http::HttpDoor;
 use crate::door::toolbox::Toolbox;
@@ -391,11 +391,14 @@ impl WasmBackend {
         mut limits: SandboxLimits,
     ) -> Result<Restored, SandboxError> {
         let image = self.image(runtime, None).await?;
-        let key = image.state_key.clone();
+        let identity = ImageIdentity {
+            key: image.state_key.clone(),
+            id: image.image_id().to_owned(),
+        };
         let restorable = {
             let store = store.clone();
             let id = id.to_owned();
-            tokio::task::spawn_blocking(move || store.take(&id, |_| Some(key.clone())))
+            tokio::task::spawn_blocking(move || store.take(&id, |_| Some(identity.clone())))
                 .await
                 .map_err(|source| WasmError::Task {
                     what: "reading a saved sandbox",

@@ -48,3 +48,11 @@ pub(crate) struct GuestImage {
     /// what others run.
     pub driver_program: OnceLock<Vec<u8>>,
 }
+
+impl GuestImage {
+    /// The identity of the snapshot image interpreters start from (empty
+    /// without a snapshot): saved memory fits only onto the same image.
+    pub fn image_id(&self) -> &str {
+        self.snapshot.as_ref().map_or("", |snapshot| snapshot.id())
+    }
+}

@@ -55,6 +55,10 @@ pub(crate) struct SavedMeta {
     pub runtime: String,
     /// The key of the snapshot its memory belongs to (see `GuestImage::state_key`).
     pub image_key: String,
+    /// Which image of that snapshot (see [`ImageIdentity`]); empty when its
+    /// record predates the field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_id: String,
     /// The version of the server that wrote the record.
     pub server_version: String,
     /// When it was saved, or adopted after its server died (seconds since
@@ -70,6 +74,19 @@ pub(crate) struct SavedMeta {
     /// The destinations it narrowed its HTTP to at create (none: the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_hosts: Option<Vec<String>>,
+}
+
+/// Which snapshot image a sandbox's memory was made from: the snapshot's key
+/// (the runtime, the guest program, the preloads), and the image's own
+/// identity (a hash of its content): a snapshot made again under the same
+/// key, after the module cache was cleared or an unused snapshot removed, is
+/// another image, onto which saved pages no longer fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ImageIdentity {
+    /// The snapshot's key.
+    pub key: String,
+    /// The image's identity (empty: not known).
+    pub id: String,
 }
 
 /// A saved sandbox taken out of the store to be restored.
@@ -231,16 +248,16 @@ impl SavedStore {
     }
 
     /// The saved sandbox `id`, checked for use by a server whose snapshot
-    /// for that runtime has `image_key`: `None` when nothing is saved under it.
+    /// for that runtime is `image`: `None` when nothing is saved under it.
     pub(crate) fn take(
         &self,
         id: &str,
-        image_key: impl Fn(&str) -> Option<String>,
+        image: impl Fn(&str) -> Option<ImageIdentity>,
     ) -> Option<Result<Restorable, SandboxError>> {
         let entry = self.entry(id);
         let meta = read_meta(&entry.join(META)).ok()?;
         let sealed = self.seal_holds(&meta, read_meta(&entry.join(SEAL)));
-        Some(check(id, &entry, &meta, sealed, image_key))
+        Some(check(id, &entry, &meta, sealed, image))
     }
 
     /// Whether `seal` (as read beside `record`) is the record's valid seal.
@@ -385,13 +402,16 @@ impl SavedStore {
     }
 }
 
+/// Why a sandbox whose snapshot was made again comes back with its files only.
+pub(crate) const IMAGE_MADE_AGAIN: &str = "the runtime's snapshot was made again since it was saved (the module cache was cleared, or a snapshot no server had used for a while was removed), and its memory was built on the old one";
+
 /// Checks an entry before use.
 fn check(
     id: &str,
     entry: &Path,
     meta: &[u8],
     sealed: bool,
-    image_key: impl Fn(&str) -> Option<String>,
+    image: impl Fn(&str) -> Option<ImageIdentity>,
 ) -> Result<Restorable, SandboxError> {
     let refuse = |why: String| {
         SandboxError::InvalidArgument(format!(
@@ -417,8 +437,19 @@ fn check(
     }
     let journal = entry.join(JOURNAL);
     let memory = if journal.exists() {
-        match image_key(&meta.runtime) {
-            Some(key) if key == meta.image_key => {}
+        match image(&meta.runtime) {
+            Some(now) if now.key == meta.image_key && now.id != meta.image_id => {
+                return Ok(Restorable {
+                    memory: Replay {
+                        damage: Some(IMAGE_MADE_AGAIN.to_owned()),
+                        ..Replay::default()
+                    },
+                    files: entry.join(FILES),
+                    entry: entry.to_owned(),
+                    meta,
+                });
+            }
+            Some(now) if now.key == meta.image_key => {}
             Some(_) => {
                 return Err(refuse(format!(
                     "the runtime '{}' has changed since (another build, or another SANDBOX_PRELOAD)",

@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{Instance, Store};
@@ -35,7 +36,15 @@ struct Record {
     memory_bytes: u64,
     /// The globals' values.
     globals: Vec<(String, GlobalValue)>,
+    /// The image's identity: a hash of what it holds (a snapshot made again
+    /// under the same key is not the same image); empty in older records.
+    #[serde(default)]
+    id: String,
 }
+
+/// How often a server that keeps using a snapshot says so (see
+/// [`super::unused_snapshots`]).
+const STILL_USED_EVERY: u64 = 60 * 60;
 
 /// A runtime's snapshot, its image open.
 #[derive(Debug)]
@@ -43,6 +52,11 @@ pub(crate) struct Snapshot {
     image: File,
     memory_bytes: u64,
     globals: Vec<(String, GlobalValue)>,
+    id: String,
+    /// Its record, marked as used now and then while sandboxes start from it.
+    record: PathBuf,
+    /// When it was last marked (seconds since the Unix epoch).
+    marked_at: AtomicU64,
     /// The image read in place, made when first asked for; one for every
     /// sandbox of the runtime.
     view: OnceLock<Option<FileView>>,
@@ -64,6 +78,9 @@ impl Snapshot {
             image,
             memory_bytes: record.memory_bytes,
             globals: record.globals,
+            id: record.id,
+            record: record_path,
+            marked_at: AtomicU64::new(unix_seconds()),
             view: OnceLock::new(),
         })
     }
@@ -83,6 +100,7 @@ impl Snapshot {
         let record = Record {
             memory_bytes: memory.len() as u64,
             globals,
+            id: content_id(memory),
         };
         super::module_cache::write_atomically(&record_path, &serde_json::to_vec(&record)?)?;
         Self::load(cache_dir, key)
@@ -92,6 +110,26 @@ impl Snapshot {
     /// Bytes of memory a sandbox starts with.
     pub(crate) fn memory_bytes(&self) -> u64 {
         self.memory_bytes
+    }
+
+    /// The image's identity (empty for a snapshot stored before it had one).
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Marks the snapshot as used, at most once an hour, so that a server
+    /// that runs for weeks keeps it from being removed as unused.
+    fn still_used(&self) {
+        let now = unix_seconds();
+        let last = self.marked_at.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= STILL_USED_EVERY
+            && self
+                .marked_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            super::unused_snapshots::mark_used(&self.record);
+        }
     }
 
     /// The image file, open (it is never changed).
@@ -120,6 +158,7 @@ impl Snapshot {
         store: &mut Store<GuestState>,
         instance: &Instance,
     ) -> Result<(), StateError> {
+        self.still_used();
         let memory = instance
             .get_memory(&mut *store, "memory")
             .ok_or(StateError::NoMemory)?;
@@ -145,6 +184,19 @@ impl Snapshot {
         }
         restore_globals(store, instance, &self.globals)
     }
+}
+
+/// A hash of an image's bytes, as its identity.
+fn content_id(memory: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(memory);
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn paths(cache_dir: &Path, key: &str) -> (PathBuf, PathBuf) {

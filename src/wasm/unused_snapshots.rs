@@ -9,11 +9,17 @@
 //! the server restoring it, a running server keeps its image open (on Unix a
 //! removed file stays readable while open), and a server that needs a removed
 //! snapshot again pre-initialises the runtime again (seconds; the compiled
-//! module, the expensive part, is not touched). Temporary files a stopped
-//! preparation or compile left behind go too, once a day old.
+//! module, the expensive part, is not touched). A sandbox saved on a
+//! snapshot that was since made again comes back with its files only, and is
+//! told why (the image's identity is in its record). A running server marks
+//! its snapshot again every hour. Temporary files and scratch directories a
+//! stopped preparation or compile left behind go too, once a day old. A
+//! bundle's modules (listed in its `SHA256SUMS`) are never touched.
 
 use std::fs::File;
 use std::path::Path;
+
+use crate::sandbox::remove_tree::remove_tree;
 use std::time::{Duration, SystemTime};
 
 /// Days a snapshot stays in the cache after a server last loaded it.
@@ -48,6 +54,9 @@ pub(crate) struct Removed {
 pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Removed {
     let unused_for = Duration::from_secs(UNUSED_DAYS * 24 * 60 * 60);
     let mut removed = Removed::default();
+    if is_bundles(cache_dir) {
+        return removed;
+    }
     let Ok(entries) = std::fs::read_dir(cache_dir) else {
         return removed;
     };
@@ -55,17 +64,33 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
         let name = entry.file_name().to_string_lossy().into_owned();
         // Not followed: a link, a directory or anything else is left alone.
         let Ok(meta) = entry.metadata() else { continue };
-        if !meta.is_file() {
-            continue;
-        }
         let age = now
             .duration_since(meta.modified().unwrap_or(now))
             .unwrap_or_default();
+        if meta.is_dir() {
+            if is_scratch(&name) && age > LEFT_BEHIND {
+                let _ = remove_tree(&entry.path());
+            }
+            continue;
+        }
+        if !meta.is_file() {
+            continue;
+        }
         if let Some(key) = name.strip_suffix(RECORD) {
             if key != keep && age > unused_for {
-                removed.bytes += remove_snapshot(cache_dir, key, meta.len());
-                removed.snapshots += 1;
+                if let Some(bytes) = remove_snapshot(cache_dir, key, meta.len()) {
+                    removed.bytes += bytes;
+                    removed.snapshots += 1;
+                }
             }
+        } else if let Some(key) = name.strip_suffix(IMAGE)
+            && key != keep
+            && age > unused_for
+            && !cache_dir.join(format!("{key}{RECORD}")).exists()
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
+            // An image whose record is gone (a removal cut short).
+            removed.bytes += meta.len();
         } else if is_left_behind(&name)
             && age > LEFT_BEHIND
             && std::fs::remove_file(entry.path()).is_ok()
@@ -77,17 +102,30 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
 }
 
 /// Removes the snapshot `key` (record first, so no loader finds a record
-/// whose image is gone); the bytes freed.
-fn remove_snapshot(cache_dir: &Path, key: &str, record_bytes: u64) -> u64 {
-    if std::fs::remove_file(cache_dir.join(format!("{key}{RECORD}"))).is_err() {
-        return 0;
-    }
+/// whose image is gone); the bytes freed, or `None` when its record stays.
+fn remove_snapshot(cache_dir: &Path, key: &str, record_bytes: u64) -> Option<u64> {
+    std::fs::remove_file(cache_dir.join(format!("{key}{RECORD}"))).ok()?;
     let image = cache_dir.join(format!("{key}{IMAGE}"));
     let image_bytes = std::fs::symlink_metadata(&image).map_or(0, |m| m.len());
-    match std::fs::remove_file(&image) {
+    Some(match std::fs::remove_file(&image) {
         Ok(()) => record_bytes + image_bytes,
         Err(_) => record_bytes,
-    }
+    })
+}
+
+/// Whether `cache_dir` is a bundle's modules directory (its parent holds the
+/// bundle's `SHA256SUMS`, which lists its snapshot).
+fn is_bundles(cache_dir: &Path) -> bool {
+    cache_dir
+        .parent()
+        .is_some_and(|bundle| bundle.join(crate::bundle::sums::SUMS_FILE).exists())
+}
+
+/// Whether `name` is a preparation's scratch directory (`preinit-{pid}-{key}`).
+fn is_scratch(name: &str) -> bool {
+    name.strip_prefix("preinit-")
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(pid, _)| pid.parse::<u32>().is_ok())
 }
 
 /// Whether `name` is a temporary file a preparation writes before renaming
@@ -152,9 +190,17 @@ mod tests {
             now - 2 * DAY,
         );
         aged(&dir.path().join(".notes.txt.partial-80"), now - 2 * DAY);
+        aged(&dir.path().join("cut-short.image"), now - 9 * DAY);
+        let scratch = dir.path().join("preinit-81-0123abcd");
+        std::fs::create_dir(&scratch).unwrap();
+        std::fs::write(scratch.join("x"), b"x").unwrap();
+        File::open(&scratch)
+            .unwrap()
+            .set_modified(now - 2 * DAY)
+            .unwrap();
         let removed = remove_unused(dir.path(), "current", now);
         assert_eq!(removed.snapshots, 1);
-        assert_eq!(removed.bytes, 4096 + 2 + 100 + 100);
+        assert_eq!(removed.bytes, 4096 + 2 + 100 + 100 + 100);
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -172,6 +218,20 @@ mod tests {
                 "rt-gate8-wasmtime48.0-1.cwasm",
             ]
         );
+    }
+
+    #[test]
+    fn a_bundles_snapshots_are_never_removed() {
+        let bundle = tempfile::tempdir().unwrap();
+        let modules = bundle.path().join("modules");
+        std::fs::create_dir(&modules).unwrap();
+        std::fs::write(bundle.path().join("SHA256SUMS"), b"").unwrap();
+        snapshot(&modules, "shipped", SystemTime::now() - 30 * DAY);
+        assert_eq!(
+            remove_unused(&modules, "current", SystemTime::now()),
+            Removed::default()
+        );
+        assert!(modules.join("shipped.image").exists());
     }
 
     #[test]

@@ -206,6 +206,94 @@ fn saved_entries(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
         .collect()
 }
 
+/// A module cache of the test's own holding `shared`'s compiled modules
+/// (hard links) but not its snapshots, which the test's servers make.
+fn cache_without_snapshots(shared: &std::path::Path, cache: &std::path::Path) {
+    fn link_tree(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() && !name.starts_with("preinit-") {
+                link_tree(&entry.path(), &to.join(&name));
+            } else if kind.is_file()
+                && !name.ends_with(".image")
+                && !name.ends_with(".snapshot.json")
+                && !name.contains(".partial-")
+            {
+                std::fs::hard_link(entry.path(), to.join(&name)).unwrap();
+            }
+        }
+    }
+    link_tree(&shared.join("modules"), &cache.join("modules"));
+}
+
+/// A snapshot made again under the same key (the module cache cleared, or a
+/// snapshot no server used for a week removed) is another image, on which a
+/// saved memory's pages no longer fit: the sandbox comes back at once with
+/// its files only, and says why (it used to hang until its start timed out).
+#[tokio::test]
+async fn a_sandbox_saved_on_a_snapshot_made_again_comes_back_with_its_files_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    cache_without_snapshots(&scientific_cache(), &cache);
+    let root = tmp.path().join("root");
+    let cache_dir = cache.to_string_lossy().into_owned();
+    let env = [
+        ("SANDBOX_POOL_SIZE", "0"),
+        ("SANDBOX_CACHE_DIR", cache_dir.as_str()),
+    ];
+    let first = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
+    first
+        .create_with(json!({"runtime": "scientific", "session_id": "remade"}))
+        .await;
+    value(
+        &first,
+        "remade",
+        "total = 41\nopen('data.txt', 'w').write('saved file')",
+    )
+    .await;
+    first.stop().await;
+    for _ in 0..200 {
+        if saved_entries(&root).len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(saved_entries(&root).len(), 1, "the sandbox is saved");
+    for entry in std::fs::read_dir(cache.join("modules")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".image") || name.ends_with(".snapshot.json") {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+
+    let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
+    let started = std::time::Instant::now();
+    let back = second
+        .call(
+            "execute_code",
+            json!({"session_id": "remade", "code": "total"}),
+        )
+        .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(45),
+        "the restore waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(structured(&back)["error"]["name"], "NameError");
+    let said = text(&back);
+    assert!(
+        said.contains("files only") && said.contains("snapshot was made again"),
+        "{said}"
+    );
+    assert_eq!(
+        second.run("remade", "open('data.txt').read()").await["value"],
+        "'saved file'"
+    );
+    second.stop().await;
+}
+
 #[tokio::test]
 async fn sandboxes_survive_a_restart_and_a_damaged_save_comes_back_with_its_files_and_says_so() {
     scientific_cache();

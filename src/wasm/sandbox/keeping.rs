@@ -14,6 +14,7 @@ use crate::wasm::files_on_loan::FilesOnLoan;
 use crate::wasm::guest_image::GuestImage;
 use crate::wasm::interpreter::{DirState, Interpreter, START_TIMEOUT};
 use crate::wasm::journal::Replay;
+use crate::wasm::saved::IMAGE_MADE_AGAIN;
 use crate::wasm::saved::{Restorable, SavedMeta, SavedStore, retire_entry, unix_now};
 use crate::wasm::starting_memory::{PagesPlan, StartingMemory};
 
@@ -45,6 +46,7 @@ impl WasmSandbox {
             session_id: keeping.id.clone(),
             runtime: self.image.manifest.name.clone(),
             image_key: self.image.state_key.clone(),
+            image_id: self.image.image_id().to_owned(),
             server_version: env!("CARGO_PKG_VERSION").to_owned(),
             saved_at: unix_now(),
             memory_bytes: self.limits.memory_bytes,
@@ -274,6 +276,9 @@ fn files_only_note(sandbox: &WasmSandbox, executions: u64, damage: Option<&str>)
             "the interpreter of the runtime '{}' never returns to the server between executions, so its variables cannot be kept",
             sandbox.image.manifest.name
         ),
+        Some(damage) if damage == IMAGE_MADE_AGAIN => {
+            format!("its interpreter's saved state cannot be used: {damage}")
+        }
         Some(damage) => format!("its interpreter's saved state is damaged ({damage})"),
         None if executions == 0 => return None,
         None => "its interpreter's state was not kept (the server stopped before its first execution finished)".to_owned(),

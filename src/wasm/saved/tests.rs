@@ -2,11 +2,19 @@ use super::super::globals::GlobalValue;
 use super::super::journal::{Journal, StateRecord};
 use super::*;
 
+fn identity(key: &str, id: &str) -> ImageIdentity {
+    ImageIdentity {
+        key: key.into(),
+        id: id.into(),
+    }
+}
+
 fn meta(id: &str) -> SavedMeta {
     SavedMeta {
         session_id: id.into(),
         runtime: "scientific".into(),
         image_key: "key-1".into(),
+        image_id: "image-1".into(),
         server_version: env!("CARGO_PKG_VERSION").into(),
         saved_at: unix_now(),
         memory_bytes: 1 << 29,
@@ -51,7 +59,7 @@ fn a_saved_sandbox_comes_back_once_checked_and_a_damaged_one_is_refused() {
     let listed = store.list();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].state_kept && listed[0].session_id == "../../etc");
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     let back = store.take("../../etc", key).unwrap().unwrap();
     assert!(!back.memory.unfinished && back.memory.damage.is_none());
     let replayed = back.memory.memory.unwrap();
@@ -66,7 +74,7 @@ fn a_saved_sandbox_comes_back_once_checked_and_a_damaged_one_is_refused() {
         "the id is not a path"
     );
 
-    let other_key = |_: &str| Some("key-2".to_owned());
+    let other_key = |_: &str| Some(identity("key-2", "image-1"));
     let stale = match store.take("../../etc", other_key).unwrap() {
         Err(e) => e.to_string(),
         Ok(_) => panic!("a state of another runtime build must be refused"),
@@ -75,6 +83,13 @@ fn a_saved_sandbox_comes_back_once_checked_and_a_damaged_one_is_refused() {
         stale.contains("has changed") && stale.contains("files are kept"),
         "{stale}"
     );
+    // The same snapshot key made again is another image: the pages saved on
+    // the old one do not fit it, so the sandbox comes back with its files.
+    let remade = |_: &str| Some(identity("key-1", "image-2"));
+    let files_only = store.take("../../etc", remade).unwrap().unwrap();
+    assert!(files_only.memory.memory.is_none());
+    assert_eq!(files_only.memory.damage.as_deref(), Some(IMAGE_MADE_AGAIN));
+    assert!(files_only.files.join("data.txt").exists());
     let record = back.entry.join(META);
     let saved = fs::read(&record).unwrap();
     let raised = String::from_utf8(saved.clone())
@@ -110,7 +125,7 @@ fn a_dead_servers_sandboxes_are_taken_in_and_a_live_ones_left() {
         .unwrap();
 
     assert_eq!(store.adopt_abandoned(), 1);
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     let back = store.take("lost", key).unwrap().unwrap();
     assert_eq!(back.memory.memory.unwrap().state.executions, 3);
     assert_eq!(
@@ -156,7 +171,7 @@ fn an_unfinished_execution_and_a_damaged_record_are_told() {
     journal.state(state(4)).unwrap();
     journal.started(5).unwrap();
     store.save(meta("a"), &files, &memory).unwrap();
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     let back = store.take("a", key).unwrap().unwrap().memory;
     assert!(back.unfinished && back.memory.unwrap().state.executions == 4);
 
@@ -321,7 +336,7 @@ fn a_server_that_dies_after_the_store_opens_is_taken_in_before_its_directory_goe
     lease_elsewhere(&dead, now + 20_000);
     let store = SavedStore::open(root.path(), Duration::from_secs(60), 1 << 30).unwrap();
     live_sandbox(&store, &dead, "late");
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     assert!(store.take("late", key).is_none());
 
     // Its lease lapses before this server claims its own directory, which
@@ -410,7 +425,7 @@ fn memory_directories_that_are_links_are_never_followed_when_taking_in() {
     symlink(outside.path(), planted.join("c.memory")).unwrap();
 
     assert_eq!(store.adopt_abandoned(), 0);
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     assert!(
         store.take("saved", key).unwrap().is_ok(),
         "the saved sandbox is kept"
@@ -441,7 +456,7 @@ fn an_unsealed_record_never_displaces_a_saved_sandbox() {
     .unwrap();
 
     assert_eq!(store.adopt_abandoned(), 0);
-    let key = |_: &str| Some("key-1".to_owned());
+    let key = |_: &str| Some(identity("key-1", "image-1"));
     let back = store.take("notes", key).unwrap().unwrap();
     assert_eq!(
         fs::read_to_string(back.files.join("data.txt")).unwrap(),
