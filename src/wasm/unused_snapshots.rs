@@ -77,11 +77,12 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
             continue;
         }
         if let Some(key) = name.strip_suffix(RECORD) {
-            if key != keep && age > unused_for {
-                if let Some(bytes) = remove_snapshot(cache_dir, key, meta.len()) {
-                    removed.bytes += bytes;
-                    removed.snapshots += 1;
-                }
+            if key != keep
+                && age > unused_for
+                && let Some(bytes) = remove_snapshot(cache_dir, key, meta.len())
+            {
+                removed.bytes += bytes;
+                removed.snapshots += 1;
             }
         } else if let Some(key) = name.strip_suffix(IMAGE)
             && key != keep
