@@ -1010,12 +1010,14 @@ const CORPUS: &[Idiom] = &[
         name: "%autoreload 2 runs the new code of a module the code rewrote",
         cells: &[
             "%load_ext autoreload\n%autoreload 2",
-            "%%writefile helpers.py\ndef scale(x):\n    return x * 2\nclass Model:\n    def name(self):\n        return 'v1'",
-            "from helpers import scale, Model\nmodel = Model()\n(scale(5), model.name())",
-            "open('helpers.py', 'w').write(\"def scale(x):\\n    return x * 100\\nclass Model:\\n    def name(self):\\n        return 'version two'\\n\")",
+            "%%writefile helpers.py\nclass Point:\n    __slots__ = ('x',)\n    def __init__(self):\n        self.x = 7\ndef scale(x):\n    return x * 2\nclass Model:\n    def name(self):\n        return 'v1'",
+            "import helpers\nfrom helpers import scale, Model\nmodel, point = Model(), helpers.Point()\n(scale(5), model.name())",
+            "open('helpers.py', 'w').write(\"class Point:\\n    __slots__ = ('x',)\\n    def __init__(self):\\n        self.x = 7\\ndef scale(x):\\n    return x * 100\\nclass Model:\\n    def name(self):\\n        return 'version two'\\n\")",
             "(scale(5), model.name())",
+            "open('helpers.py', 'w').write(\"class Point:\\n    __slots__ = ('x',)\\n    def __init__(self):\\n        self.x = 7\\ndef scale(x):\\n    return x * 1000\\nclass Model:\\n    def name(self):\\n        return 'version three'\\n\")",
+            "(scale(5), model.name(), isinstance(model, helpers.Model), point.x)",
         ],
-        check: |o| value_is(o, "(500, 'version two')"),
+        check: |o| value_is(o, "(5000, 'version three', True, 7)"),
     },
     Idiom {
         name: "events, post-mortem state and a missing module's real package",
@@ -1098,6 +1100,14 @@ const CORPUS: &[Idiom] = &[
                 format!("stderr {:?}", o.stderr())
             })
         },
+    },
+    Idiom {
+        name: "a class a %run script or a %%python cell defines pickles, as in its own process",
+        cells: &[
+            "%%writefile job.py\nimport pickle\nclass Task:\n    pass\nprint(len(pickle.dumps(Task())) > 0)",
+            "%run job.py\nget_ipython().run_cell_magic('python', '', 'import pickle\\nclass Row:\\n    pass\\nprint(\"row pickles\", len(pickle.dumps(Row())) > 0)')",
+        ],
+        check: |o| stdout_has(o, &["True\nrow pickles True"]),
     },
     Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",

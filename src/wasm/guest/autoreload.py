@@ -9,6 +9,7 @@ __sandbox_internal__ = True
 
 import os
 import sys
+import types
 
 import _sandbox_api as api
 from _sandbox_cell_code import magic
@@ -17,21 +18,31 @@ from _sandbox_shell import UsageError
 MODES = {"0": 0, "off": 0, "1": 1, "explicit": 1, "2": 2, "all": 2, "3": 3, "complete": 3,
          "": 2, "now": None}
 
-state = {"mode": 0, "registered": False}
+state = {"mode": 0, "registered": False, "say": False}
+# Every version of each function and class a watched module defined, weakly: the
+# notebook may hold any of them (`from mod import f` before an earlier reload).
+versions = {}
 # Modules named with %aimport, and with %aimport -mod.
 chosen, excluded = set(), set()
 # The modification time of each module's file when it was last (re)loaded, or UNWATCHED.
 seen = {}
 UNWATCHED = object()
+# Descriptors that say where an instance keeps its values (slots): never moved
+# from one class to the other, which would leave instances' values unreachable.
+LAYOUT = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 @magic("line")
 def autoreload(line=""):
     """%autoreload [0|1|2|3|off|explicit|all|complete|now]: reloads changed modules
     before each cell (mode 2 for all of them); `now` reloads them at once."""
-    word = line.strip().split()[0] if line.strip() else ""
-    if word.lstrip("-") in ("p", "print", "l", "log"):
-        return None
+    words = line.split()
+    flags = {w for w in words if w.startswith("-") and not w.lstrip("-").isdigit()}
+    unknown = flags - {"-p", "--print", "-l", "--log"}
+    if unknown:
+        raise UsageError(f"unrecognized arguments: {' '.join(sorted(unknown))}")
+    state["say"] = bool(flags)
+    word = next((w for w in words if w not in flags), "")
     if word not in MODES:
         raise UsageError(f"Unrecognized autoreload mode \"{word}\".")
     if MODES[word] is None:
@@ -123,6 +134,8 @@ def reload_changed(force_mode=None):
         if now is None or now == seen[name]:
             continue
         seen[name] = now
+        if state["say"]:
+            print(f"Reloading '{name}'.")
         try:
             superreload(module)
         except Exception as exc:  # noqa: BLE001 - as IPython: reported, the cell runs
@@ -133,20 +146,35 @@ def reload_changed(force_mode=None):
 
 
 def superreload(module):
-    """Reloads `module`, then makes the functions and classes it had run the new code."""
+    """Reloads `module`, then makes every earlier version of the functions and classes
+    it defines run the new code (as IPython's superreload does)."""
     import importlib
+    import types
+    import weakref
 
-    old = dict(module.__dict__)
+    name = module.__name__
+    for key, value in module.__dict__.items():
+        if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
+            kept = versions.setdefault((name, key), [])
+            if not any(ref() is value for ref in kept):
+                try:
+                    kept.append(weakref.ref(value))
+                except TypeError:
+                    pass
     importlib.reload(module)
-    for name, new in module.__dict__.items():
-        if name in old and old[name] is not new:
-            update(old[name], new)
+    for key, new in module.__dict__.items():
+        kept = versions.get((name, key))
+        if not kept:
+            continue
+        kept[:] = [ref for ref in kept if ref() is not None]
+        for ref in kept:
+            old = ref()
+            if old is not None and old is not new:
+                update(old, new)
 
 
 def update(old, new, depth=0):
     """Makes `old` (a function or class of the module before the reload) behave as `new`."""
-    import types
-
     if depth > 4:
         return
     if isinstance(old, types.FunctionType) and isinstance(new, types.FunctionType):
@@ -164,8 +192,10 @@ def update(old, new, depth=0):
                 except (AttributeError, TypeError):
                     pass
         for key, value in vars(new).items():
-            if key in ("__dict__", "__weakref__", "__module__", "__qualname__"):
-                continue
+            if key in ("__dict__", "__weakref__", "__module__", "__qualname__", "__slots__") \
+                    or isinstance(value, LAYOUT):
+                continue  # where an instance keeps its values: the old class's own
+
             current = vars(old).get(key)
             if current is not None and current is not value and \
                     type(current) is type(value) and isinstance(value, (types.FunctionType, type)):
@@ -175,10 +205,24 @@ def update(old, new, depth=0):
                 setattr(old, key, value)
             except (AttributeError, TypeError):
                 pass
+        move_instances(old, new)
     elif isinstance(old, property) and isinstance(new, property):
         for part in ("fget", "fset", "fdel"):
             if getattr(old, part) is not None and getattr(new, part) is not None:
                 update(getattr(old, part), getattr(new, part), depth + 1)
+
+
+def move_instances(old, new):
+    """Makes the instances of the class `old` instances of `new` (so isinstance() holds
+    against the module's class), when their layout allows it, as IPython does."""
+    import gc
+
+    for holder in gc.get_referrers(old):
+        if type(holder) is old:
+            try:
+                object.__setattr__(holder, "__class__", new)
+            except TypeError:
+                pass  # another layout: the instance keeps its class, updated in place
 
 
 def register_magics(shell):

@@ -27,7 +27,19 @@ def parse_at(code, filename, line, col=0):
     import _sandbox_notebook
 
     python = _sandbox_notebook.transform(code)
-    tree = compile(python, filename, "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    try:
+        tree = compile(python, filename, "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as exc:
+        # The bad line as the code has it (CPython reads it from the file named, which
+        # may hold something else: a notebook's JSON), and where it stands in the file
+        # or cell the code is part of.
+        lines = code.splitlines()
+        if isinstance(exc.lineno, int) and 0 < exc.lineno <= len(lines):
+            exc.text = lines[exc.lineno - 1] + "\n"
+        for attr in ("lineno", "end_lineno"):
+            if isinstance(getattr(exc, attr, None), int):
+                setattr(exc, attr, getattr(exc, attr) + line - 1)
+        raise
     for node in ast.walk(tree):
         if col and getattr(node, "lineno", None) == 1:
             node.col_offset += col

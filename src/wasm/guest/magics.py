@@ -272,9 +272,20 @@ def run_(line, frame=None):
             target += ".py"
         if not os.path.exists(target):
             raise UsageError(f"File `{target}` not found.")
-    names = api.namespace if "-i" in flags else {
-        "__name__": os.path.splitext(os.path.basename(target))[0] if "-n" in flags else "__main__",
-        "__file__": target, "__builtins__": __builtins__}
+    # The script's own __main__ module (unless -i or -n), installed while it runs, so that
+    # pickle and multiprocessing find the classes it defines, as IPython does.
+    main = None
+    if "-i" in flags:
+        names = api.namespace
+    else:
+        import types
+
+        main = types.ModuleType(os.path.splitext(os.path.basename(target))[0]
+                                if "-n" in flags else "__main__")
+        main.__file__, main.__builtins__ = target, __builtins__
+        names = main.__dict__
+        if "-n" in flags:
+            main = None
 
     if "-m" in flags:
         def execute():
@@ -299,6 +310,9 @@ def run_(line, frame=None):
                                  f"\n\nSystemExit: {exc.code}\n")
 
     saved_argv, sys.argv = sys.argv, [target] + args
+    saved_main = sys.modules.get("__main__")
+    if main is not None:
+        sys.modules["__main__"] = main
     try:
         if profile is not None:
             return _sandbox_timing.profiled(run, profile)
@@ -307,6 +321,8 @@ def run_(line, frame=None):
         return run()
     finally:
         sys.argv = saved_argv
+        if main is not None and saved_main is not None:
+            sys.modules["__main__"] = saved_main
         if names is not api.namespace:
             api.namespace.update({k: v for k, v in names.items() if not k.startswith("__")})
 
@@ -352,18 +368,22 @@ def notebook_program(path):
                  if isinstance(cell, dict) and cell.get("cell_type") == "code"]
     except (ValueError, AttributeError) as exc:
         raise UsageError(f"{path} is not a notebook that can be read ({exc})") from None
-    cells = ["".join(source) if isinstance(source, list) else str(source) for source in cells]
+    cells = ["".join(map(str, source)) if isinstance(source, list) else str(source)
+             for source in cells]
     text = "".join(cell if cell.endswith("\n") else cell + "\n" for cell in cells)
     api.sources[path] = text
     linecache.cache[path] = (len(text), None, text.splitlines(True), path)
-    programs, line = [], 1
+    starts, line = [], 1
     for cell in cells:
-        programs.append(compiled(parse_at(cell, path, line), path))
+        starts.append(line)
         line += len(cell.splitlines()) or 1
 
     def execute():
-        for parts in programs:
-            run_compiled(parts, api.namespace)
+        # Cell by cell, as IPython runs them: a later cell's syntax error comes after
+        # the earlier cells ran.
+        api.namespace["__file__"] = path
+        for cell, start in zip(cells, starts):
+            run_compiled(compiled(parse_at(cell, path, start), path), api.namespace)
 
     return execute
 

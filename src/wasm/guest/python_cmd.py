@@ -90,14 +90,25 @@ def run_program(kind, target, args, argv0=None):
             else:
                 source = target if target is not None else streams_source()
                 filename = "<string>" if kind == "code" else "<stdin>"
-                namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-                exec(compile(source, filename, "exec"), namespace)
+                exec(compile(source, filename, "exec"), fresh_main().__dict__)
             return 0
         except SystemExit as exc:
             return exit_status(exc.code)
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - printed, as python does
             print_traceback(exc)
             return 130 if isinstance(exc, KeyboardInterrupt) else 1
+
+
+def fresh_main():
+    """A __main__ module of the program's own, in sys.modules while it runs (as a new
+    process's is: pickle and multiprocessing find the classes it defines there);
+    own_process_state puts the notebook's back."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    return main
 
 
 def streams_source():
@@ -214,6 +225,7 @@ def own_process_state():
     @contextlib.contextmanager
     def kept():
         argv, path = sys.argv, sys.path
+        main = sys.modules.get("__main__")
         entries = list(path) if isinstance(path, list) else path
         streams = sys.stdout, sys.stderr, sys.stdin
         cwd = os.getcwd()
@@ -230,6 +242,8 @@ def own_process_state():
         finally:
             os._exit = real_exit
             sys.argv = argv
+            if main is not None:
+                sys.modules["__main__"] = main
             if isinstance(path, list):
                 path[:] = entries
             sys.path = path

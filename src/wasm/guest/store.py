@@ -75,10 +75,11 @@ def split_flags(line):
 def forget(args):
     if not args:
         raise UsageError("You must provide the variable to forget")
-    try:
-        os.remove(os.path.join(directory(), args[0]) if args[0].isidentifier() else "")
-    except OSError:
-        raise UsageError(f"Can't delete variable '{args[0]}'") from None
+    if args[0].isidentifier():
+        try:
+            os.remove(os.path.join(directory(), args[0]))
+        except FileNotFoundError:
+            pass  # as IPython's store: nothing to forget is no error
 
 
 def restore(args):
@@ -135,8 +136,19 @@ def keep(name):
         return
     data = pickle.dumps(value)
     os.makedirs(directory(), exist_ok=True)
-    with open(os.path.join(directory(), name), "wb") as f:
-        f.write(data)
+    path = os.path.join(directory(), name)
+    partial = path + ".partial"
+    try:
+        with open(partial, "wb") as f:
+            f.write(data)
+        os.replace(partial, path)
+    except BaseException:
+        # A write the disk quota stopped leaves the value stored before, if any.
+        try:
+            os.remove(partial)
+        except OSError:
+            pass
+        raise
     print(f"Stored '{name}' ({type(value).__name__})")
 
 
