@@ -732,7 +732,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         info = shell.cell_started(code, number) if shell is not None else None
         answer = run_cell_body(code, filename)
         if info is not None:
-            shell.cell_ended(info, last_error[0] if "n" in answer else None)
+            shell.cell_ended(info, last_error[0] if "n" in answer else None, outputs.get(number))
         return answer
 
     # The exception the last failing cell raised (what post_run_cell's result holds).

@@ -268,12 +268,12 @@ def cell_started(code, number):
     return info
 
 
-def cell_ended(info, error=None):
-    """After the cell `info` describes ran (failing with `error`, if it did): the
-    post_execute and post_run_cell events."""
+def cell_ended(info, error=None, value=None):
+    """After the cell `info` describes ran (failing with `error`, if it did, or showing
+    `value`): the post_execute and post_run_cell events."""
     if not _shell or info is None or not _shell[0].events.callbacks:
         return
-    result = ExecutionResult(error=error)
+    result = ExecutionResult(result=value, error=error)
     result.info, result.execution_count = info, _shell[0].execution_count
     _shell[0].events.trigger("post_execute")
     _shell[0].events.trigger("post_run_cell", result)
