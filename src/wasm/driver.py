@@ -209,7 +209,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             guest(cls.stand_ins[name.partition(".")[0]]).fill(module)
 
     class LastResort(GuestModules):
-        stand_ins = {"_ssl": "_sandbox_ssl", "pwd": "_sandbox_posix", "grp": "_sandbox_posix"}
+        stand_ins = {"_ssl": "_sandbox_ssl", "pwd": "_sandbox_posix", "grp": "_sandbox_posix",
+                     "matplotlib_inline": "_sandbox_ipython"}
 
     GuestModules.stand_ins = {"IPython": "_sandbox_ipython", "pip": "_sandbox_pip"}
     sys.meta_path.insert(0, GuestModules)

@@ -325,6 +325,16 @@ def set_matplotlib_formats(*formats, **kwargs):
     """Accepted: the sandbox's figures are PNG."""
 
 
+def inline_backend_module():
+    """matplotlib_inline.backend_inline, as far as notebooks call it (figures come back
+    as PNG images whatever it is asked)."""
+    def accepted(*args, **kwargs):
+        return None
+
+    return {"set_matplotlib_formats": set_matplotlib_formats, "set_matplotlib_close": accepted,
+            "configure_inline_support": accepted, "flush_figures": accepted}
+
+
 # ---- IPython.core.magic -----------------------------------------------------------------
 
 class Magics:
@@ -415,6 +425,10 @@ def fill(module):
     """Fills the stand-in module the driver made for `module.__name__`."""
     name = module.__name__
     builder = BUILDERS.get(name)
+    if builder is None and name.startswith("matplotlib_inline"):
+        raise ModuleNotFoundError(
+            f"No module named {name!r}: the sandbox's matplotlib_inline is a stand-in with "
+            "backend_inline.set_matplotlib_formats (figures come back as PNG)", name=name)
     if builder is None:
         raise ModuleNotFoundError(
             f"No module named {name!r}: the sandbox's IPython is a stand-in that has "
@@ -515,4 +529,6 @@ BUILDERS = {
     "IPython.utils": dict,
     "IPython.utils.capture": capture_module,
     "IPython.utils.io": capture_module,
+    "matplotlib_inline": dict,
+    "matplotlib_inline.backend_inline": inline_backend_module,
 }
