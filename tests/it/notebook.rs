@@ -237,7 +237,7 @@ const CORPUS: &[Idiom] = &[
     Idiom {
         name: "%matplotlib inline and a plot",
         cells: &[
-            "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
+            "%matplotlib inline\nfrom matplotlib_inline.backend_inline import set_matplotlib_formats\nset_matplotlib_formats('retina')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
         ],
         check: |o| {
             clean(o)?;
