@@ -21,6 +21,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_cell_code", include_str!("guest/cell_code.py")),
     ("_sandbox_magics", include_str!("guest/magics.py")),
     ("_sandbox_timing", include_str!("guest/timing.py")),
+    ("_sandbox_help", include_str!("guest/help.py")),
     ("_sandbox_autoreload", include_str!("guest/autoreload.py")),
     ("_sandbox_display", include_str!("guest/display.py")),
     ("_sandbox_ipython", include_str!("guest/ipython.py")),
