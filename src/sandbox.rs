@@ -27,6 +27,7 @@ pub mod remove_tree;
 pub mod root;
 pub mod server_file_names;
 pub mod server_files;
+pub mod shown_text;
 pub mod stop;
 pub mod types;
 

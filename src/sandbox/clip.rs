@@ -4,8 +4,7 @@
 //! the same whichever ran it (the local driver mirrors `cap_value_text` in
 //! Python).
 
-use std::collections::VecDeque;
-
+use super::shown_text::ShownText;
 use super::types::ExecError;
 
 /// Room [`cap_value_text`] keeps for its marker line, in bytes.
@@ -149,14 +148,17 @@ pub fn cap_exec_error(error: ExecError, limit: usize) -> ExecError {
     }
 }
 
-/// The head and the tail of an output stream as it is written, for a result
-/// of at most `limit` bytes.
+/// An output stream as it is written, for a result of at most `limit`
+/// bytes: what a notebook would show of it ([`ShownText`]: its head and
+/// tail), and the first bytes as written, for a copy of the whole stream.
 #[derive(Debug)]
 pub struct StreamClip {
     limit: usize,
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
+    /// The first `limit` bytes as written.
+    written_head: Vec<u8>,
+    /// Bytes written in all.
     total: u64,
+    shown: ShownText,
 }
 
 impl StreamClip {
@@ -164,26 +166,24 @@ impl StreamClip {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
-            head: Vec::new(),
-            tail: VecDeque::new(),
+            written_head: Vec::new(),
             total: 0,
+            shown: ShownText::new(limit, limit / 2),
         }
     }
 
     /// Takes bytes the program wrote.
     pub fn push(&mut self, bytes: &[u8]) {
         self.total = self.total.saturating_add(bytes.len() as u64);
-        let room = self.limit.saturating_sub(self.head.len());
-        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
-        let keep = self.limit / 2;
-        self.tail.extend(&bytes[bytes.len().saturating_sub(keep)..]);
-        let excess = self.tail.len().saturating_sub(keep);
-        self.tail.drain(..excess);
+        let room = self.limit.saturating_sub(self.written_head.len());
+        self.written_head
+            .extend_from_slice(&bytes[..room.min(bytes.len())]);
+        self.shown.push(bytes);
     }
 
-    /// The first bytes written, up to the limit.
+    /// The first bytes written, up to the limit, as written.
     pub fn head(&self) -> &[u8] {
-        &self.head
+        &self.written_head
     }
 
     /// Bytes written in all.
@@ -191,97 +191,43 @@ impl StreamClip {
         self.total
     }
 
-    /// Whether the stream is longer than the limit.
-    pub fn is_cut(&self) -> bool {
-        self.total > self.head.len() as u64
+    /// Whether more was written than the limit (what was written then
+    /// deserves a copy of its own, whether or not what it shows is cut).
+    pub fn overflowed(&self) -> bool {
+        self.total > self.written_head.len() as u64
     }
 
-    /// The stream's text as a notebook shows it (a line rewritten after a
-    /// carriage return shows its last version, see [`as_overwritten`]):
-    /// whole, or its head and tail (with `whereabouts` after the marker, e.g.
-    /// where the whole stream is) within the limit.
+    /// Whether what the stream shows is longer than the limit.
+    pub fn is_cut(&self) -> bool {
+        self.shown.is_cut()
+    }
+
+    /// The stream's text as a notebook shows it (see [`ShownText`]): whole,
+    /// or its head and tail (with `whereabouts` after the marker, e.g. where
+    /// the whole stream is) within the limit.
     pub fn text(&self, whereabouts: &str) -> String {
-        if !self.is_cut() {
-            let shown = as_overwritten(&self.head);
-            if rendered_len(&shown) <= self.limit {
-                return String::from_utf8_lossy(&shown).into_owned();
-            }
+        let head = self.shown.head();
+        if !self.shown.is_cut() && rendered_len(head) <= self.limit {
+            return String::from_utf8_lossy(head).into_owned();
         }
         let half = self.limit.saturating_sub(MARKER_ROOM + whereabouts.len()) / 2;
-        let head = &self.head[..half.min(self.head.len())];
-        let tail: Vec<u8> = if self.is_cut() {
-            self.tail.iter().copied().collect()
+        let tail = if self.shown.is_cut() {
+            self.shown.tail()
         } else {
-            self.head.clone()
+            head.to_vec()
         };
         head_and_tail(
-            &as_overwritten(head),
-            &as_overwritten(&tail[tail.len().saturating_sub(half)..]),
-            self.total,
+            &head[..half.min(head.len())],
+            &tail[tail.len().saturating_sub(half)..],
+            self.shown.len(),
             whereabouts,
         )
     }
 }
 
-/// `bytes` with each line as it ends up after the carriage returns in it
-/// (`print(f"\r{i}", end="")` progress, a progress bar redrawn): what comes
-/// after a line's last `\r`, as a notebook shows it, where the whole history
-/// would only cost a model's context. A `\r` just before a line break (a
-/// CRLF line ending) stays.
-pub fn as_overwritten(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if !bytes.contains(&b'\r') {
-        return std::borrow::Cow::Borrowed(bytes);
-    }
-    let mut shown = Vec::with_capacity(bytes.len());
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            shown.push(b'\n');
-        }
-        let (body, ends_in_cr) = match line.strip_suffix(b"\r") {
-            Some(body) => (body, true),
-            None => (line, false),
-        };
-        let last = body
-            .iter()
-            .rposition(|&b| b == b'\r')
-            .map_or(0, |at| at + 1);
-        shown.extend_from_slice(&body[last..]);
-        if ends_in_cr {
-            shown.push(b'\r');
-        }
-    }
-    std::borrow::Cow::Owned(shown)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_line_rewritten_after_carriage_returns_shows_its_last_version() {
-        let overwritten =
-            |text: &str| String::from_utf8(as_overwritten(text.as_bytes()).into_owned()).unwrap();
-        assert_eq!(
-            overwritten("step 1\rstep 2\rstep 3\ndone\n"),
-            "step 3\ndone\n"
-        );
-        assert_eq!(overwritten("\r0%\r50%\r100%"), "100%");
-        assert_eq!(
-            overwritten("a,b\r\n1,2\r\n"),
-            "a,b\r\n1,2\r\n",
-            "CRLF line endings stay"
-        );
-        assert_eq!(overwritten("plain\ntext"), "plain\ntext");
-        assert_eq!(overwritten("é\rü\n"), "ü\n");
-        let mut clip = StreamClip::new(400);
-        for i in 0..1000 {
-            clip.push(format!("\rprogress {i}").as_bytes());
-        }
-        clip.push(b"\nfinished\n");
-        let text = clip.text("");
-        assert!(text.ends_with("progress 999\nfinished\n"), "{text}");
-        assert!(!text.contains("progress 998"), "{text}");
-    }
 
     #[test]
     fn a_long_text_keeps_its_head_and_tail_within_the_limit() {

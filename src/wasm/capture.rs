@@ -81,7 +81,7 @@ impl OutputCapture {
         }
         let before = self.clip.total();
         self.clip.push(bytes);
-        if self.clip.is_cut() && self.file.is_none() && !self.file_failed {
+        if self.clip.overflowed() && self.file.is_none() && !self.file_failed {
             self.open_spill(before);
         }
         if self.file.is_some() {

@@ -685,13 +685,20 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     future_flags = [0]
 
     def note_futures(tree):
-        for node in tree.body:
-            if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
-                import __future__
+        """Keeps the features of the __future__ imports at the start of a cell that
+        compiled (anywhere else they are a SyntaxError, and hold nothing)."""
+        body = tree.body
+        if body and isinstance(body[0], _ast.Expr) and isinstance(body[0].value, _ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]  # a docstring may come first
+        for node in body:
+            if not (isinstance(node, _ast.ImportFrom) and node.module == "__future__"):
+                break
+            import __future__
 
-                for alias in node.names:
-                    feature = getattr(__future__, alias.name, None)
-                    future_flags[0] |= getattr(feature, "compiler_flag", 0)
+            for alias in node.names:
+                feature = getattr(__future__, alias.name, None)
+                future_flags[0] |= getattr(feature, "compiler_flag", 0)
 
     def run_code(tree, filename, mode):
         """Compiles and runs a cell's statements or its last expression; a cell that

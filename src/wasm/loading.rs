@@ -321,6 +321,10 @@ fn snapshot(
     if let Some(snapshot) = Snapshot::load(cache, key) {
         return Ok(snapshot);
     }
+    let _making = Snapshot::making(cache, key);
+    if let Some(snapshot) = Snapshot::load(cache, key) {
+        return Ok(snapshot); // another server made it meanwhile
+    }
     let data = match data {
         Some(data) => data,
         None => {

@@ -42,6 +42,9 @@ struct Record {
     id: String,
 }
 
+/// The name a snapshot's making lock ends with (see [`Snapshot::making`]).
+pub(crate) const LOCK: &str = ".snapshot.lock";
+
 /// How often a server that keeps using a snapshot says so (see
 /// [`super::unused_snapshots`]).
 const STILL_USED_EVERY: u64 = 60 * 60;
@@ -83,6 +86,23 @@ impl Snapshot {
             marked_at: AtomicU64::new(unix_seconds()),
             view: OnceLock::new(),
         })
+    }
+
+    /// Holds the right to make the snapshot `key` in `cache_dir` while the
+    /// returned file is open: servers sharing a cache make a snapshot one at
+    /// a time, and a later one loads what the first made (two images under
+    /// one key would leave one server's saved sandboxes on an image that is
+    /// gone). `None` where no lock can be taken (a read-only cache).
+    pub(crate) fn making(cache_dir: &Path, key: &str) -> Option<File> {
+        std::fs::create_dir_all(cache_dir).ok()?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(cache_dir.join(format!("{key}{LOCK}")))
+            .ok()?;
+        lock.lock().ok()?;
+        Some(lock)
     }
 
     /// Writes `memory` and `globals` as the snapshot `key` in `cache_dir`.

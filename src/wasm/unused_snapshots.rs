@@ -106,6 +106,7 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
 /// whose image is gone); the bytes freed, or `None` when its record stays.
 fn remove_snapshot(cache_dir: &Path, key: &str, record_bytes: u64) -> Option<u64> {
     std::fs::remove_file(cache_dir.join(format!("{key}{RECORD}"))).ok()?;
+    let _ = std::fs::remove_file(cache_dir.join(format!("{key}{}", super::snapshot::LOCK)));
     let image = cache_dir.join(format!("{key}{IMAGE}"));
     let image_bytes = std::fs::symlink_metadata(&image).map_or(0, |m| m.len());
     Some(match std::fs::remove_file(&image) {

@@ -162,6 +162,7 @@ def superreload(module):
                 except TypeError:
                     pass
     importlib.reload(module)
+    moves = {}
     for key, new in module.__dict__.items():
         kept = versions.get((name, key))
         if not kept:
@@ -170,11 +171,14 @@ def superreload(module):
         for ref in kept:
             old = ref()
             if old is not None and old is not new:
-                update(old, new)
+                update(old, new, moves)
+    move_instances(moves)
 
 
-def update(old, new, depth=0):
-    """Makes `old` (a function or class of the module before the reload) behave as `new`."""
+def update(old, new, moves, depth=0):
+    """Makes `old` (a function or class of the module before the reload) behave as `new`;
+    a class's instances are to move to the new class (`moves`: by the old class's id,
+    the old class and the new)."""
     if depth > 4:
         return
     if isinstance(old, types.FunctionType) and isinstance(new, types.FunctionType):
@@ -199,28 +203,32 @@ def update(old, new, depth=0):
             current = vars(old).get(key)
             if current is not None and current is not value and \
                     type(current) is type(value) and isinstance(value, (types.FunctionType, type)):
-                update(current, value, depth + 1)
+                update(current, value, moves, depth + 1)
                 continue
             try:
                 setattr(old, key, value)
             except (AttributeError, TypeError):
                 pass
-        move_instances(old, new)
+        moves[id(old)] = (old, new)
     elif isinstance(old, property) and isinstance(new, property):
         for part in ("fget", "fset", "fdel"):
             if getattr(old, part) is not None and getattr(new, part) is not None:
-                update(getattr(old, part), getattr(new, part), depth + 1)
+                update(getattr(old, part), getattr(new, part), moves, depth + 1)
 
 
-def move_instances(old, new):
-    """Makes the instances of the class `old` instances of `new` (so isinstance() holds
-    against the module's class), when their layout allows it, as IPython does."""
+def move_instances(moves):
+    """Makes the instances of each old class in `moves` instances of its new class (so
+    isinstance() holds against the module's class), when their layout allows it, as
+    IPython does; one look over the interpreter's objects for all of them."""
     import gc
 
-    for holder in gc.get_referrers(old):
-        if type(holder) is old:
+    if not moves:
+        return
+    for obj in gc.get_objects():
+        move = moves.get(id(type(obj)))
+        if move is not None and type(obj) is move[0]:
             try:
-                object.__setattr__(holder, "__class__", new)
+                object.__setattr__(obj, "__class__", move[1])
             except TypeError:
                 pass  # another layout: the instance keeps its class, updated in place
 

@@ -98,8 +98,14 @@ def plain_text(obj):
     printer = printer.lookup(obj) if printer is not None else None
     if printer is not None:
         p = Text()
-        printer(obj, p, False)
-        return p.getvalue()
+        try:
+            printer(obj, p, False)
+            return p.getvalue()
+        except Exception as exc:  # noqa: BLE001 - as IPython: the printer's error is shown, not the cell's
+            import traceback
+
+            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+            return api.format_value(obj)
     pretty = pretty_method(obj)
     if pretty is not None:
         p = Text()

@@ -275,8 +275,8 @@ def run_(line, frame=None):
     # The script's own __main__ module (unless -i or -n), installed while it runs, so that
     # pickle and multiprocessing find the classes it defines, as IPython does.
     main = None
-    if "-i" in flags:
-        names = api.namespace
+    if "-i" in flags or target.endswith(".ipynb"):
+        names = api.namespace  # a notebook's cells run in the notebook's names, as IPython runs them
     else:
         import types
 
@@ -380,10 +380,18 @@ def notebook_program(path):
 
     def execute():
         # Cell by cell, as IPython runs them: a later cell's syntax error comes after
-        # the earlier cells ran.
+        # the earlier cells ran. __file__ names the notebook meanwhile, and is put back.
+        missing = object()
+        earlier = api.namespace.get("__file__", missing)
         api.namespace["__file__"] = path
-        for cell, start in zip(cells, starts):
-            run_compiled(compiled(parse_at(cell, path, start), path), api.namespace)
+        try:
+            for cell, start in zip(cells, starts):
+                run_compiled(compiled(parse_at(cell, path, start), path), api.namespace)
+        finally:
+            if earlier is missing:
+                api.namespace.pop("__file__", None)
+            else:
+                api.namespace["__file__"] = earlier
 
     return execute
 
