@@ -80,7 +80,7 @@ impl ShownText {
     /// Forgets the line being written (a carriage return came back to its
     /// start, and more text follows).
     fn start_line_again(&mut self) {
-        self.shown -= self.line;
+        self.shown = self.shown.saturating_sub(self.line);
         if self.head.len() as u64 > self.shown {
             self.head.truncate(self.shown as usize);
         }
