@@ -119,6 +119,68 @@ impl ShownText {
 mod tests {
     use super::*;
 
+    /// What a stream shows, read all at once: each line is what follows its
+    /// last carriage return that more text follows (returns at its end are
+    /// part of its line break, or nothing).
+    fn reference(bytes: &[u8]) -> Vec<u8> {
+        let mut shown = Vec::new();
+        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if i > 0 {
+                shown.push(b'\n');
+            }
+            let end = line
+                .iter()
+                .rposition(|&b| b != b'\r')
+                .map_or(0, |at| at + 1);
+            let line = &line[..end];
+            let start = line
+                .iter()
+                .rposition(|&b| b == b'\r')
+                .map_or(0, |at| at + 1);
+            shown.extend_from_slice(&line[start..]);
+        }
+        shown
+    }
+
+    proptest::proptest! {
+        /// However a stream is split into writes and however small the room,
+        /// its head is the start of what it shows (all of it when it is not
+        /// cut) and its tail an end of it.
+        #[test]
+        fn the_shown_text_does_not_depend_on_how_the_stream_was_written(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(b'a'),
+                    proptest::strategy::Just(b'b'),
+                    proptest::strategy::Just(b'\r'),
+                    proptest::strategy::Just(b'\n'),
+                ],
+                0..300,
+            ),
+            cuts in proptest::collection::vec(0usize..300, 0..8),
+            room in 1usize..64,
+        ) {
+            let expected = reference(&bytes);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            for (head_room, tail_room) in [(1 << 20, 1 << 19), (room, room / 2 + 1)] {
+                let mut text = ShownText::new(head_room, tail_room);
+                let mut at = 0;
+                for &cut in cuts.iter().chain([bytes.len()].iter()) {
+                    text.push(&bytes[at..cut]);
+                    at = cut;
+                }
+                proptest::prop_assert_eq!(text.len(), expected.len() as u64);
+                proptest::prop_assert_eq!(text.is_cut(), expected.len() > head_room);
+                proptest::prop_assert!(expected.starts_with(text.head()));
+                if !text.is_cut() {
+                    proptest::prop_assert_eq!(text.head(), &expected[..]);
+                }
+                proptest::prop_assert!(expected.ends_with(&text.tail()));
+            }
+        }
+    }
+
     fn shown(chunks: &[&str]) -> String {
         let mut text = ShownText::new(1 << 20, 1 << 19);
         for chunk in chunks {
