@@ -1069,9 +1069,9 @@ const CORPUS: &[Idiom] = &[
         name: "a text printer registered for a type shows its values",
         cells: &[
             "class Money:\n    def __init__(self, amount):\n        self.amount = amount\nget_ipython().display_formatter.formatters['text/plain'].for_type(Money, lambda m, p, cycle: p.text(f'${m.amount:,.2f}'))",
-            "Money(1234.5)",
+            "[Money(1234.5), (Money(2),)]",
         ],
-        check: |o| value_is(o, "$1,234.50"),
+        check: |o| value_is(o, "[$1,234.50, ($2.00,)]"),
     },
     Idiom {
         name: "restarting the kernel after %pip install says there is no need",

@@ -54,7 +54,7 @@ class Text:
         self.parts.append(str(text))
 
     def pretty(self, obj):
-        self.parts.append(api.format_value(obj))
+        self.parts.append(plain_text(obj))
 
     def breakable(self, sep=" "):
         self.parts.append(sep)
@@ -114,7 +114,41 @@ def plain_text(obj):
     styler = sys.modules.get("pandas.io.formats.style")
     if styler is not None and isinstance(obj, styler.Styler):
         return api.format_value(styled_values(obj))
+    plain = formatters().get("text/plain")
+    if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
+        return container_text(obj, frozenset())
     return api.format_value(obj)
+
+
+CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def container_text(obj, seen):
+    """A plain list, tuple, dict or set with each item shown as IPython's pretty printer
+    shows it (a printer registered for its type applies inside containers too)."""
+    if id(obj) in seen:
+        return {list: "[...]", tuple: "(...)", dict: "{...}"}.get(type(obj), "{...}")
+    if len(seen) > 20 or len(obj) > 10_000:
+        return repr(obj)
+    inner = seen | {id(obj)}
+
+    def item(value):
+        if type(value) in CONTAINERS:
+            return container_text(value, inner)
+        return plain_text(value) if formatters()["text/plain"].lookup(value) else repr(value)
+
+    kind = type(obj)
+    if kind is dict:
+        return "{" + ", ".join(f"{item(k)}: {item(v)}" for k, v in obj.items()) + "}"
+    if kind in (set, frozenset):
+        if not obj:
+            return f"{kind.__name__}()"
+        text = "{" + ", ".join(item(v) for v in obj) + "}"
+        return text if kind is set else f"frozenset({text})"
+    text = ", ".join(item(v) for v in obj)
+    if kind is tuple:
+        return "(" + text + ("," if len(obj) == 1 else "") + ")"
+    return "[" + text + "]"
 
 
 # A styled table this large is shown unformatted (formatting each cell costs).
