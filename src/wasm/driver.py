@@ -308,6 +308,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 return
             note(f"figure {number} was downscaled from {full} bytes to fit the image budget" + (f"; the full-size PNG is {saved}" if saved else ""))
         plots["images"].append((saved, data))
+        mark_image()
 
     def take_and_close(figure):
         """Hands a figure back once: a pyplot figure is closed, so the end of the cell
@@ -514,6 +515,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         if getattr(exc, "_sandbox_short_traceback", False):
             # A magic's usage error reads as IPython shows it: one line, no frames.
             lines = [f"{type(exc).__name__}: {exc}\n"]
+        elif isinstance(exc, SystemExit):
+            # sys.exit() in a cell, as IPython shows it (the interpreter goes on).
+            lines = ["An exception has occurred, use %tb to see the full traceback.\n\n",
+                     f"SystemExit: {exc}\n" if str(exc) else "SystemExit\n"]
         else:
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
         if isinstance(exc, ModuleNotFoundError):
@@ -881,6 +886,16 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         if threads is not None:
             threads.at_cell_end()
 
+    def mark_image():
+        """Notes in the cell's output where an image it showed while running stands
+        (`[Image 2]`, as the result lists its images), so text printed between figures
+        is read with the right one; figures left open come back at the end unmarked."""
+        if plots.get("during_cell") and sys.stdout is sys.__stdout__ and sys.stdout is not None:
+            try:
+                sys.stdout.write(f"[Image {len(plots['images'])}]\n")
+            except (OSError, ValueError):
+                pass
+
     def take_image(data, mime):
         """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the
         image budget; one over it is saved in the sandbox instead."""
@@ -895,6 +910,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 note(f"image {number} not returned ({why}); saved as {path}")
             return
         plots["images"].append(("", data))
+        mark_image()
 
     api = type(sys)("_sandbox_api")
     api.__doc__ = "What the sandbox's driver offers its guest modules."
@@ -960,7 +976,11 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                     plots["max"] = int(fields[3])
                     plots["prefix"] = fields[4].decode()
                     text_limit[0] = int(fields[5])
-                answer = run_cell(fields[1].decode("utf-8", "surrogateescape"), fields[0].decode())
+                plots["during_cell"] = True
+                try:
+                    answer = run_cell(fields[1].decode("utf-8", "surrogateescape"), fields[0].decode())
+                finally:
+                    plots["during_cell"] = False
                 if "matplotlib.pyplot" in sys.modules:
                     try:
                         show_figures()

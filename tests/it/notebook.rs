@@ -1110,6 +1110,34 @@ const CORPUS: &[Idiom] = &[
         check: |o| stdout_has(o, &["True\nrow pickles True"]),
     },
     Idiom {
+        name: "text printed between figures says which figure it stands beside",
+        cells: &[
+            "import matplotlib.pyplot as plt\nfor name in ('ridge', 'lasso'):\n    print('model', name)\n    plt.figure(); plt.plot([1, 2])\n    plt.show()\n    print('score of', name)",
+        ],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "model ridge\n[Image 1]\nscore of ridge\nmodel lasso\n[Image 2]\nscore of lasso\n",
+                ],
+            )?;
+            expect(o.images().len() == 2, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "sys.exit() in a cell reads as IPython shows it",
+        cells: &["import sys\nsys.exit(0)"],
+        check: |o| {
+            let said = o.error_text();
+            expect(
+                said.contains("An exception has occurred, use %tb to see the full traceback.")
+                    && said.contains("SystemExit: 0")
+                    && !said.contains("Traceback (most recent call last)"),
+                || format!("{said}"),
+            )
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",
