@@ -1133,7 +1133,7 @@ const CORPUS: &[Idiom] = &[
                 said.contains("An exception has occurred, use %tb to see the full traceback.")
                     && said.contains("SystemExit: 0")
                     && !said.contains("Traceback (most recent call last)"),
-                || format!("{said}"),
+                || said.to_string(),
             )
         },
     },
