@@ -1138,6 +1138,19 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a statsmodels coefficient table as the last value shows its rows",
+        cells: &[
+            "import numpy as np, statsmodels.api as sm\nX = sm.add_constant(np.arange(10.0))\ny = 2 * np.arange(10.0) + np.sin(np.arange(10.0))\nsm.OLS(y, X).fit().summary().tables[1]",
+        ],
+        check: |o| {
+            clean(o)?;
+            expect(
+                o.value().contains("coef") && o.value().contains("x1"),
+                || format!("value {:?}", o.value()),
+            )
+        },
+    },
+    Idiom {
         name: "time.tzset() takes UTC and refuses another zone, naming zoneinfo",
         cells: &[
             "import os, time\nos.environ['TZ'] = 'UTC'\ntime.tzset()\nos.environ['TZ'] = 'Europe/Paris'\ntime.tzset()",

@@ -117,7 +117,24 @@ def plain_text(obj):
     plain = formatters().get("text/plain")
     if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
         return container_text(obj, frozenset())
-    return api.format_value(obj)
+    return own_text(obj)
+
+
+def own_text(obj):
+    """The text of a value with rich displays: its repr, or its str() when the repr says
+    nothing but its class (`<class 'SimpleTable'>`, `<X object at 0x...>`) and str() does
+    (statsmodels' tables, whose HTML a notebook would show)."""
+    import re
+
+    text = api.format_value(obj)
+    if re.fullmatch(r"<(class '[\w.]+'|[\w.]+ object at 0x[0-9a-f]+)>", text):
+        try:
+            mine = str(obj)
+        except Exception:  # noqa: BLE001 - the repr it is
+            return text
+        if mine and mine != text:
+            return mine
+    return text
 
 
 CONTAINERS = (list, tuple, dict, set, frozenset)
