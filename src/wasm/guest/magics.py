@@ -323,6 +323,8 @@ def run_(line, frame=None):
         sys.argv = saved_argv
         if main is not None and saved_main is not None:
             sys.modules["__main__"] = saved_main
+        elif main is not None:
+            sys.modules.pop("__main__", None)
         if names is not api.namespace:
             api.namespace.update({k: v for k, v in names.items() if not k.startswith("__")})
 
