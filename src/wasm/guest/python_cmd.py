@@ -45,7 +45,6 @@ def program(argv):
 def run(cmd, stdout=None, stderr=None):
     """Runs `cmd` if it is a python command line this interpreter can run: its exit
     status; None for anything else."""
-    import contextlib
     import shlex
 
     import _sandbox_pip
@@ -57,6 +56,14 @@ def run(cmd, stdout=None, stderr=None):
     what = program(argv)
     if what is None or _sandbox_pip.shell_operator(cmd) is not None:
         return None
+    return run_redirected(what, stdout, stderr)
+
+
+def run_redirected(what, stdout=None, stderr=None, cell=None):
+    """Runs the program `what` (see `program`; a "stdin" one reads `cell` when given)
+    with its output going to `stdout` and `stderr` when given: its exit status."""
+    import contextlib
+
     with contextlib.ExitStack() as stack:
         if stdout is not None:
             stack.enter_context(contextlib.redirect_stdout(stdout))
@@ -65,6 +72,8 @@ def run(cmd, stdout=None, stderr=None):
         if what[0] == "version":
             print(f"Python {sys.version.split()[0]}")
             return 0
+        if what[0] == "stdin" and cell is not None:
+            return run_program("stdin", cell, what[2], argv0="")
         return run_program(*what)
 
 
@@ -130,7 +139,6 @@ def cell_program(line, cell, command="python"):
     and an exit status other than 0 raises CalledProcessError unless --no-raise-error.
     --bg runs it now (nothing runs in the background here). Anything but a python
     command line is None (for the caller to say there is no shell)."""
-    import contextlib
     import io
     import shlex
     import subprocess
@@ -147,18 +155,7 @@ def cell_program(line, cell, command="python"):
         print("[no background processes here: the program ran now]")
     out = io.StringIO() if options.get("--out") else None
     err = io.StringIO() if options.get("--err") else None
-    with contextlib.ExitStack() as stack:
-        if out is not None:
-            stack.enter_context(contextlib.redirect_stdout(out))
-        if err is not None:
-            stack.enter_context(contextlib.redirect_stderr(err))
-        if what[0] == "version":
-            print(f"Python {sys.version.split()[0]}")
-            status = 0
-        elif what[0] == "stdin":
-            status = run_program("stdin", cell, what[2], argv0="")
-        else:
-            status = run_program(*what)
+    status = run_redirected(what, out, err, cell)
     for name, stream in (("--out", out), ("--err", err)):
         if stream is not None:
             api.namespace[options[name]] = stream.getvalue()
