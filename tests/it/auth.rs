@@ -414,10 +414,9 @@ async fn metadata_naming_another_issuer_is_not_trusted() {
 
 #[tokio::test]
 async fn an_unreachable_issuer_refuses_tokens_with_503() {
-    // A port that was free a moment ago: nothing answers there.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", free.local_addr().unwrap());
-    drop(free);
+    // Port 1 (tcpmux), which nothing here listens on: a port found free a moment
+    // before could be taken meanwhile by another test's listener, which answered.
+    let url = "http://127.0.0.1:1".to_owned();
     let settings = OAuthSettings::new(
         Url::parse(&url).unwrap(),
         Url::parse("http://127.0.0.1").unwrap(),
