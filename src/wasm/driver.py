@@ -396,7 +396,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         enough not to wrap, long ones summarised by pandas as the code's display options
         say), a float as %precision says, anything else by repr()."""
         if float_format[0] is not None and type(value) in (float, list, tuple, dict):
-            return with_float_format(value, float_format[0], frozenset())
+            form = float_format[0]
+            return shown_items(value, lambda member: float_text(member, form))
         if is_table(value):
             pandas = sys.modules["pandas"]
             changes = [item for key, wide in table_text.items() if at_default(pandas, key)
@@ -406,29 +407,45 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                     return repr(value)
         return repr(value)
 
-    def with_float_format(value, form, seen):
-        """repr() of a float, or of plain lists, tuples and dicts holding floats, with
-        each float as %precision says (as IPython's pretty printer shows them)."""
+    def float_text(value, form):
+        """A float as %precision's format shows it (None: anything else)."""
+        if type(value) is not float:
+            return None
+        try:
+            return form % value
+        except (TypeError, ValueError, OverflowError):
+            return repr(value)  # %d of inf or nan: IPython shows repr too
+
+    def shown_items(value, item, kinds=(list, tuple, dict), seen=frozenset()):
+        """repr() of a value, and of plain containers of `kinds` (lists, tuples, dicts,
+        sets) holding it, with each value that `item` shows (not None) shown so, as
+        IPython's pretty printer applies %precision and type printers inside containers.
+        A container holding itself shows `[...]`, as repr says; very large or deep ones
+        are left to repr."""
         kind = type(value)
-        if kind is float:
-            try:
-                return form % value
-            except (TypeError, ValueError, OverflowError):
-                return repr(value)  # %d of inf or nan: IPython shows repr too
-        if kind not in (list, tuple, dict) or len(seen) > 20 or len(value) > 10_000:
-            return repr(value)
-        opening, closing = {list: "[]", tuple: "()", dict: "{}"}[kind]
+        if kind not in kinds:
+            shown = item(value)
+            return repr(value) if shown is None else shown
         if id(value) in seen:
-            return opening + "..." + closing  # a container holding itself, as repr says
+            return {list: "[...]", tuple: "(...)", dict: "{...}"}.get(kind, "{...}")
+        if len(seen) > 20 or len(value) > 10_000:
+            return repr(value)
         inner = seen | {id(value)}
+
+        def each(member):
+            return shown_items(member, item, kinds, inner)
+
         if kind is dict:
-            items = ", ".join(f"{with_float_format(k, form, inner)}: "
-                              f"{with_float_format(v, form, inner)}" for k, v in value.items())
-        else:
-            items = ", ".join(with_float_format(item, form, inner) for item in value)
-        if kind is tuple and len(value) == 1:
-            items += ","
-        return opening + items + closing
+            return "{" + ", ".join(f"{each(k)}: {each(v)}" for k, v in value.items()) + "}"
+        if kind in (set, frozenset):
+            if not value:
+                return f"{kind.__name__}()"
+            text = "{" + ", ".join(each(member) for member in value) + "}"
+            return text if kind is set else f"frozenset({text})"
+        text = ", ".join(each(member) for member in value)
+        if kind is tuple:
+            return "(" + text + ("," if len(value) == 1 else "") + ")"
+        return "[" + text + "]"
 
     def at_default(pandas, key):
         """Whether pandas' option `key` has the value pandas gives it."""
@@ -917,6 +934,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.namespace, api.sources, api.current, api.turns = namespace, sources, current, turns
     api.automagic, api.site_packages = automagic, site_packages
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
+    api.shown_items = shown_items
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display

@@ -182,7 +182,8 @@ pub(crate) struct Replay {
     pub memory: Option<Replayed>,
     /// Whether an execution started after that state and did not finish.
     pub unfinished: bool,
-    /// What was left out because it was damaged or cut short, if anything.
+    /// Why what was saved could not be used, if anything was left out: damaged or cut
+    /// short, or built on a snapshot image that is gone.
     pub damage: Option<String>,
     /// When the memory stopped being kept: after the execution numbered.
     pub lapsed: Option<u64>,

@@ -403,7 +403,7 @@ impl SavedStore {
 }
 
 /// Why a sandbox whose snapshot was made again comes back with its files only.
-pub(crate) const IMAGE_MADE_AGAIN: &str = "the runtime's snapshot was made again since it was saved (the module cache was cleared, or a snapshot no server had used for a while was removed), and its memory was built on the old one";
+const IMAGE_MADE_AGAIN: &str = "the runtime's snapshot was made again since it was saved (the module cache was cleared, or a snapshot no server had used for a while was removed), and its memory was built on the old one";
 
 /// Checks an entry before use.
 fn check(

@@ -209,8 +209,7 @@ impl Snapshot {
 /// A hash of an image's bytes, as its identity.
 fn content_id(memory: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(memory);
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&Sha256::digest(memory)[..16])
 }
 
 fn unix_seconds() -> u64 {

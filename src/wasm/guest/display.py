@@ -116,7 +116,7 @@ def plain_text(obj):
         return api.format_value(styled_values(obj))
     plain = formatters().get("text/plain")
     if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
-        return container_text(obj, frozenset())
+        return container_text(obj)
     return own_text(obj)
 
 
@@ -140,32 +140,12 @@ def own_text(obj):
 CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
-def container_text(obj, seen):
+def container_text(obj):
     """A plain list, tuple, dict or set with each item shown as IPython's pretty printer
     shows it (a printer registered for its type applies inside containers too)."""
-    if id(obj) in seen:
-        return {list: "[...]", tuple: "(...)", dict: "{...}"}.get(type(obj), "{...}")
-    if len(seen) > 20 or len(obj) > 10_000:
-        return repr(obj)
-    inner = seen | {id(obj)}
-
-    def item(value):
-        if type(value) in CONTAINERS:
-            return container_text(value, inner)
-        return plain_text(value) if formatters()["text/plain"].lookup(value) else repr(value)
-
-    kind = type(obj)
-    if kind is dict:
-        return "{" + ", ".join(f"{item(k)}: {item(v)}" for k, v in obj.items()) + "}"
-    if kind in (set, frozenset):
-        if not obj:
-            return f"{kind.__name__}()"
-        text = "{" + ", ".join(item(v) for v in obj) + "}"
-        return text if kind is set else f"frozenset({text})"
-    text = ", ".join(item(v) for v in obj)
-    if kind is tuple:
-        return "(" + text + ("," if len(obj) == 1 else "") + ")"
-    return "[" + text + "]"
+    printers = formatters()["text/plain"]
+    return api.shown_items(obj, lambda item: plain_text(item) if printers.lookup(item) else None,
+                           CONTAINERS)
 
 
 # A styled table this large is shown unformatted (formatting each cell costs).

@@ -14,7 +14,6 @@ use crate::wasm::files_on_loan::FilesOnLoan;
 use crate::wasm::guest_image::GuestImage;
 use crate::wasm::interpreter::{DirState, Interpreter, START_TIMEOUT};
 use crate::wasm::journal::Replay;
-use crate::wasm::saved::IMAGE_MADE_AGAIN;
 use crate::wasm::saved::{Restorable, SavedMeta, SavedStore, retire_entry, unix_now};
 use crate::wasm::starting_memory::{PagesPlan, StartingMemory};
 
@@ -276,10 +275,7 @@ fn files_only_note(sandbox: &WasmSandbox, executions: u64, damage: Option<&str>)
             "the interpreter of the runtime '{}' never returns to the server between executions, so its variables cannot be kept",
             sandbox.image.manifest.name
         ),
-        Some(damage) if damage == IMAGE_MADE_AGAIN => {
-            format!("its interpreter's saved state cannot be used: {damage}")
-        }
-        Some(damage) => format!("its interpreter's saved state is damaged ({damage})"),
+        Some(why) => format!("its interpreter's saved state cannot be used ({why})"),
         None if executions == 0 => return None,
         None => "its interpreter's state was not kept (the server stopped before its first execution finished)".to_owned(),
     };
