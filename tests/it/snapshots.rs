@@ -192,6 +192,38 @@ async fn a_fork_is_refused_while_the_source_runs_over_the_cap_and_for_python_3_1
     server.stop().await;
 }
 
+/// The entries saved under `root` once there are `count` of them (or after
+/// 20 s, whatever there is then).
+async fn saved_once_there(
+    root: &std::path::Path,
+    count: usize,
+) -> Vec<(String, std::path::PathBuf)> {
+    for _ in 0..200 {
+        if saved_entries(root).len() == count {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    saved_entries(root)
+}
+
+/// The saved sandbox `id` answers with its files and without its variables
+/// (`total` is gone, `data.txt` holds 'saved file'), saying it came back with
+/// its files only and why (`why` is in the message).
+async fn back_with_files_only(server: &Server, id: &str, why: &str) {
+    let back = server
+        .call("execute_code", json!({"session_id": id, "code": "total"}))
+        .await;
+    assert_eq!(structured(&back)["error"]["name"], "NameError");
+    let said = text(&back);
+    assert!(said.contains(why) && said.contains("files only"), "{said}");
+    assert_eq!(
+        server.run(id, "open('data.txt').read()").await["value"],
+        "'saved file'",
+        "its files are kept"
+    );
+}
+
 /// The entries saved under `root`, by the id their record names.
 fn saved_entries(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
     let Ok(read) = std::fs::read_dir(root.join("saved")) else {
@@ -258,13 +290,8 @@ async fn a_sandbox_saved_on_a_snapshot_made_again_comes_back_with_its_files_and_
     )
     .await;
     first.stop().await;
-    for _ in 0..200 {
-        if saved_entries(&root).len() == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(saved_entries(&root).len(), 1, "the sandbox is saved");
+    let saved = saved_once_there(&root, 1).await;
+    assert_eq!(saved.len(), 1, "the sandbox is saved");
     for entry in std::fs::read_dir(cache.join("modules")).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.ends_with(".image") || name.ends_with(".snapshot.json") {
@@ -274,26 +301,11 @@ async fn a_sandbox_saved_on_a_snapshot_made_again_comes_back_with_its_files_and_
 
     let second = Server::start_in(tempfile::tempdir().unwrap(), root.clone(), &env).await;
     let started = std::time::Instant::now();
-    let back = second
-        .call(
-            "execute_code",
-            json!({"session_id": "remade", "code": "total"}),
-        )
-        .await;
+    back_with_files_only(&second, "remade", "snapshot was made again").await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(45),
         "the restore waited {:?}",
         started.elapsed()
-    );
-    assert_eq!(structured(&back)["error"]["name"], "NameError");
-    let said = text(&back);
-    assert!(
-        said.contains("files only") && said.contains("snapshot was made again"),
-        "{said}"
-    );
-    assert_eq!(
-        second.run("remade", "open('data.txt').read()").await["value"],
-        "'saved file'"
     );
     second.stop().await;
 }
@@ -323,13 +335,7 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_comes_back_with_its_file
         .run("plain", "y = 1\nopen('/p.txt', 'w').write('plain file')")
         .await;
     first.stop().await;
-    for _ in 0..200 {
-        if saved_entries(&root).len() == 3 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let saved = saved_entries(&root);
+    let saved = saved_once_there(&root, 3).await;
     assert_eq!(saved.len(), 3, "every sandbox is saved: {saved:?}");
     for (id, path) in &saved {
         assert!(
@@ -428,23 +434,7 @@ async fn sandboxes_survive_a_restart_and_a_damaged_save_comes_back_with_its_file
         .await;
     // Damaged pages are never mapped: it comes back with its files only,
     // and says why.
-    let damaged = second
-        .call(
-            "execute_code",
-            json!({"session_id": "tamper-me", "code": "total"}),
-        )
-        .await;
-    assert_eq!(structured(&damaged)["error"]["name"], "NameError");
-    let said = text(&damaged);
-    assert!(
-        said.contains("damaged") && said.contains("files only"),
-        "{said}"
-    );
-    assert_eq!(
-        second.run("tamper-me", "open('data.txt').read()").await["value"],
-        "'saved file'",
-        "its files are kept"
-    );
+    back_with_files_only(&second, "tamper-me", "damaged").await;
     let closed = second
         .ok("close_sandbox", json!({"session_id": "tamper-me"}))
         .await;
