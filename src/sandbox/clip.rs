@@ -181,6 +181,12 @@ impl StreamClip {
         self.shown.push(bytes);
     }
 
+    /// Forgets what the stream has shown so far (a notebook's
+    /// `clear_output()`); the bytes as written and their count stay.
+    pub fn clear_shown(&mut self) {
+        self.shown = ShownText::new(self.limit, self.limit / 2);
+    }
+
     /// The first bytes written, up to the limit, as written.
     pub fn head(&self) -> &[u8] {
         &self.written_head

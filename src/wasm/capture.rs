@@ -89,6 +89,13 @@ impl OutputCapture {
         }
     }
 
+    /// Forgets what the stream has shown so far, as a notebook clears a
+    /// cell's output: the result shows what is written from now on. Its
+    /// copy of the whole stream, and the count of bytes written, keep all.
+    pub(crate) fn clear_shown(&mut self) {
+        self.clip.clear_shown();
+    }
+
     /// Opens the whole-output file and writes into it the `earlier` bytes the
     /// stream held before the write that overflowed it.
     fn open_spill(&mut self, earlier: u64) {

@@ -105,6 +105,11 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         while data:
             data = data[posix.write(1, data):]
 
+    def clear_shown_output():
+        """Has the host clear what the call has shown so far (IPython's clear_output):
+        a frame in a reply's form, after the text still buffered, which goes with it."""
+        reply([("C", b"")])
+
     def refresh_packages():
         if not site_packages:
             return
@@ -284,6 +289,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     def take_figure(figure):
         """Renders a figure as PNG within the byte budget: downscaled when needed, with
         the full-size file saved in the sandbox."""
+        output_arrives()
         plots["count"] += 1
         number = plots["count"]
         path = f"{plots['prefix']}-figure-{number}.png"
@@ -903,6 +909,20 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         if threads is not None:
             threads.at_cell_end()
 
+    def output_arrives():
+        """The cell shows an image: a clear_output(wait=True) waiting for the cell's next
+        output clears what came before it first."""
+        display_module = sys.modules.get("_sandbox_display")
+        if display_module is not None:
+            display_module.output_arrives()
+
+    def waiting_clear_settles(answer):
+        """A clear_output(wait=True) still waiting at the end of a cell clears when the
+        cell shows a value or an error (output, in a notebook), else nothing."""
+        display_module = sys.modules.get("_sandbox_display")
+        if display_module is not None:
+            display_module.cell_ends(shows_more="v" in answer or "n" in answer)
+
     def mark_image():
         """Notes in the cell's output where an image it showed while running stands
         (`[Image 2]`, as the result lists its images), so text printed between figures
@@ -916,6 +936,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     def take_image(data, mime):
         """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the
         image budget; one over it is saved in the sandbox instead."""
+        output_arrives()
         plots["count"] += 1
         number = plots["count"]
         extension = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}.get(mime, "bin")
@@ -936,6 +957,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
     api.shown_items = shown_items
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
+    api.clear_shown_output = clear_shown_output
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display
     api.float_format, api.inputs, api.outputs = float_format, inputs, outputs
@@ -1021,6 +1043,11 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 answer = describe(exc)
             except BaseException:
                 answer = {"n": "DriverError", "m": "could not describe the error"}
+        if op == b"E":
+            try:
+                waiting_clear_settles(answer)
+            except BaseException as exc:  # noqa: BLE001 - never lose the cell's answer
+                note(f"the output could not be cleared: {type(exc).__name__}: {exc}")
         fields = list(answer.items())
         fields += [("i", saved.encode() + b"\n" + data) for saved, data in plots["images"]]
         plots["images"] = []

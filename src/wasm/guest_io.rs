@@ -32,6 +32,7 @@ use wasmtime_wasi_io::streams::{InputStream, OutputStream, StreamError, StreamRe
 
 use super::capture::OutputCapture;
 use super::cpu_clock::CpuMeter;
+use super::protocol::CLEAR_OUTPUT;
 
 /// Length of the per-interpreter token that marks a reply on stdout.
 pub(crate) const TOKEN_LEN: usize = 32;
@@ -196,7 +197,7 @@ impl GuestLink {
                         out.reply = Some((expected, body));
                     } else {
                         drop(out);
-                        self.finish_reply(body);
+                        self.frame_received(body);
                     }
                     return;
                 }
@@ -210,13 +211,24 @@ impl GuestLink {
                         out.reply = Some((expected, body));
                     } else {
                         drop(out);
-                        self.finish_reply(body);
+                        self.frame_received(body);
                     }
                 } else {
                     out.capture.push(bytes);
                 }
             }
         }
+    }
+
+    /// Acts on a complete frame from the driver: a clear of the output
+    /// shown so far (see [`CLEAR_OUTPUT`]), or its reply.
+    fn frame_received(&self, body: Vec<u8>) {
+        if body == CLEAR_OUTPUT {
+            lock(&self.stdout).capture.clear_shown();
+            lock(&self.stderr).clear_shown();
+            return;
+        }
+        self.finish_reply(body);
     }
 
     /// Keeps a complete reply until the guest waits for its next request
@@ -494,6 +506,38 @@ mod tests {
         let (stdout, stderr) = link.take_output();
         assert_eq!(stdout.finish().text, "kkkk not the token");
         assert_eq!(stderr.finish().text, "oops");
+    }
+
+    #[test]
+    fn a_clear_frame_clears_both_streams_shown_so_far_and_the_call_goes_on() {
+        let link = link();
+        let mut rx = link.send(
+            &[],
+            b"x",
+            0,
+            None,
+            1 << 20,
+            OutputCapture::memory(100),
+            OutputCapture::memory(100),
+        );
+        let _ = link.read(100);
+        link.write(Stream::Stdout, b"step 0\n");
+        link.write(Stream::Stderr, b"warning 0\n");
+        link.write(Stream::Stdout, &reply_frame(CLEAR_OUTPUT));
+        link.write(Stream::Stdout, b"step 1\n");
+        assert!(
+            matches!(link.read(10), Err(StreamError::Closed)),
+            "still executing: a clear is not the call's reply"
+        );
+        assert!(rx.try_recv().is_err());
+        link.write(Stream::Stdout, &reply_frame(b"v\0\0\0\x012"));
+        assert_eq!(link.read(10).unwrap().len(), 0);
+        assert_eq!(rx.try_recv().unwrap().body, b"v\0\0\0\x012");
+        let (stdout, stderr) = link.take_output();
+        let (stdout, stderr) = (stdout.finish(), stderr.finish());
+        assert_eq!(stdout.text, "step 1\n");
+        assert_eq!(stdout.total_bytes, 14, "what was written is still counted");
+        assert_eq!(stderr.text, "");
     }
 }
 

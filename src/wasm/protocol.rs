@@ -92,6 +92,12 @@ impl Request<'_> {
     }
 }
 
+/// A frame the driver writes in the middle of a call, in a reply's form
+/// (one field of kind `C`, empty): the output the call has shown so far is
+/// cleared, as IPython's `clear_output()` clears a notebook cell's. No reply
+/// holds a `C` field, so it is never taken for one.
+pub(crate) const CLEAR_OUTPUT: &[u8] = b"C\0\0\0\0";
+
 /// What the driver answered.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Reply {

@@ -103,6 +103,14 @@ pub fn stdout_has(o: &Outcome, parts: &[&str]) -> Result<(), String> {
 }
 
 /// Clean, and stderr holds `part`.
+/// The run finished cleanly and printed exactly `wanted`.
+pub fn stdout_is(o: &Outcome, wanted: &str) -> Result<(), String> {
+    clean(o)?;
+    expect(o.stdout() == wanted, || {
+        format!("stdout {:?}, wanted {wanted:?}", o.stdout())
+    })
+}
+
 pub fn stderr_has(o: &Outcome, part: &str) -> Result<(), String> {
     clean(o)?;
     expect(o.stderr().contains(part), || {
@@ -618,6 +626,43 @@ const CORPUS: &[Idiom] = &[
         check: |o| {
             stdout_has(o, &["done"])?;
             expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "clear_output(wait=True) in a loop of prints leaves the last round",
+        cells: &[
+            "from IPython.display import clear_output\nimport sys\nfor i in range(5):\n    clear_output(wait=True)\n    print(f'step {i} of 5')\n    print(f'warning {i}', file=sys.stderr)",
+        ],
+        check: |o| {
+            stdout_is(o, "step 4 of 5\n")?;
+            expect(o.stderr() == "warning 4\n", || o.stderr().to_owned())
+        },
+    },
+    Idiom {
+        name: "clear_output() clears at once, and a waiting clear with nothing after clears nothing",
+        cells: &[
+            "from IPython.display import clear_output\nprint('gone')\nclear_output()\nprint('shown')\nprint('kept')\nclear_output(wait=True)",
+        ],
+        check: |o| stdout_is(o, "shown\nkept\n"),
+    },
+    Idiom {
+        name: "a training loop that clears, prints and plots ends with its last epoch",
+        cells: &[
+            "from IPython.display import clear_output\nimport matplotlib.pyplot as plt\nlosses = []\nfor epoch in range(4):\n    losses.append(1 / (epoch + 1))\n    clear_output(wait=True)\n    print(f'epoch {epoch}: loss {losses[-1]:.3f}')\n    plt.plot(losses)\n    plt.show()",
+        ],
+        check: |o| {
+            stdout_is(o, "epoch 3: loss 0.250\n[Image 1]\n")?;
+            expect(o.images().len() == 1, || format!("{:?}", o.images()))
+        },
+    },
+    Idiom {
+        name: "a waiting clear_output clears before the cell's value and error",
+        cells: &[
+            "from IPython.display import clear_output\nprint('old')\nclear_output(wait=True)\n6 * 7",
+        ],
+        check: |o| {
+            value_is(o, "42")?;
+            expect(o.stdout().is_empty(), || o.stdout().to_owned())
         },
     },
     Idiom {

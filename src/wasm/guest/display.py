@@ -9,8 +9,9 @@
 #   what the code prints): the plain text, unless it only names the object
 #   (`<IPython.core.display.Markdown object>`), then the markdown, HTML, LaTeX or JSON.
 #
-# clear_output() drops the images displayed so far in the execution (text already printed
-# stays). %%capture keeps displays aside instead (capture_output).
+# clear_output() clears what the cell has shown so far, its printed text (the host forgets
+# it) and its images; with wait=True, when the cell next shows something, as a notebook
+# does. %%capture keeps displays aside instead (capture_output).
 
 __sandbox_internal__ = True
 
@@ -309,11 +310,76 @@ def update_display(obj, *, display_id, **kwargs):
 
 
 def clear_output(wait=False):
-    """Drops the images displayed so far in this execution (printed text stays)."""
+    """Clears what the cell has shown so far, its printed text and its images, as a
+    notebook does. With wait=True the clear happens when the cell next shows something
+    (text on stdout or stderr, an image, its value or error), so a loop that clears and
+    then prints or draws ends showing its last round; if nothing comes, nothing is
+    cleared."""
     if _captures and _captures[-1].displays:
         _captures[-1].outputs.clear()
         return
+    if not wait:
+        clear_now()
+    elif not _waiting:
+        stand_ins = (ClearsWhenWritten(sys.stdout), ClearsWhenWritten(sys.stderr))
+        _waiting.append(((sys.stdout, sys.stderr), stand_ins))
+        sys.stdout, sys.stderr = stand_ins
+
+
+_waiting = []  # while a clear_output(wait=True) waits: the streams it stood in for, and its stand-ins
+
+
+class ClearsWhenWritten:
+    """Stands in for sys.stdout or sys.stderr while a clear_output(wait=True) waits: the
+    first text written clears the output first; everything else is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        if text:
+            output_arrives()
+        return self._stream.write(text)
+
+    def writelines(self, lines):
+        lines = list(lines)
+        if any(lines):
+            output_arrives()
+        return self._stream.writelines(lines)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def clear_now():
+    if _waiting:
+        stop_waiting()
     api.plots["images"] = []
+    api.clear_shown_output()
+
+
+def stop_waiting():
+    """Puts the streams back, where the code has not replaced the stand-ins itself."""
+    (stdout, stderr), (out_stand_in, err_stand_in) = _waiting.pop()
+    if sys.stdout is out_stand_in:
+        sys.stdout = stdout
+    if sys.stderr is err_stand_in:
+        sys.stderr = stderr
+
+
+def output_arrives():
+    """The cell shows something: a clear_output(wait=True) waiting for it clears first."""
+    if _waiting:
+        clear_now()
+
+
+def cell_ends(shows_more):
+    """At the end of a cell, a clear_output(wait=True) still waiting clears when the cell
+    shows more (its value or its error), and otherwise clears nothing."""
+    if shows_more:
+        output_arrives()
+    elif _waiting:
+        stop_waiting()
 
 
 class RichOutput:
