@@ -229,7 +229,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
     # ---- plots -------------------------------------------------------------------------
     # One execution's settings (from the exec request) and the images it produced.
-    plots = {"budget": 1 << 20, "max": 8, "prefix": "/.outputs/exec", "images": [], "count": 0}
+    plots = {"budget": 1 << 20, "max": 8, "prefix": "/.outputs/exec", "images": [], "count": 0, "scale": 1}
     text_limit = [1 << 20]
 
     def clip(text):
@@ -293,7 +293,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         plots["count"] += 1
         number = plots["count"]
         path = f"{plots['prefix']}-figure-{number}.png"
-        dpi = figure.get_dpi()
+        dpi = figure.get_dpi() * plots.get("scale", 1)
         data = png_of(figure, dpi)
         if len(plots["images"]) >= plots["max"]:
             if save_file(path, data):

@@ -56,6 +56,23 @@ impl Outcome {
             .collect()
     }
 
+    /// The widths in pixels of the PNG images, in order.
+    pub fn png_widths(&self) -> Vec<u32> {
+        use base64::Engine;
+        self.result
+            .content
+            .iter()
+            .filter_map(|c| c.as_image())
+            .filter_map(|i| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(&i.data)
+                    .ok()
+            })
+            .filter(|png| png.len() > 24 && png.starts_with(b"\x89PNG"))
+            .map(|png| u32::from_be_bytes([png[16], png[17], png[18], png[19]]))
+            .collect()
+    }
+
     pub fn is_error(&self) -> bool {
         self.result.is_error == Some(true)
     }
@@ -663,6 +680,30 @@ const CORPUS: &[Idiom] = &[
         check: |o| {
             value_is(o, "42")?;
             expect(o.stdout().is_empty(), || o.stdout().to_owned())
+        },
+    },
+    Idiom {
+        name: "%config InlineBackend.figure_format = 'retina' draws figures at twice the resolution",
+        cells: &[
+            "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot([1, 2, 3])\nplt.show()",
+            "%config InlineBackend.figure_format = 'retina'\nfig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot([1, 2, 3])\nplt.show()",
+        ],
+        check: |o| {
+            clean(o)?;
+            let widths = o.png_widths();
+            expect(widths.len() == 1 && widths[0] >= 700, || {
+                format!("{widths:?}")
+            })
+        },
+    },
+    Idiom {
+        name: "set_matplotlib_formats('svg') says figures come back as PNG",
+        cells: &[
+            "from matplotlib_inline.backend_inline import set_matplotlib_formats\nset_matplotlib_formats('svg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()",
+        ],
+        check: |o| {
+            stdout_has(o, &["come back as PNG"])?;
+            expect(o.images() == ["image/png"], || format!("{:?}", o.images()))
         },
     },
     Idiom {

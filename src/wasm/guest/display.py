@@ -382,6 +382,25 @@ def cell_ends(shows_more):
         stop_waiting()
 
 
+FIGURE_FORMATS = ("png", "retina", "png2x", "jpg", "jpeg", "svg", "pdf")
+
+
+def set_figure_formats(formats):
+    """IPython's figure formats (set_matplotlib_formats, %config InlineBackend.figure_format),
+    as far as an MCP client can show them: 'retina' (or 'png2x') draws figures at twice
+    their resolution; 'svg', 'pdf' and 'jpeg' alone come back as PNG, which every client
+    shows, and say so."""
+    chosen = {str(name).lower() for name in formats}
+    unknown = chosen - set(FIGURE_FORMATS)
+    if unknown:
+        raise ValueError(f"supported formats are: {', '.join(map(repr, FIGURE_FORMATS))}, "
+                         f"not {', '.join(map(repr, sorted(unknown)))}")
+    api.plots["scale"] = 2 if chosen & {"retina", "png2x"} else 1
+    if chosen and not chosen & {"png", "retina", "png2x"}:
+        print(f"[figures come back as PNG here, which every client can show "
+              f"({', '.join(sorted(chosen))} was asked)]")
+
+
 class RichOutput:
     """One display kept by %%capture (IPython's RichOutput)."""
 

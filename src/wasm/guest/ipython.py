@@ -322,12 +322,14 @@ def publish_display_data(data, metadata=None, source=None, *, transient=None, **
 
 
 def set_matplotlib_formats(*formats, **kwargs):
-    """Accepted: the sandbox's figures are PNG."""
+    """Figures in these formats: 'retina' draws them at twice their resolution; they come
+    back as PNG whatever is asked."""
+    _display.set_figure_formats(formats)
 
 
 def inline_backend_module():
     """matplotlib_inline.backend_inline, as far as notebooks call it (figures come back
-    as PNG images whatever it is asked)."""
+    as PNG images, at twice the resolution for 'retina')."""
     def accepted(*args, **kwargs):
         return None
 

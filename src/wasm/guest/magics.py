@@ -412,8 +412,9 @@ def matplotlib(line=""):
 
 @magic("line")
 def config(line=""):
-    """%config Class.trait = value: InteractiveShell.ast_node_interactivity is honoured;
-    the rest is accepted (the sandbox's plots are always inline PNG)."""
+    """%config Class.trait = value: InteractiveShell.ast_node_interactivity and
+    InlineBackend.figure_format(s) are honoured (figures are inline PNG, 'retina' at twice
+    the resolution); the rest is accepted."""
     if not line.strip():
         print("Available objects for config:\n    InteractiveShell\n    InlineBackend\n"
               "    IPCompleter\n    HistoryManager")
@@ -429,6 +430,13 @@ def config(line=""):
             raise UsageError(f"ast_node_interactivity is one of {', '.join(INTERACTIVITY_MODES)}, "
                              f"not {chosen!r}")
         SandboxShell.ast_node_interactivity = chosen
+    elif setting.strip() in ("InlineBackend.figure_format", "InlineBackend.figure_formats") and equals:
+        import ast
+
+        import _sandbox_display
+
+        chosen = ast.literal_eval(value.strip())
+        _sandbox_display.set_figure_formats([chosen] if isinstance(chosen, str) else chosen)
     return None
 
 
