@@ -181,10 +181,10 @@ impl StreamClip {
         self.shown.push(bytes);
     }
 
-    /// Forgets what the stream has shown so far (a notebook's
-    /// `clear_output()`); the bytes as written and their count stay.
-    pub fn clear_shown(&mut self) {
-        self.shown = ShownText::new(self.limit, self.limit / 2);
+    /// Starts the stream again (a notebook's `clear_output()`): what is
+    /// written from now on is all it holds.
+    pub fn clear(&mut self) {
+        *self = Self::new(self.limit);
     }
 
     /// The first bytes written, up to the limit, as written.

@@ -89,11 +89,23 @@ impl OutputCapture {
         }
     }
 
-    /// Forgets what the stream has shown so far, as a notebook clears a
-    /// cell's output: the result shows what is written from now on. Its
-    /// copy of the whole stream, and the count of bytes written, keep all.
+    /// Starts the stream again, as a notebook clears a cell's output: the
+    /// result holds what is written from now on, and the copy of the whole
+    /// stream, if one was begun, goes (a later overflow begins another).
     pub(crate) fn clear_shown(&mut self) {
-        self.clip.clear_shown();
+        self.clip.clear();
+        if self.file.take().is_some()
+            && let Some(target) = &self.spill
+        {
+            if let Err(e) = target.ledger.dir().remove_file(&target.relative) {
+                tracing::debug!(error = %e, "could not remove a cleared output's copy");
+            }
+            // The file's blocks are free again: the next reservation measures.
+            target.ledger.forget();
+        }
+        self.file_bytes = 0;
+        self.file_failed = false;
+        self.gave_way = false;
     }
 
     /// Opens the whole-output file and writes into it the `earlier` bytes the

@@ -16,7 +16,11 @@
 #   exception's name, message and traceback; i: an image, the guest path of its full-size
 #   file (empty when none was saved), a newline, then its bytes (PNG for figures; PNG,
 #   JPEG or SVG displayed with IPython.display); r: ready; c: this
-#   program's code, marshalled).
+#   program's code, marshalled);
+# - in the middle of a call, a frame of that form whose one field is C, W or A asks the host
+#   about the output shown so far (clear_output): clear it now; clear it when the program
+#   next writes (W's value: how many images the cell holds, which the reply then leaves
+#   out); output the host does not see written (an image, the value) arrives now.
 # Everything else written to stdout or stderr is the program's own output.
 #
 # Plots: MPLBACKEND names `_sandbox_plots`, a matplotlib backend this driver provides
@@ -105,10 +109,12 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         while data:
             data = data[posix.write(1, data):]
 
-    def clear_shown_output():
-        """Has the host clear what the call has shown so far (IPython's clear_output):
-        a frame in a reply's form, after the text still buffered, which goes with it."""
-        reply([("C", b"")])
+    def output_control(kind, value=b""):
+        """Asks the host about the output the call has shown (IPython's clear_output): a
+        frame in a reply's form, one field of kind C (clear now), W (clear at the next
+        output; the value is how many images the cell holds) or A (output the host does
+        not see arrives now), written after the text still buffered."""
+        reply([(kind, value)])
 
     def refresh_packages():
         if not site_packages:
@@ -286,6 +292,18 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
         return buffer.getvalue()
 
+    def retina_dpi(figure):
+        """The resolution to draw `figure` at: its own, twice that for 'retina' figures
+        (%config InlineBackend.figure_format) unless that passes 4 million pixels (a
+        figure that large has the detail already, and drawing it twice as fine takes
+        four times the memory)."""
+        dpi = figure.get_dpi()
+        scale = plots.get("scale", 1)
+        width, height = figure.get_size_inches()
+        if scale > 1 and width * height * (dpi * scale) ** 2 <= 4_000_000:
+            return dpi * scale
+        return dpi
+
     def take_figure(figure):
         """Renders a figure as PNG within the byte budget: downscaled when needed, with
         the full-size file saved in the sandbox."""
@@ -293,8 +311,14 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         plots["count"] += 1
         number = plots["count"]
         path = f"{plots['prefix']}-figure-{number}.png"
-        dpi = figure.get_dpi() * plots.get("scale", 1)
-        data = png_of(figure, dpi)
+        dpi = retina_dpi(figure)
+        try:
+            data = png_of(figure, dpi)
+        except MemoryError:
+            if dpi == figure.get_dpi():
+                raise
+            dpi = figure.get_dpi()  # twice the resolution did not fit in memory
+            data = png_of(figure, dpi)
         if len(plots["images"]) >= plots["max"]:
             if save_file(path, data):
                 note(f"figure {number} not returned: at most {plots['max']} images per execution; saved as {path}")
@@ -957,7 +981,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
     api.shown_items = shown_items
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
-    api.clear_shown_output = clear_shown_output
+    api.output_control = output_control
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display
     api.float_format, api.inputs, api.outputs = float_format, inputs, outputs

@@ -32,7 +32,7 @@ use wasmtime_wasi_io::streams::{InputStream, OutputStream, StreamError, StreamRe
 
 use super::capture::OutputCapture;
 use super::cpu_clock::CpuMeter;
-use super::protocol::CLEAR_OUTPUT;
+use super::protocol::{OutputControl, output_control, without_first_images};
 
 /// Length of the per-interpreter token that marks a reply on stdout.
 pub(crate) const TOKEN_LEN: usize = 32;
@@ -78,6 +78,19 @@ pub(crate) struct GuestLink {
     fuel_left: AtomicU64,
     /// The CPU time the guest burns, and its call's budget.
     cpu: Arc<CpuMeter>,
+    /// A clear of the call's output the driver asked for.
+    clear: Mutex<WaitingClear>,
+}
+
+/// A `clear_output(wait=True)` of the call in progress (see
+/// [`OutputControl`]).
+#[derive(Default)]
+struct WaitingClear {
+    /// Waiting for output: the images the driver held when it asked.
+    waiting: Option<usize>,
+    /// Images the reply leaves out: the clear happened at output the host
+    /// saw written, before the driver could drop them.
+    drop_images: usize,
 }
 
 struct StdoutState {
@@ -108,6 +121,7 @@ impl GuestLink {
             pending_fuel: AtomicU64::new(0),
             fuel_left: AtomicU64::new(0),
             cpu: CpuMeter::new(),
+            clear: Mutex::new(WaitingClear::default()),
         })
     }
 
@@ -150,6 +164,7 @@ impl GuestLink {
             out.reply_limit = reply_limit;
         }
         *lock(&self.stderr) = stderr;
+        *lock(&self.clear) = WaitingClear::default();
         *lock(&self.answer) = None;
         *lock(&self.reply) = Some(tx);
         self.pending_fuel.store(fuel, Ordering::SeqCst);
@@ -187,7 +202,10 @@ impl GuestLink {
 
     fn write(&self, stream: Stream, bytes: &[u8]) {
         match stream {
-            Stream::Stderr => lock(&self.stderr).push(bytes),
+            Stream::Stderr => {
+                self.output_written(bytes);
+                lock(&self.stderr).push(bytes);
+            }
             Stream::Stdout => {
                 let mut out = lock(&self.stdout);
                 if let Some((expected, mut body)) = out.reply.take() {
@@ -214,21 +232,60 @@ impl GuestLink {
                         self.frame_received(body);
                     }
                 } else {
-                    out.capture.push(bytes);
+                    drop(out);
+                    self.output_written(bytes);
+                    lock(&self.stdout).capture.push(bytes);
                 }
             }
         }
     }
 
-    /// Acts on a complete frame from the driver: a clear of the output
-    /// shown so far (see [`CLEAR_OUTPUT`]), or its reply.
+    /// Acts on a complete frame from the driver: an output control (see
+    /// [`OutputControl`]), or its reply.
     fn frame_received(&self, body: Vec<u8>) {
-        if body == CLEAR_OUTPUT {
-            lock(&self.stdout).capture.clear_shown();
-            lock(&self.stderr).clear_shown();
+        let clear_now = match output_control(&body) {
+            None => return self.finish_reply(body),
+            Some(OutputControl::ClearNow) => {
+                *lock(&self.clear) = WaitingClear::default();
+                true
+            }
+            Some(OutputControl::ClearWhenOutputComes { images }) => {
+                lock(&self.clear).waiting = Some(images);
+                false
+            }
+            Some(OutputControl::OutputArrives) => {
+                let mut clear = lock(&self.clear);
+                clear.drop_images = 0;
+                clear.waiting.take().is_some()
+            }
+        };
+        if clear_now {
+            self.clear_shown();
+        }
+    }
+
+    /// The program writes `bytes`: a clear waiting for output happens first,
+    /// and the images the driver held when it asked leave the reply.
+    fn output_written(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
             return;
         }
-        self.finish_reply(body);
+        let fired = {
+            let mut clear = lock(&self.clear);
+            clear
+                .waiting
+                .take()
+                .map(|images| clear.drop_images = images)
+        };
+        if fired.is_some() {
+            self.clear_shown();
+        }
+    }
+
+    /// Forgets what both streams have shown in the call so far.
+    fn clear_shown(&self) {
+        lock(&self.stdout).capture.clear_shown();
+        lock(&self.stderr).clear_shown();
     }
 
     /// Keeps a complete reply until the guest waits for its next request
@@ -236,6 +293,12 @@ impl GuestLink {
     /// instead of seeing end-of-file, so the driver can read that request.
     fn finish_reply(&self, body: Vec<u8>) {
         self.executing.store(false, Ordering::SeqCst);
+        let cleared = std::mem::take(&mut lock(&self.clear).drop_images);
+        let body = if cleared > 0 {
+            without_first_images(body, cleared)
+        } else {
+            body
+        };
         *lock(&self.answer) = Some(body);
     }
 
@@ -523,7 +586,7 @@ mod tests {
         let _ = link.read(100);
         link.write(Stream::Stdout, b"step 0\n");
         link.write(Stream::Stderr, b"warning 0\n");
-        link.write(Stream::Stdout, &reply_frame(CLEAR_OUTPUT));
+        link.write(Stream::Stdout, &reply_frame(b"C\0\0\0\0"));
         link.write(Stream::Stdout, b"step 1\n");
         assert!(
             matches!(link.read(10), Err(StreamError::Closed)),
@@ -536,8 +599,93 @@ mod tests {
         let (stdout, stderr) = link.take_output();
         let (stdout, stderr) = (stdout.finish(), stderr.finish());
         assert_eq!(stdout.text, "step 1\n");
-        assert_eq!(stdout.total_bytes, 14, "what was written is still counted");
+        assert_eq!(
+            stdout.total_bytes, 7,
+            "the stream starts again at the clear"
+        );
         assert_eq!(stderr.text, "");
+    }
+
+    fn image_field(name: &str) -> Vec<u8> {
+        let mut field = vec![b'i'];
+        field.extend_from_slice(&(name.len() as u32 + 1).to_be_bytes());
+        field.push(b'\n');
+        field.extend_from_slice(name.as_bytes());
+        field
+    }
+
+    /// Runs one call whose guest writes `steps` (program output, or frames
+    /// given as reply bodies) and replies with two images; the output and
+    /// the reply's images.
+    fn call_with(steps: &[(Stream, &[u8], bool)]) -> (String, String, Vec<Vec<u8>>) {
+        let link = link();
+        let mut rx = link.send(
+            &[],
+            b"x",
+            0,
+            None,
+            1 << 20,
+            OutputCapture::memory(100),
+            OutputCapture::memory(100),
+        );
+        let _ = link.read(100);
+        for (stream, bytes, frame) in steps {
+            if *frame {
+                link.write(Stream::Stdout, &reply_frame(bytes));
+            } else {
+                link.write(*stream, bytes);
+            }
+        }
+        link.write(
+            Stream::Stdout,
+            &reply_frame(&[image_field("one"), image_field("two")].concat()),
+        );
+        assert_eq!(link.read(10).unwrap().len(), 0);
+        let body = rx.try_recv().unwrap().body;
+        let images = crate::wasm::protocol::decode_reply(&body)
+            .unwrap()
+            .images
+            .into_iter()
+            .map(|i| i.png)
+            .collect();
+        let (stdout, stderr) = link.take_output();
+        (stdout.finish().text, stderr.finish().text, images)
+    }
+
+    #[test]
+    fn a_waiting_clear_happens_at_the_next_output_whoever_writes_it() {
+        use Stream::{Stderr, Stdout};
+        // Text written straight to the descriptor sets it off, and the image
+        // the driver held when it asked leaves the reply.
+        let (out, err, images) = call_with(&[
+            (Stdout, b"old\n", false),
+            (Stdout, b"W\0\0\0\x011", true),
+            (Stderr, b"", false),
+            (Stderr, b"new\n", false),
+        ]);
+        assert_eq!((out.as_str(), err.as_str()), ("", "new\n"));
+        assert_eq!(images, [b"two".to_vec()]);
+        // The driver saying its image arrives sets it off, once: text after
+        // it stays, and the driver's images are its own to drop.
+        let (out, _, images) = call_with(&[
+            (Stdout, b"old\n", false),
+            (Stdout, b"W\0\0\0\x011", true),
+            (Stdout, b"A\0\0\0\0", true),
+            (Stdout, b"[Image 1]\n", false),
+        ]);
+        assert_eq!(out, "[Image 1]\n");
+        assert_eq!(images.len(), 2);
+        // Text that set it off before the driver's word stays.
+        let (out, _, images) = call_with(&[
+            (Stdout, b"W\0\0\0\x010", true),
+            (Stdout, b"after\n", false),
+            (Stdout, b"A\0\0\0\0", true),
+        ]);
+        assert_eq!((out.as_str(), images.len()), ("after\n", 2));
+        // Nothing after it: nothing is cleared.
+        let (out, _, images) =
+            call_with(&[(Stdout, b"kept\n", false), (Stdout, b"W\0\0\0\x012", true)]);
+        assert_eq!((out.as_str(), images.len()), ("kept\n", 2));
     }
 }
 

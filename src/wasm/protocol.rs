@@ -92,11 +92,70 @@ impl Request<'_> {
     }
 }
 
-/// A frame the driver writes in the middle of a call, in a reply's form
-/// (one field of kind `C`, empty): the output the call has shown so far is
-/// cleared, as IPython's `clear_output()` clears a notebook cell's. No reply
-/// holds a `C` field, so it is never taken for one.
-pub(crate) const CLEAR_OUTPUT: &[u8] = b"C\0\0\0\0";
+/// What a frame the driver writes in the middle of a call asks of the host
+/// about the output the call has shown (IPython's `clear_output()`). Such a
+/// frame has a reply's form, one field whose kind is a capital letter no
+/// reply uses: `C` (empty), `W` (a count, in ASCII digits) or `A` (empty).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum OutputControl {
+    /// `C`: clear what the call has shown so far, now.
+    ClearNow,
+    /// `W`: clear it when the program next writes output; the driver then
+    /// held `images` images, which the reply leaves out if the clear happens
+    /// before the driver says [`OutputControl::OutputArrives`].
+    ClearWhenOutputComes {
+        /// Images the driver held when it asked.
+        images: usize,
+    },
+    /// `A`: the call shows something the host does not see written (an
+    /// image, its value or error), so a waiting clear happens now; the
+    /// driver has dropped its images itself.
+    OutputArrives,
+}
+
+/// The output control a frame's `body` is, if it is one (else it is a
+/// reply).
+pub(crate) fn output_control(body: &[u8]) -> Option<OutputControl> {
+    let (&kind, rest) = body.split_first()?;
+    let (len, value) = rest.split_first_chunk::<4>()?;
+    if u32::from_be_bytes(*len) as usize != value.len() {
+        return None;
+    }
+    match (kind, value) {
+        (b'C', []) => Some(OutputControl::ClearNow),
+        (b'A', []) => Some(OutputControl::OutputArrives),
+        (b'W', digits) => std::str::from_utf8(digits)
+            .ok()?
+            .parse()
+            .ok()
+            .map(|images| OutputControl::ClearWhenOutputComes { images }),
+        _ => None,
+    }
+}
+
+/// A reply `body` without its first `count` images (shown before a clear
+/// the host made alone); the other fields as they were. A body that cannot
+/// be read is left as it is (its decoding says why).
+pub(crate) fn without_first_images(body: Vec<u8>, count: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    let (mut at, mut dropped) = (0, 0);
+    while at < body.len() {
+        let Some(header) = body.get(at..at + 5) else {
+            return body;
+        };
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let Some(end) = (at + 5).checked_add(len).filter(|&e| e <= body.len()) else {
+            return body;
+        };
+        if header[0] == b'i' && dropped < count {
+            dropped += 1;
+        } else {
+            out.extend_from_slice(&body[at..end]);
+        }
+        at = end;
+    }
+    out
+}
 
 /// What the driver answered.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -200,6 +259,42 @@ mod tests {
         out.extend_from_slice(&(value.len() as u32).to_be_bytes());
         out.extend_from_slice(value.as_bytes());
         out
+    }
+
+    #[test]
+    fn output_controls_are_told_from_replies_and_a_cleared_reply_loses_its_first_images() {
+        assert_eq!(
+            output_control(&field(b'C', "")),
+            Some(OutputControl::ClearNow)
+        );
+        assert_eq!(
+            output_control(&field(b'W', "3")),
+            Some(OutputControl::ClearWhenOutputComes { images: 3 })
+        );
+        assert_eq!(
+            output_control(&field(b'A', "")),
+            Some(OutputControl::OutputArrives)
+        );
+        for reply in [
+            field(b'v', "1"),
+            [field(b'C', ""), field(b'v', "1")].concat(),
+            field(b'W', "x"),
+            field(b'C', "x"),
+            vec![],
+        ] {
+            assert_eq!(output_control(&reply), None, "{reply:?}");
+        }
+        let reply = [
+            field(b'v', "2"),
+            field(b'i', "\nfirst"),
+            field(b'i', "\nsecond"),
+            field(b'i', "\nthird"),
+        ]
+        .concat();
+        let decoded = decode_reply(&without_first_images(reply, 2)).unwrap();
+        assert_eq!(decoded.value.as_deref(), Some("2"));
+        assert_eq!(decoded.images.len(), 1);
+        assert_eq!(decoded.images[0].png, b"third");
     }
 
     #[test]

@@ -683,6 +683,20 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a waiting clear_output is set off by text written straight to the descriptor",
+        cells: &[
+            "from IPython.display import clear_output\nimport os\nprint('old')\nclear_output(wait=True)\n_ = os.write(1, b'via fd\\n')",
+        ],
+        check: |o| stdout_is(o, "via fd\n"),
+    },
+    Idiom {
+        name: "clear_output in a !python program clears the terminal's line, not the cell",
+        cells: &[
+            "print('keep')\n!python -c \"from IPython.display import clear_output; print('child 1'); clear_output(); print('child 2')\"",
+        ],
+        check: |o| stdout_is(o, "keep\nchild 1\nchild 2\n"),
+    },
+    Idiom {
         name: "%config InlineBackend.figure_format = 'retina' draws figures at twice the resolution",
         cells: &[
             "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot([1, 2, 3])\nplt.show()",

@@ -10,8 +10,8 @@
 #   (`<IPython.core.display.Markdown object>`), then the markdown, HTML, LaTeX or JSON.
 #
 # clear_output() clears what the cell has shown so far, its printed text (the host forgets
-# it) and its images; with wait=True, when the cell next shows something, as a notebook
-# does. %%capture keeps displays aside instead (capture_output).
+# it) and its images; with wait=True, when the cell next shows something (the host sees
+# every write), as a notebook does. %%capture keeps displays aside instead (capture_output).
 
 __sandbox_internal__ = True
 
@@ -312,65 +312,39 @@ def update_display(obj, *, display_id, **kwargs):
 def clear_output(wait=False):
     """Clears what the cell has shown so far, its printed text and its images, as a
     notebook does. With wait=True the clear happens when the cell next shows something
-    (text on stdout or stderr, an image, its value or error), so a loop that clears and
-    then prints or draws ends showing its last round; if nothing comes, nothing is
-    cleared."""
+    (anything written to stdout or stderr, an image, its value or error), so a loop that
+    clears and then prints or draws ends showing its last round; if nothing comes,
+    nothing is cleared. The host sees what is written, and makes a waiting clear itself."""
     if _captures and _captures[-1].displays:
         _captures[-1].outputs.clear()
         return
+    programs = sys.modules.get("_sandbox_python_cmd")
+    if programs is not None and programs.programs_running[0]:
+        # A program (!python, %%python) has no kernel: IPython then clears the
+        # terminal's line, and the cell keeps its output.
+        for stream in (sys.stdout, sys.stderr):
+            print("\033[2K\r", end="", file=stream, flush=True)
+        return
     if not wait:
-        clear_now()
-    elif not _waiting:
-        stand_ins = (ClearsWhenWritten(sys.stdout), ClearsWhenWritten(sys.stderr))
-        _waiting.append(((sys.stdout, sys.stderr), stand_ins))
-        sys.stdout, sys.stderr = stand_ins
+        _waiting.clear()
+        api.plots["images"] = []
+        api.output_control("C")
+    else:
+        # Asked each time: text written since the last ask may have made that clear.
+        _waiting[:] = [True]
+        api.output_control("W", str(len(api.plots["images"])))
 
 
-_waiting = []  # while a clear_output(wait=True) waits: the streams it stood in for, and its stand-ins
-
-
-class ClearsWhenWritten:
-    """Stands in for sys.stdout or sys.stderr while a clear_output(wait=True) waits: the
-    first text written clears the output first; everything else is the stream's own."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text):
-        if text:
-            output_arrives()
-        return self._stream.write(text)
-
-    def writelines(self, lines):
-        lines = list(lines)
-        if any(lines):
-            output_arrives()
-        return self._stream.writelines(lines)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def clear_now():
-    if _waiting:
-        stop_waiting()
-    api.plots["images"] = []
-    api.clear_shown_output()
-
-
-def stop_waiting():
-    """Puts the streams back, where the code has not replaced the stand-ins itself."""
-    (stdout, stderr), (out_stand_in, err_stand_in) = _waiting.pop()
-    if sys.stdout is out_stand_in:
-        sys.stdout = stdout
-    if sys.stderr is err_stand_in:
-        sys.stderr = stderr
+_waiting = []  # holds True while a clear_output(wait=True) waits for output
 
 
 def output_arrives():
-    """The cell shows something: a clear_output(wait=True) waiting for it clears first."""
+    """The cell shows an image: a clear_output(wait=True) waiting for output happens now
+    (unless text written since made it already), and the images before it go."""
     if _waiting:
-        clear_now()
+        _waiting.clear()
+        api.plots["images"] = []
+        api.output_control("A")
 
 
 def cell_ends(shows_more):
@@ -378,8 +352,8 @@ def cell_ends(shows_more):
     shows more (its value or its error), and otherwise clears nothing."""
     if shows_more:
         output_arrives()
-    elif _waiting:
-        stop_waiting()
+    else:
+        _waiting.clear()
 
 
 FIGURE_FORMATS = ("png", "retina", "png2x", "jpg", "jpeg", "svg", "pdf")
@@ -390,6 +364,8 @@ def set_figure_formats(formats):
     as far as an MCP client can show them: 'retina' (or 'png2x') draws figures at twice
     their resolution; 'svg', 'pdf' and 'jpeg' alone come back as PNG, which every client
     shows, and say so."""
+    if isinstance(formats, str) or not hasattr(formats, "__iter__"):
+        formats = [formats]
     chosen = {str(name).lower() for name in formats}
     unknown = chosen - set(FIGURE_FORMATS)
     if unknown:

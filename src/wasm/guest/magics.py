@@ -435,8 +435,12 @@ def config(line=""):
 
         import _sandbox_display
 
-        chosen = ast.literal_eval(value.strip())
-        _sandbox_display.set_figure_formats([chosen] if isinstance(chosen, str) else chosen)
+        try:
+            chosen = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise UsageError(f"{value.strip()} is not a value: name the format in quotes, "
+                             "e.g. 'retina'") from None
+        _sandbox_display.set_figure_formats(chosen)
     return None
 
 

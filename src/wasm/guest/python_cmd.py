@@ -212,6 +212,9 @@ class ProgramExit(SystemExit):
     """os._exit() in a program: its process would end there; here the program does."""
 
 
+programs_running = [0]  # how many programs (!python, %%python) run now, one inside another
+
+
 def own_process_state():
     """What a process has of its own, put back when the program ends however it ends:
     sys.argv, sys.path (the list and what is in it), the standard streams and the
@@ -232,11 +235,13 @@ def own_process_state():
             raise ProgramExit(code)
 
         os._exit = program_exit
+        programs_running[0] += 1
         sys.path = list(entries) if isinstance(entries, list) else [""]
         sys.stdout, sys.stderr = KeptOpen(sys.stdout), KeptOpen(sys.stderr)
         try:
             yield
         finally:
+            programs_running[0] -= 1
             os._exit = real_exit
             sys.argv = argv
             if main is not None:
