@@ -235,9 +235,9 @@ def own_process_state():
             raise ProgramExit(code)
 
         os._exit = program_exit
-        programs_running[0] += 1
         sys.path = list(entries) if isinstance(entries, list) else [""]
         sys.stdout, sys.stderr = KeptOpen(sys.stdout), KeptOpen(sys.stderr)
+        programs_running[0] += 1
         try:
             yield
         finally:
