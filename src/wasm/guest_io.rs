@@ -491,6 +491,22 @@ mod tests {
         GuestLink::new([b'k'; TOKEN_LEN], false)
     }
 
+    /// Sends `link` a request whose output is kept in memory, and has the
+    /// guest read it: a call in progress; the receiver of its reply.
+    fn executing(link: &GuestLink) -> oneshot::Receiver<RawReply> {
+        let rx = link.send(
+            &[],
+            b"x",
+            0,
+            None,
+            1 << 20,
+            OutputCapture::memory(100),
+            OutputCapture::memory(100),
+        );
+        let _ = link.read(100);
+        rx
+    }
+
     fn reply_frame(body: &[u8]) -> Vec<u8> {
         let mut frame = vec![b'k'; TOKEN_LEN];
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -501,16 +517,7 @@ mod tests {
     #[test]
     fn a_reply_split_across_writes_is_reassembled_and_output_is_kept_apart() {
         let link = link();
-        let mut rx = link.send(
-            &[],
-            b"{}",
-            0,
-            None,
-            1 << 20,
-            OutputCapture::memory(100),
-            OutputCapture::memory(100),
-        );
-        let _ = link.read(100);
+        let mut rx = executing(&link);
         link.write(Stream::Stdout, b"hello\n");
         let frame = reply_frame(b"{\"value\": null}");
         link.write(Stream::Stdout, &frame[..TOKEN_LEN + 6]);
@@ -574,16 +581,7 @@ mod tests {
     #[test]
     fn a_clear_frame_clears_both_streams_shown_so_far_and_the_call_goes_on() {
         let link = link();
-        let mut rx = link.send(
-            &[],
-            b"x",
-            0,
-            None,
-            1 << 20,
-            OutputCapture::memory(100),
-            OutputCapture::memory(100),
-        );
-        let _ = link.read(100);
+        let mut rx = executing(&link);
         link.write(Stream::Stdout, b"step 0\n");
         link.write(Stream::Stderr, b"warning 0\n");
         link.write(Stream::Stdout, &reply_frame(b"C\0\0\0\0"));
@@ -619,16 +617,7 @@ mod tests {
     /// the reply's images.
     fn call_with(steps: &[(Stream, &[u8], bool)]) -> (String, String, Vec<Vec<u8>>) {
         let link = link();
-        let mut rx = link.send(
-            &[],
-            b"x",
-            0,
-            None,
-            1 << 20,
-            OutputCapture::memory(100),
-            OutputCapture::memory(100),
-        );
-        let _ = link.read(100);
+        let mut rx = executing(&link);
         for (stream, bytes, frame) in steps {
             if *frame {
                 link.write(Stream::Stdout, &reply_frame(bytes));

@@ -116,12 +116,12 @@ pub(crate) enum OutputControl {
 /// The output control a frame's `body` is, if it is one (else it is a
 /// reply).
 pub(crate) fn output_control(body: &[u8]) -> Option<OutputControl> {
-    let (&kind, rest) = body.split_first()?;
-    let (len, value) = rest.split_first_chunk::<4>()?;
-    if u32::from_be_bytes(*len) as usize != value.len() {
+    let mut fields = Fields::of(body);
+    let field = fields.next()?.ok()?;
+    if fields.next().is_some() {
         return None;
     }
-    match (kind, value) {
+    match (field.kind, field.value) {
         (b'C', []) => Some(OutputControl::ClearNow),
         (b'A', []) => Some(OutputControl::OutputArrives),
         (b'W', digits) => std::str::from_utf8(digits)
@@ -137,24 +137,67 @@ pub(crate) fn output_control(body: &[u8]) -> Option<OutputControl> {
 /// the host made alone); the other fields as they were. A body that cannot
 /// be read is left as it is (its decoding says why).
 pub(crate) fn without_first_images(body: Vec<u8>, count: usize) -> Vec<u8> {
+    let Ok(fields) = Fields::of(&body).collect::<Result<Vec<_>, _>>() else {
+        return body;
+    };
     let mut out = Vec::with_capacity(body.len());
-    let (mut at, mut dropped) = (0, 0);
-    while at < body.len() {
-        let Some(header) = body.get(at..at + 5) else {
-            return body;
-        };
-        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-        let Some(end) = (at + 5).checked_add(len).filter(|&e| e <= body.len()) else {
-            return body;
-        };
-        if header[0] == b'i' && dropped < count {
+    let mut dropped = 0;
+    for field in fields {
+        if field.kind == b'i' && dropped < count {
             dropped += 1;
         } else {
-            out.extend_from_slice(&body[at..end]);
+            out.extend_from_slice(field.whole);
         }
-        at = end;
     }
     out
+}
+
+/// One field of a reply (or of an output control): its kind, its value,
+/// and its bytes as written, header and all.
+struct Field<'a> {
+    kind: u8,
+    value: &'a [u8],
+    whole: &'a [u8],
+}
+
+/// The fields of a reply body, in order; a body cut inside a field ends
+/// with the error that says where.
+struct Fields<'a> {
+    body: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn of(body: &'a [u8]) -> Self {
+        Self { body, at: 0 }
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<Field<'a>, ReplyError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (body, at) = (self.body, self.at);
+        if at >= body.len() {
+            return None;
+        }
+        // Nothing after an error: the body is read no further.
+        self.at = body.len();
+        let Some(header) = body.get(at..at + 5) else {
+            return Some(Err(ReplyError::HeaderCut(at)));
+        };
+        let kind = header[0];
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let Some(end) = (at + 5).checked_add(len).filter(|&e| e <= body.len()) else {
+            return Some(Err(ReplyError::FieldCut(kind as char)));
+        };
+        self.at = end;
+        Some(Ok(Field {
+            kind,
+            value: &body[at + 5..end],
+            whole: &body[at..end],
+        }))
+    }
 }
 
 /// What the driver answered.
@@ -198,21 +241,9 @@ pub enum ReplyError {
 pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, ReplyError> {
     let mut reply = Reply::default();
     let (mut name, mut message, mut traceback) = (None, None, None);
-    let mut at = 0;
-    while at < body.len() {
-        if at + 5 > body.len() {
-            return Err(ReplyError::HeaderCut(at));
-        }
-        let kind = body[at];
-        let len =
-            u32::from_be_bytes([body[at + 1], body[at + 2], body[at + 3], body[at + 4]]) as usize;
-        let start = at + 5;
-        let end = start
-            .checked_add(len)
-            .filter(|&e| e <= body.len())
-            .ok_or(ReplyError::FieldCut(kind as char))?;
+    for field in Fields::of(body) {
+        let Field { kind, value, .. } = field?;
         if kind == b'i' {
-            let value = &body[start..end];
             let newline = value
                 .iter()
                 .position(|&b| b == b'\n')
@@ -222,15 +253,13 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, ReplyError> {
                 png: value[newline + 1..].to_vec(),
                 full_size_path: (!path.is_empty()).then_some(path),
             });
-            at = end;
             continue;
         }
         if kind == b'c' {
-            reply.program = Some(body[start..end].to_vec());
-            at = end;
+            reply.program = Some(value.to_vec());
             continue;
         }
-        let text = String::from_utf8_lossy(&body[start..end]).into_owned();
+        let text = String::from_utf8_lossy(value).into_owned();
         match kind {
             b'v' => reply.value = Some(text),
             b'n' => name = Some(text),
@@ -238,7 +267,6 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply, ReplyError> {
             b't' => traceback = Some(text),
             _ => {}
         }
-        at = end;
     }
     if let Some(name) = name {
         reply.error = Some(ExecError {
