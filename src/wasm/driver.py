@@ -424,10 +424,10 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     def format_value(value):
         """The value as a notebook shows it: pandas objects as whole text tables (wide
         enough not to wrap, long ones summarised by pandas as the code's display options
-        say), a float as %precision says, anything else by repr()."""
-        if float_format[0] is not None and type(value) in (float, list, tuple, dict):
-            form = float_format[0]
-            return shown_items(value, lambda member: float_text(member, form))
+        say), a float as %precision says, lists, dicts, functions and the like as
+        IPython's pretty printer lays them out, anything else by repr()."""
+        if type(value) in PLAIN_VALUES and (float_format[0] is None or type(value) is not float):
+            return repr(value)
         if is_table(value):
             pandas = sys.modules["pandas"]
             changes = [item for key, wide in table_text.items() if at_default(pandas, key)
@@ -435,7 +435,13 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             if changes:
                 with pandas.option_context(*changes):
                     return repr(value)
-        return repr(value)
+            return repr(value)
+        form = float_format[0]
+        leaf = None if form is None else (lambda member: float_text(member, form))
+        return guest("_sandbox_pretty").pretty(value, leaf)
+
+    # Values whose text is their repr (IPython's pretty printer shows them so too).
+    PLAIN_VALUES = (int, float, str, bool, type(None), bytes, complex)
 
     def float_text(value, form):
         """A float as %precision's format shows it (None: anything else)."""
@@ -445,37 +451,6 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             return form % value
         except (TypeError, ValueError, OverflowError):
             return repr(value)  # %d of inf or nan: IPython shows repr too
-
-    def shown_items(value, item, kinds=(list, tuple, dict), seen=frozenset()):
-        """repr() of a value, and of plain containers of `kinds` (lists, tuples, dicts,
-        sets) holding it, with each value that `item` shows (not None) shown so, as
-        IPython's pretty printer applies %precision and type printers inside containers.
-        A container holding itself shows `[...]`, as repr says; very large or deep ones
-        are left to repr."""
-        kind = type(value)
-        if kind not in kinds:
-            shown = item(value)
-            return repr(value) if shown is None else shown
-        if id(value) in seen:
-            return {list: "[...]", tuple: "(...)", dict: "{...}"}.get(kind, "{...}")
-        if len(seen) > 20 or len(value) > 10_000:
-            return repr(value)
-        inner = seen | {id(value)}
-
-        def each(member):
-            return shown_items(member, item, kinds, inner)
-
-        if kind is dict:
-            return "{" + ", ".join(f"{each(k)}: {each(v)}" for k, v in value.items()) + "}"
-        if kind in (set, frozenset):
-            if not value:
-                return f"{kind.__name__}()"
-            text = "{" + ", ".join(each(member) for member in value) + "}"
-            return text if kind is set else f"frozenset({text})"
-        text = ", ".join(each(member) for member in value)
-        if kind is tuple:
-            return "(" + text + ("," if len(value) == 1 else "") + ")"
-        return "[" + text + "]"
 
     def at_default(pandas, key):
         """Whether pandas' option `key` has the value pandas gives it."""
@@ -979,7 +954,6 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.namespace, api.sources, api.current, api.turns = namespace, sources, current, turns
     api.automagic, api.site_packages = automagic, site_packages
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
-    api.shown_items = shown_items
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
     api.output_control = output_control
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable

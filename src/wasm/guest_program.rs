@@ -24,6 +24,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_help", include_str!("guest/help.py")),
     ("_sandbox_autoreload", include_str!("guest/autoreload.py")),
     ("_sandbox_display", include_str!("guest/display.py")),
+    ("_sandbox_pretty", include_str!("guest/pretty.py")),
     ("_sandbox_ipython", include_str!("guest/ipython.py")),
     ("_sandbox_pip", include_str!("guest/pip_door.py")),
     ("_sandbox_http", include_str!("guest/http_door.py")),

@@ -683,6 +683,52 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "a list longer than a line is laid out one item per line, as IPython shows it",
+        cells: &[
+            "import pandas as pd\ndf = pd.DataFrame(columns=['alpha_column_name', 'beta_column_name', 'gamma_column_name', 'delta_column_name'])\ndf.columns.tolist()",
+        ],
+        check: |o| {
+            value_is(
+                o,
+                "['alpha_column_name',\n 'beta_column_name',\n 'gamma_column_name',\n 'delta_column_name']",
+            )
+        },
+    },
+    Idiom {
+        name: "a dict of results breaks at its own items and keeps short inner values on one line",
+        cells: &[
+            "{'model': 'ridge', 'scores': [0.91, 0.93, 0.9, 0.92, 0.94, 0.95, 0.9, 0.91, 0.93, 0.92], 'params': {'alpha': 1.0}}",
+        ],
+        check: |o| {
+            value_is(
+                o,
+                "{'model': 'ridge',\n 'scores': [0.91, 0.93, 0.9, 0.92, 0.94, 0.95, 0.9, 0.91, 0.93, 0.92],\n 'params': {'alpha': 1.0}}",
+            )
+        },
+    },
+    Idiom {
+        name: "functions and classes as values read as IPython shows them",
+        cells: &[
+            "def area(width, height=1.0):\n    return width * height\nclass Point:\n    pass\n(area, Point, len)",
+        ],
+        check: |o| {
+            value_is(
+                o,
+                "(<function __main__.area(width, height=1.0)>,\n __main__.Point,\n <function len(obj, /)>)",
+            )
+        },
+    },
+    Idiom {
+        name: "IPython.lib.pretty gives the text values are shown with",
+        cells: &[
+            "from IPython.lib.pretty import pretty, pprint\npprint(set(range(5, 0, -1)))\npretty(list(range(30)), max_width=40).count('\\n')",
+        ],
+        check: |o| {
+            value_is(o, "29")?;
+            stdout_is(o, "{1, 2, 3, 4, 5}\n")
+        },
+    },
+    Idiom {
         name: "a waiting clear_output is set off by text written straight to the descriptor",
         cells: &[
             "from IPython.display import clear_output\nimport os\nprint('old')\nclear_output(wait=True)\n_ = os.write(1, b'via fd\\n')",

@@ -18,6 +18,7 @@ __sandbox_internal__ = True
 import sys
 
 import _sandbox_api as api
+import _sandbox_pretty as _pretty
 
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 TEXTS = ("text/markdown", "text/html", "text/latex", "application/json", "application/javascript")
@@ -45,60 +46,11 @@ def formatters():
     return shell._shell[0].display_formatter.formatters
 
 
-class Text:
-    """The `p` a text/plain printer writes to (IPython's pretty printer, in short)."""
-
-    def __init__(self):
-        self.parts = []
-
-    def text(self, text):
-        self.parts.append(str(text))
-
-    def pretty(self, obj):
-        self.parts.append(plain_text(obj))
-
-    def breakable(self, sep=" "):
-        self.parts.append(sep)
-
-    def begin_group(self, indent=0, open=""):
-        self.parts.append(open)
-
-    def end_group(self, dedent=0, close=""):
-        self.parts.append(close)
-
-    def group(self, indent=0, open="", close=""):
-        import contextlib
-
-        @contextlib.contextmanager
-        def grouped():
-            self.parts.append(open)
-            yield
-            self.parts.append(close)
-
-        return grouped()
-
-    def getvalue(self):
-        return "".join(self.parts)
-
-
-def pretty_method(obj):
-    """`obj`'s _repr_pretty_ when IPython's pretty printer would call it: the first class
-    of its MRO that defines _repr_pretty_ or __repr__ defines _repr_pretty_."""
-    if isinstance(obj, type):
-        return None
-    for cls in type(obj).__mro__:
-        if "_repr_pretty_" in cls.__dict__:
-            return getattr(obj, "_repr_pretty_", None)
-        if cls is not object and "__repr__" in cls.__dict__:
-            return None
-    return None
-
-
 def plain_text(obj):
     printer = formatters().get("text/plain")
     printer = printer.lookup(obj) if printer is not None else None
     if printer is not None:
-        p = Text()
+        p = _pretty.Printer(leaf=registered_text)
         try:
             printer(obj, p, False)
             return p.getvalue()
@@ -107,18 +59,24 @@ def plain_text(obj):
 
             traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
             return api.format_value(obj)
-    pretty = pretty_method(obj)
-    if pretty is not None:
-        p = Text()
-        pretty(p, False)
-        return p.getvalue()
+    if _pretty.own_pretty(obj) is not None:
+        return _pretty.pretty(obj, registered_text)
     styler = sys.modules.get("pandas.io.formats.style")
     if styler is not None and isinstance(obj, styler.Styler):
         return api.format_value(styled_values(obj))
     plain = formatters().get("text/plain")
     if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
-        return container_text(obj)
+        return _pretty.pretty(obj, registered_text)
     return own_text(obj)
+
+
+def registered_text(obj):
+    """The text of a value a printer registered with the display formatter shows (else
+    None): IPython applies them inside containers and other printers' output too."""
+    printers = formatters().get("text/plain")
+    if printers is None or not printers.lookup(obj):
+        return None
+    return plain_text(obj)
 
 
 def own_text(obj):
@@ -128,7 +86,7 @@ def own_text(obj):
     import re
 
     text = api.format_value(obj)
-    if re.fullmatch(r"<(class '[\w.]+'|[\w.]+ object at 0x[0-9a-f]+)>", text):
+    if re.fullmatch(r"<(class '[\w.]+'|[\w.]+( object)? at 0x[0-9a-f]+)>", text):
         try:
             mine = str(obj)
         except Exception:  # noqa: BLE001 - the repr it is
@@ -139,14 +97,6 @@ def own_text(obj):
 
 
 CONTAINERS = (list, tuple, dict, set, frozenset)
-
-
-def container_text(obj):
-    """A plain list, tuple, dict or set with each item shown as IPython's pretty printer
-    shows it (a printer registered for its type applies inside containers too)."""
-    printers = formatters()["text/plain"]
-    return api.shown_items(obj, lambda item: plain_text(item) if printers.lookup(item) else None,
-                           CONTAINERS)
 
 
 # A styled table this large is shown unformatted (formatting each cell costs).

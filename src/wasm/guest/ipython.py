@@ -434,7 +434,8 @@ def fill(module):
     if builder is None:
         raise ModuleNotFoundError(
             f"No module named {name!r}: the sandbox's IPython is a stand-in that has "
-            "IPython.display, IPython.core.magic, IPython.utils.capture (and .io) and get_ipython()", name=name)
+            "IPython.display, IPython.core.magic, IPython.lib.pretty, IPython.utils.capture (and .io) "
+            "and get_ipython()", name=name)
     module.__dict__.update(builder())
     if name == "IPython":
         import importlib
@@ -516,6 +517,22 @@ def capture_module():
             "RichOutput": _display.RichOutput}
 
 
+def pretty_module():
+    """IPython.lib.pretty: the printer a notebook shows values with."""
+    import _sandbox_pretty
+
+    def pretty(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
+        printer = _sandbox_pretty.Printer(max_width=max_width)
+        printer.pretty(obj)
+        return printer.getvalue().replace("\n", newline)
+
+    def pprint(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
+        print(pretty(obj, verbose, max_width, newline, max_seq_length))
+
+    return {"pretty": pretty, "pprint": pprint, "RepresentationPrinter": _sandbox_pretty.Printer,
+            "PrettyPrinter": _sandbox_pretty.Printer}
+
+
 BUILDERS = {
     "IPython": top_module,
     "IPython.display": display_module,
@@ -524,6 +541,7 @@ BUILDERS = {
     "IPython.core.display_functions": functions,
     "IPython.lib": dict,
     "IPython.lib.display": display_module,
+    "IPython.lib.pretty": pretty_module,
     "IPython.core.getipython": lambda: {"get_ipython": get_ipython},
     "IPython.core.interactiveshell": shell_module,
     "IPython.core.magic": magic_module,
