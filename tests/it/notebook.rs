@@ -719,6 +719,35 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "collections and exceptions as values read as IPython shows them",
+        cells: &[
+            "{3, 'a', 1}",
+            "from collections import Counter, defaultdict\nclass ShapeError(Exception):\n    pass\n(Counter('abracadabra'), defaultdict(list, {'a': [1]}), ShapeError('expected 3 columns'))",
+        ],
+        check: |o| {
+            value_is(
+                o,
+                "(Counter({'a': 5, 'b': 2, 'r': 2, 'c': 1, 'd': 1}),\n defaultdict(list, {'a': [1]}),\n __main__.ShapeError('expected 3 columns'))",
+            )
+        },
+    },
+    Idiom {
+        name: "a set that cannot be sorted shows its items sorted by their text, as IPython does",
+        cells: &["{3, 'a', 1}"],
+        check: |o| value_is(o, "{1, 3, 'a'}"),
+    },
+    Idiom {
+        name: "a value too large to lay out in good time is shown by its repr, cut to the limit",
+        cells: &["grid = [[list(range(5))] * 1000] * 1000\ngrid"],
+        check: |o| {
+            clean(o)?;
+            expect(
+                o.value().starts_with("[[[0, 1, 2, 3, 4], [0, 1, 2, 3, 4],"),
+                || o.value().chars().take(200).collect(),
+            )
+        },
+    },
+    Idiom {
         name: "IPython.lib.pretty gives the text values are shown with",
         cells: &[
             "from IPython.lib.pretty import pretty, pprint\npprint(set(range(5, 0, -1)))\npretty(list(range(30)), max_width=40).count('\\n')",

@@ -522,9 +522,9 @@ def pretty_module():
     import _sandbox_pretty
 
     def pretty(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
-        printer = _sandbox_pretty.Printer(max_width=max_width)
+        printer = _sandbox_pretty.Printer(None, verbose, max_width, newline, max_seq_length)
         printer.pretty(obj)
-        return printer.getvalue().replace("\n", newline)
+        return printer.getvalue()
 
     def pprint(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
         print(pretty(obj, verbose, max_width, newline, max_seq_length))

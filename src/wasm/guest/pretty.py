@@ -3,12 +3,16 @@
 # per line, indented under its opening bracket (the outermost first, inner ones only when
 # they still do not fit); at most 1000 items of one are shown, then `...`; a set's items
 # are sorted when they can be; a function shows as `<function module.name(signature)>`, a
-# class as `module.Name`, an object without a repr of its own as `<module.Name at 0x...>`;
-# a repr over several lines keeps its lines under where it starts. `_repr_pretty_` methods
-# and printers registered with the display formatter write to the same printer.
+# class as `module.Name`, an object without a repr of its own as `<module.Name at 0x...>`,
+# Counter, OrderedDict, defaultdict, deque, SimpleNamespace and exceptions as IPython
+# shows them; a repr over several lines keeps its lines under where it starts.
+# `_repr_pretty_` methods and printers registered with the display formatter write to the
+# same printer. A value too large to lay out within MAX_OBJECTS objects or MAX_CHARS
+# characters is shown by its repr() (its text is cut to the result's limit anyway).
 
 __sandbox_internal__ = True
 
+import io
 import sys
 import types
 from collections import deque
@@ -17,23 +21,32 @@ MAX_WIDTH = 79
 MAX_ITEMS = 1000
 # Deeper nesting than this is shown by repr() (IPython would recurse until it failed).
 MAX_DEPTH = 100
+MAX_OBJECTS = 50_000
+MAX_CHARS = 4 << 20
+
+
+class TooLarge(Exception):
+    """The value is too large to lay out: its repr() stands instead."""
 
 
 def pretty(obj, leaf=None):
     """`obj` as IPython's pretty printer shows it. `leaf(value)` may give the text of
     any value inside (a type printer, %precision for floats), or None."""
-    printer = Printer(leaf)
-    printer.pretty(obj)
+    printer = Printer(leaf=leaf, budget=True)
+    try:
+        printer.pretty(obj)
+    except TooLarge:
+        return repr(obj)
     return printer.getvalue()
 
 
 class Group:
     """A bracketed group: its breakables still undecided, and whether they break."""
 
-    __slots__ = ("depth", "breakables", "want_break")
+    __slots__ = ("depth", "breakables", "want_break", "closed")
 
     def __init__(self, depth):
-        self.depth, self.breakables, self.want_break = depth, deque(), False
+        self.depth, self.breakables, self.want_break, self.closed = depth, deque(), False, False
 
 
 class Text:
@@ -43,7 +56,7 @@ class Text:
         self.parts, self.width = [], 0
 
     def emit(self, printer):
-        printer.out.extend(self.parts)
+        printer.write("".join(self.parts))
         printer.column += self.width
 
 
@@ -54,37 +67,50 @@ class Breakable:
         self.sep, self.width, self.group, self.indentation = sep, len(sep), group, indentation
 
     def emit(self, printer):
-        self.group.breakables.popleft()  # they are emitted in the order written
-        if self.group.want_break:
-            printer.out.append("\n" + " " * self.indentation)
+        group = self.group
+        group.breakables.popleft()  # they are emitted in the order written
+        if group.want_break:
+            printer.write(printer.newline + " " * self.indentation)
             printer.column = self.indentation
         else:
-            printer.out.append(self.sep)
+            printer.write(self.sep)
             printer.column += self.width
+        if group.closed and not group.breakables:
+            printer.forget(group)
 
 
 class Printer:
-    """The `p` that printers write to: text, breakables and groups, laid out as IPython
-    lays them out. What is written waits in a buffer until it is known whether the
-    groups it belongs to fit on the line; when the line overflows, the outermost group
-    with breakables waiting breaks them all, and every later one of its breakables."""
+    """The `p` that printers write to (IPython's RepresentationPrinter): text, breakables
+    and groups, laid out as IPython lays them out. What is written waits in a buffer
+    until it is known whether the groups it belongs to fit on the line; when the line
+    overflows, the outermost group with breakables waiting breaks them all, and every
+    later one of its breakables."""
 
-    def __init__(self, leaf=None, max_width=MAX_WIDTH):
-        self.leaf, self.max_width = leaf, max_width
-        self.out, self.column = [], 0
+    def __init__(self, output=None, verbose=False, max_width=MAX_WIDTH, newline="\n",
+                 max_seq_length=MAX_ITEMS, *, leaf=None, budget=False):
+        self.output, self.verbose, self.max_width = output, verbose, max_width
+        self.newline, self.max_seq_length, self.leaf = newline, max_seq_length, leaf
+        self.out = io.StringIO()
+        self.column = 0
         self.buffer, self.buffer_width = deque(), 0
         self.indentation = 0
         root = Group(0)
         self.stack = [root]
-        self.open_groups = [root]  # groups that may still break, in the order opened
-        self.showing = set()  # ids of the containers being shown (a cycle shows `...`)
+        self.queue = {0: {root: None}}  # groups that may still break, by depth, in order
+        self.showing = set()  # ids of the objects being shown (a cycle shows `...`)
+        self.objects = 0
+        self.budget = budget
+
+    @property
+    def output_width(self):
+        return self.column
 
     # ---- the interface printers use ----------------------------------------------------
 
     def text(self, obj):
         text = str(obj)
         if not self.buffer:
-            self.out.append(text)
+            self.write(text)
             self.column += len(text)
             return
         last = self.buffer[-1]
@@ -100,7 +126,7 @@ class Printer:
         group = self.stack[-1]
         if group.want_break:
             self.flush()
-            self.out.append("\n" + " " * self.indentation)
+            self.write(self.newline + " " * self.indentation)
             self.column = self.indentation
             self.buffer_width = 0
             return
@@ -116,7 +142,7 @@ class Printer:
         if group is not None:
             self.break_group(group)
         self.flush()
-        self.out.append("\n" + " " * self.indentation)
+        self.write(self.newline + " " * self.indentation)
         self.column = self.indentation
         self.buffer_width = 0
 
@@ -125,14 +151,15 @@ class Printer:
             self.text(open)
         group = Group(self.stack[-1].depth + 1)
         self.stack.append(group)
-        self.open_groups.append(group)
+        self.queue.setdefault(group.depth, {})[group] = None
         self.indentation += indent
 
     def end_group(self, dedent=0, close=""):
         self.indentation -= dedent
         group = self.stack.pop()
-        if not group.breakables and group in self.open_groups:
-            self.open_groups.remove(group)
+        group.closed = True
+        if not group.breakables:
+            self.forget(group)
         if close:
             self.text(close)
 
@@ -149,15 +176,45 @@ class Printer:
 
         return grouped()
 
+    def indent(self, indent):
+        import contextlib
+
+        @contextlib.contextmanager
+        def indented():
+            self.indentation += indent
+            try:
+                yield
+            finally:
+                self.indentation -= indent
+
+        return indented()
+
+    def _enumerate(self, seq):
+        """enumerate(), up to max_seq_length items, then `...`."""
+        for index, value in enumerate(seq):
+            if self.max_seq_length and index >= self.max_seq_length:
+                self.text(",")
+                self.breakable()
+                self.text("...")
+                return
+            yield index, value
+
     def flush(self):
-        for item in self.buffer:
-            item.emit(self)
-        self.buffer.clear()
+        while self.buffer:
+            self.buffer.popleft().emit(self)
         self.buffer_width = 0
+        if self.output is not None:
+            self.output.write(self.out.getvalue())
+            self.out = io.StringIO()
 
     def getvalue(self):
         self.flush()
-        return "".join(self.out)
+        return self.out.getvalue()
+
+    def write(self, text):
+        self.out.write(text)
+        if self.budget and self.out.tell() > MAX_CHARS:
+            raise TooLarge
 
     # ---- laying out ----------------------------------------------------------------------
 
@@ -178,67 +235,81 @@ class Printer:
 
     def emit_first(self):
         item = self.buffer.popleft()
-        item.emit(self)
         self.buffer_width -= item.width
+        item.emit(self)
 
     def outermost_breakable(self):
-        """The shallowest group with breakables waiting, now set to break (shallower
-        groups without any are set to break too, and forgotten)."""
-        while self.open_groups:
-            depth = min(group.depth for group in self.open_groups)
-            at_depth = [group for group in self.open_groups if group.depth == depth]
-            for group in at_depth:
+        """The shallowest group with breakables waiting (the latest of its depth), now
+        set to break; groups shallower than it have none and are set to break too."""
+        for depth in sorted(self.queue):
+            groups = self.queue[depth]
+            for group in reversed(groups):
                 if group.breakables:
-                    self.open_groups.remove(group)
+                    del groups[group]
                     group.want_break = True
                     return group
-            for group in at_depth:
+            for group in groups:
                 group.want_break = True
-                self.open_groups.remove(group)
+            del self.queue[depth]
         return None
+
+    def forget(self, group):
+        """`group` can break no more: it is closed, with no breakables waiting."""
+        groups = self.queue.get(group.depth)
+        if groups is not None:
+            groups.pop(group, None)
+            if not groups:
+                del self.queue[group.depth]
 
     # ---- values --------------------------------------------------------------------------
 
     def pretty(self, obj):
+        if self.budget:
+            self.objects += 1
+            if self.objects > MAX_OBJECTS:
+                raise TooLarge
         if self.leaf is not None:
             shown = self.leaf(obj)
             if shown is not None:
                 self.text_lines(shown)
                 return
-        kind = type(obj)
-        if kind in PLAIN:
+        if type(obj) in PLAIN:
             self.text(repr(obj))
             return
-        if kind in CONTAINERS:
-            if id(obj) in self.showing:
-                self.text(CYCLES[kind])
+        if len(self.stack) > MAX_DEPTH:
+            self.text_lines(repr(obj))
+            return
+        cycle = id(obj) in self.showing
+        self.showing.add(id(obj))
+        try:
+            self.dispatch(obj, cycle)
+        finally:
+            if not cycle:
+                self.showing.discard(id(obj))
+
+    def dispatch(self, obj, cycle):
+        """Shows `obj` by the first class of its MRO with a printer here, a
+        _repr_pretty_ or a __repr__ of its own, as IPython looks them up."""
+        for cls in getattr(type(obj), "__mro__", (type(obj), object)):
+            printer = PRINTERS.get(cls)
+            if printer is None and cls.__module__ in DEFERRED_MODULES:
+                printer = DEFERRED.get((cls.__module__, cls.__name__))
+            if printer is not None:
+                printer(self, obj, cycle)
                 return
-            if len(self.stack) > MAX_DEPTH:
+            if "_repr_pretty_" in cls.__dict__:
+                obj._repr_pretty_(self, cycle)
+                return
+            if cls is not object and "__repr__" in cls.__dict__:
                 self.text_lines(repr(obj))
                 return
-            self.showing.add(id(obj))
-            try:
-                CONTAINERS[kind](self, obj)
-            finally:
-                self.showing.discard(id(obj))
-            return
-        method = own_pretty(obj)
-        if method is not None:
-            method(self, False)
-        elif isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
-            self.text(function_text(obj))
-        elif isinstance(obj, type) and type(obj).__repr__ is type.__repr__:
-            self.text(class_name(obj))
-        elif type(obj).__repr__ is object.__repr__:
-            self.text(f"<{class_name(type(obj))} at 0x{id(obj):x}>")
-        else:
-            self.text_lines(repr(obj))
+        self.text(f"<{class_name(type(obj))} at 0x{id(obj):x}>")
 
     def text_lines(self, text):
         """Text over several lines keeps them under where it starts."""
-        lines = text.split("\n")
-        if len(lines) == 1:
-            self.text(text)
+        lines = text.splitlines()
+        if len(lines) <= 1:
+            self.text(lines[0] if lines else "")
             return
         with self.group():
             for index, line in enumerate(lines):
@@ -247,13 +318,10 @@ class Printer:
                 self.text(line)
 
     def items(self, values, show):
-        for index, value in enumerate(values):
+        for index, value in self._enumerate(values):
             if index:
                 self.text(",")
                 self.breakable()
-            if index >= MAX_ITEMS:
-                self.text("...")
-                break
             show(value)
 
 
@@ -278,7 +346,9 @@ def class_name(cls):
     return f"{module}.{name}"
 
 
-def function_text(function):
+# ---- the printers, by class ----------------------------------------------------------------
+
+def show_function(p, function, cycle):
     import inspect
 
     name = getattr(function, "__qualname__", None) or function.__name__
@@ -289,11 +359,21 @@ def function_text(function):
         name += str(inspect.signature(function))
     except (ValueError, TypeError):
         pass
-    return f"<function {name}>"
+    p.text(f"<function {name}>")
+
+
+def show_class(p, cls, cycle):
+    if type(cls).__repr__ is not type.__repr__:
+        p.text_lines(repr(cls))
+    else:
+        p.text(class_name(cls))
 
 
 def show_sequence(open, close):
-    def show(p, obj):
+    def show(p, obj, cycle):
+        if cycle:
+            p.text(f"{open}...{close}")
+            return
         p.begin_group(1, open)
         p.items(obj, p.pretty)
         if len(obj) == 1 and isinstance(obj, tuple):
@@ -303,23 +383,35 @@ def show_sequence(open, close):
     return show
 
 
-def show_set(p, obj):
+def sorted_for_display(values):
+    values = list(values)
+    for key in (None, str):
+        try:
+            return sorted(values, key=key)
+        except Exception:  # noqa: BLE001 - unorderable items: by their text, else as they are
+            pass
+    return values
+
+
+def show_set(p, obj, cycle):
     if not obj:
         p.text(f"{type(obj).__name__}()")
         return
     open, close = ("frozenset({", "})") if isinstance(obj, frozenset) else ("{", "}")
+    if cycle:
+        p.text(f"{open}...{close}")
+        return
     p.begin_group(len(open), open)
-    values = obj
-    if len(obj) < MAX_ITEMS:
-        try:
-            values = sorted(obj)
-        except Exception:  # noqa: BLE001 - unorderable items keep the set's order
-            pass
+    values = obj if p.max_seq_length and len(obj) >= p.max_seq_length else sorted_for_display(obj)
     p.items(values, p.pretty)
     p.end_group(len(open), close)
 
 
-def show_dict(p, obj):
+def show_dict(p, obj, cycle):
+    if cycle:
+        p.text("{...}")
+        return
+
     def pair(key):
         p.pretty(key)
         p.text(": ")
@@ -330,11 +422,88 @@ def show_dict(p, obj):
     p.end_group(1, "}")
 
 
-CONTAINERS = {list: show_sequence("[", "]"), tuple: show_sequence("(", ")"), dict: show_dict,
-              set: show_set, frozenset: show_set}
+def show_call(p, name, cycle, body):
+    """`name(...)` around what `body` shows."""
+    with p.group(len(name) + 1, name + "(", ")"):
+        if cycle:
+            p.text("...")
+        else:
+            body()
+
+
+def show_exception(p, obj, cycle):
+    name = class_name(type(obj))
+
+    def arguments():
+        for index, argument in enumerate(getattr(obj, "args", ())):
+            if index:
+                p.text(",")
+                p.breakable()
+            p.pretty(argument)
+
+    show_call(p, name, cycle, arguments)
+
+
+def show_namespace(p, obj, cycle):
+    def attributes():
+        for index, (key, value) in enumerate(obj.__dict__.items()):
+            if index:
+                p.text(",")
+                p.breakable()
+            with p.group(len(key) + 1, key + "="):
+                p.pretty(value)
+
+    show_call(p, "namespace", cycle, attributes)
+
+
+def show_counter(p, obj, cycle):
+    name = type(obj).__name__
+    if not obj and not cycle:
+        p.text(name + "()")
+        return
+    show_call(p, name, cycle, lambda: p.pretty(dict(obj.most_common())))
+
+
+def show_ordered_dict(p, obj, cycle):
+    name = type(obj).__name__
+    if not obj and not cycle:
+        p.text(name + "()")
+        return
+    show_call(p, name, cycle, lambda: p.pretty(list(obj.items())))
+
+
+def show_default_dict(p, obj, cycle):
+    def body():
+        p.pretty(obj.default_factory)
+        p.text(",")
+        p.breakable()
+        p.pretty(dict(obj))
+
+    show_call(p, type(obj).__name__, cycle, body)
+
+
+def show_deque(p, obj, cycle):
+    def body():
+        p.pretty(list(obj))
+        if obj.maxlen is not None:
+            p.text(",")
+            p.breakable()
+            p.text(f"maxlen={obj.maxlen}")
+
+    show_call(p, type(obj).__name__, cycle, body)
+
+
 # Values shown by their repr, on one line.
 PLAIN = frozenset((int, float, str, bool, type(None), bytes, complex))
-CYCLES = {list: "[...]", tuple: "(...)", dict: "{...}", set: "{...}", frozenset: "frozenset({...})"}
+PRINTERS = {list: show_sequence("[", "]"), tuple: show_sequence("(", ")"), dict: show_dict,
+            set: show_set, frozenset: show_set, type: show_class,
+            types.FunctionType: show_function, types.BuiltinFunctionType: show_function,
+            BaseException: show_exception, types.SimpleNamespace: show_namespace}
+# Printers for classes of modules a value may come from, looked up by name (so the
+# modules are never imported to print a value).
+DEFERRED = {("collections", "Counter"): show_counter, ("collections", "OrderedDict"): show_ordered_dict,
+            ("collections", "defaultdict"): show_default_dict, ("collections", "deque"): show_deque}
+DEFERRED_MODULES = frozenset(module for module, _ in DEFERRED)
 
 
 if __name__ == "__main__":  # pragma: no cover - tried by hand against IPython
