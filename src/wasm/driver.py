@@ -426,7 +426,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         enough not to wrap, long ones summarised by pandas as the code's display options
         say), a float as %precision says, lists, dicts, functions and the like as
         IPython's pretty printer lays them out, anything else by repr()."""
-        if type(value) in PLAIN_VALUES and (float_format[0] is None or type(value) is not float):
+        printer = guest("_sandbox_pretty")
+        if type(value) in printer.PLAIN and (float_format[0] is None or type(value) is not float):
             return repr(value)
         if is_table(value):
             pandas = sys.modules["pandas"]
@@ -438,10 +439,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             return repr(value)
         form = float_format[0]
         leaf = None if form is None else (lambda member: float_text(member, form))
-        return guest("_sandbox_pretty").pretty(value, leaf)
-
-    # Values whose text is their repr (IPython's pretty printer shows them so too).
-    PLAIN_VALUES = (int, float, str, bool, type(None), bytes, complex)
+        return printer.pretty(value, leaf)
 
     def float_text(value, form):
         """A float as %precision's format shows it (None: anything else)."""

@@ -758,6 +758,26 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "regular expressions, os.environ and mappingproxies as values read as IPython shows them",
+        cells: &[
+            "import os, re, types\nos.environ['GREETING'] = 'a greeting long enough to need a line of its own'\nenv = {k: os.environ[k] for k in ['GREETING']}\n(re.compile(r'\\d+', re.I), types.MappingProxyType(env), os.environ['GREETING'])",
+        ],
+        check: |o| {
+            value_is(
+                o,
+                "(re.compile(r'\\d+', re.IGNORECASE|re.UNICODE),\n mappingproxy({'GREETING': 'a greeting long enough to need a line of its own'}),\n 'a greeting long enough to need a line of its own')",
+            )
+        },
+    },
+    Idiom {
+        name: "a printer registered with IPython.lib.pretty.for_type shows values and items",
+        cells: &[
+            "from IPython.lib import pretty\nclass Money:\n    def __init__(self, cents):\n        self.cents = cents\npretty.for_type(Money, lambda m, p, cycle: p.text(f'${m.cents / 100:.2f}'))\npretty.for_type(int, lambda n, p, cycle: p.text(f'{n:,}'))",
+            "[Money(1999), 1234567]",
+        ],
+        check: |o| value_is(o, "[$19.99, 1,234,567]"),
+    },
+    Idiom {
         name: "a waiting clear_output is set off by text written straight to the descriptor",
         cells: &[
             "from IPython.display import clear_output\nimport os\nprint('old')\nclear_output(wait=True)\n_ = os.write(1, b'via fd\\n')",

@@ -529,8 +529,43 @@ def pretty_module():
     def pprint(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
         print(pretty(obj, verbose, max_width, newline, max_seq_length))
 
+    class RawText:
+        """Shown as its text, as it is."""
+
+        def __init__(self, value):
+            self.value = value
+
+        def _repr_pretty_(self, p, cycle):
+            p.text(self.value)
+
+    class CallExpression:
+        """Shown as a call: `name(*args, **kwargs)`, broken over lines as one."""
+
+        def __init__(self, name, /, *args, **kwargs):
+            self.name, self.args, self.kwargs = name, args, kwargs
+
+        @classmethod
+        def factory(cls, name):
+            return lambda *args, **kwargs: cls(name, *args, **kwargs)
+
+        def _repr_pretty_(self, p, cycle):
+            prefix = self.name + "("
+            with p.group(len(prefix), prefix, ")"):
+                items = [(None, arg) for arg in self.args] + list(self.kwargs.items())
+                for index, (name, value) in enumerate(items):
+                    if index:
+                        p.text(",")
+                        p.breakable()
+                    if name is None:
+                        p.pretty(value)
+                    else:
+                        with p.group(len(name) + 1, name + "="):
+                            p.pretty(value)
+
     return {"pretty": pretty, "pprint": pprint, "RepresentationPrinter": _sandbox_pretty.Printer,
-            "PrettyPrinter": _sandbox_pretty.Printer}
+            "PrettyPrinter": _sandbox_pretty.Printer, "for_type": _sandbox_pretty.for_type,
+            "for_type_by_name": _sandbox_pretty.for_type_by_name, "RawText": RawText,
+            "CallExpression": CallExpression}
 
 
 BUILDERS = {

@@ -4,15 +4,18 @@
 # they still do not fit); at most 1000 items of one are shown, then `...`; a set's items
 # are sorted when they can be; a function shows as `<function module.name(signature)>`, a
 # class as `module.Name`, an object without a repr of its own as `<module.Name at 0x...>`,
-# Counter, OrderedDict, defaultdict, deque, SimpleNamespace and exceptions as IPython
-# shows them; a repr over several lines keeps its lines under where it starts.
-# `_repr_pretty_` methods and printers registered with the display formatter write to the
+# Counter, OrderedDict, defaultdict, deque, UserList, SimpleNamespace, exceptions, regular
+# expressions, os.environ, mappingproxies and super() as IPython shows them; a repr over
+# several lines keeps its lines under where it starts. `_repr_pretty_` methods, printers
+# registered with the display formatter and with IPython.lib.pretty.for_type write to the
 # same printer. A value too large to lay out within MAX_OBJECTS objects or MAX_CHARS
 # characters is shown by its repr() (its text is cut to the result's limit anyway).
 
 __sandbox_internal__ = True
 
 import io
+import os
+import re
 import sys
 import types
 from collections import deque
@@ -407,19 +410,25 @@ def show_set(p, obj, cycle):
     p.end_group(len(open), close)
 
 
-def show_dict(p, obj, cycle):
-    if cycle:
-        p.text("{...}")
-        return
+def show_mapping(open, close):
+    """A dict-like value as `open` key: value, ... `close` (a dict, os.environ,
+    a mappingproxy)."""
 
-    def pair(key):
-        p.pretty(key)
-        p.text(": ")
-        p.pretty(obj[key])
+    def show(p, obj, cycle):
+        if cycle:
+            p.text("{...}")
+            return
 
-    p.begin_group(1, "{")
-    p.items(list(obj), pair)
-    p.end_group(1, "}")
+        def pair(key):
+            p.pretty(key)
+            p.text(": ")
+            p.pretty(obj[key])
+
+        p.begin_group(len(open), open)
+        p.items(list(obj.keys()), pair)
+        p.end_group(len(open), close)
+
+    return show
 
 
 def show_call(p, name, cycle, body):
@@ -493,18 +502,96 @@ def show_deque(p, obj, cycle):
     show_call(p, type(obj).__name__, cycle, body)
 
 
-# Values shown by their repr, on one line.
-PLAIN = frozenset((int, float, str, bool, type(None), bytes, complex))
-PRINTERS = {list: show_sequence("[", "]"), tuple: show_sequence("(", ")"), dict: show_dict,
-            set: show_set, frozenset: show_set, type: show_class,
+def show_pattern(p, obj, cycle):
+    """A compiled regular expression as IPython shows it: re.compile(r'...', re.FLAG|...)."""
+    text = repr(obj.pattern)
+    pattern = "r" + text.replace("\\\\", "\\")
+    flags = "|".join(f"re.{name}" for name in REGEX_FLAGS if obj.flags & getattr(re, name))
+
+    def arguments():
+        p.text(pattern)
+        if flags:
+            p.text(",")
+            p.breakable()
+            p.text(flags)
+
+    show_call(p, "re.compile", False, arguments)
+
+
+REGEX_FLAGS = ("IGNORECASE", "LOCALE", "MULTILINE", "DOTALL", "UNICODE", "VERBOSE", "DEBUG")
+
+
+def show_super(p, obj, cycle):
+    p.begin_group(8, "<super: ")
+    p.pretty(obj.__thisclass__)
+    p.text(",")
+    p.breakable()
+    p.pretty(obj.__self__)
+    p.end_group(8, ">")
+
+
+def show_user_list(p, obj, cycle):
+    show_call(p, type(obj).__name__, cycle, lambda: p.pretty(obj.data))
+
+
+def show_repr(p, obj, cycle):
+    p.text_lines(repr(obj))
+
+
+# Values shown by their repr, on one line (unless a printer is registered for their class).
+PLAIN = {int, float, str, bool, type(None), bytes, complex}
+PRINTERS = {list: show_sequence("[", "]"), tuple: show_sequence("(", ")"),
+            dict: show_mapping("{", "}"), set: show_set, frozenset: show_set, type: show_class,
             types.FunctionType: show_function, types.BuiltinFunctionType: show_function,
-            BaseException: show_exception, types.SimpleNamespace: show_namespace}
+            BaseException: show_exception, types.SimpleNamespace: show_namespace,
+            re.Pattern: show_pattern, super: show_super,
+            type(os.environ): show_mapping("environ{", "}"),
+            types.MappingProxyType: show_mapping("mappingproxy({", "})")}
 # Printers for classes of modules a value may come from, looked up by name (so the
 # modules are never imported to print a value).
 DEFERRED = {("collections", "Counter"): show_counter, ("collections", "OrderedDict"): show_ordered_dict,
-            ("collections", "defaultdict"): show_default_dict, ("collections", "deque"): show_deque}
-DEFERRED_MODULES = frozenset(module for module, _ in DEFERRED)
+            ("collections", "defaultdict"): show_default_dict, ("collections", "deque"): show_deque,
+            ("collections", "UserList"): show_user_list}
+DEFERRED_MODULES = {module for module, _ in DEFERRED}
 
+
+
+# ---- IPython.lib.pretty's for_type and for_type_by_name --------------------------------------
+
+class Theirs:
+    """A printer registered through IPython's interface, called `func(obj, p, cycle)`."""
+
+    def __init__(self, func):
+        self.func = func
+
+    def __call__(self, p, obj, cycle):
+        self.func(obj, p, cycle)
+
+
+def in_their_form(printer):
+    """One of the printers here as IPython's interface hands it back."""
+    if printer is None or isinstance(printer, Theirs):
+        return printer and printer.func
+    return lambda obj, p, cycle: printer(p, obj, cycle)
+
+
+def for_type(cls, func):
+    """Values of `cls` are shown by `func(obj, p, cycle)` (None: left as they are); the
+    printer it replaces."""
+    old = PRINTERS.get(cls, show_repr if cls in PLAIN else None)
+    if func is not None:
+        PRINTERS[cls] = Theirs(func)
+        PLAIN.discard(cls)
+    return in_their_form(old)
+
+
+def for_type_by_name(module, name, func):
+    """for_type for a class named by its module and name (the module is not imported)."""
+    old = DEFERRED.get((module, name))
+    if func is not None:
+        DEFERRED[(module, name)] = Theirs(func)
+        DEFERRED_MODULES.add(module)
+    return in_their_form(old)
 
 if __name__ == "__main__":  # pragma: no cover - tried by hand against IPython
     print(pretty(eval(sys.argv[1])))
