@@ -119,6 +119,13 @@ impl CpuMeter {
         Duration::from_nanos(used)
     }
 
+    /// Everything the guest has burned since it started, counting the poll
+    /// in progress when asked on the thread running it (a host call the
+    /// guest makes is).
+    pub(crate) fn burned(&self) -> Duration {
+        Duration::from_nanos(self.total())
+    }
+
     /// Whether the call in progress has spent its budget (asked on the
     /// guest's thread, at an epoch tick).
     pub(crate) fn over_budget(&self) -> bool {

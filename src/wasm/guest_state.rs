@@ -132,6 +132,11 @@ impl GuestState {
         self.door.clone()
     }
 
+    /// The CPU time the guest has burned since it started.
+    pub(crate) fn cpu_burned(&self) -> std::time::Duration {
+        self.link.cpu().burned()
+    }
+
     /// The memory limiter, for a store's `limiter`.
     pub(crate) fn limiter(&mut self) -> &mut dyn ResourceLimiter {
         &mut self.limiter

@@ -10,6 +10,12 @@
 //! The call is asynchronous: while the host works the guest's task is parked
 //! on it, burning no fuel, and the execution's timeout or a cancel stop it
 //! like any guest code (the task is aborted, which drops the work).
+//!
+//! One frame is the sandbox's own, not the door's: [`CPU_TIME`] is answered
+//! at once, armed or not, with the CPU time the guest has burned since it
+//! started (decimal nanoseconds), which WASI has no clock for; the guest's
+//! `time.process_time()` reads it. It is not a tool call and counts toward no
+//! limit of the door's.
 
 use wasmtime::{AsContext, Caller, Extern, Linker};
 
@@ -21,6 +27,8 @@ use crate::door::frames::MAX_REQUEST_BYTES;
 const NO_HOST: i32 = -1;
 /// The frame or the answer does not fit guest memory.
 const HOST_FAULT: i32 = -2;
+/// The frame asking for the guest's CPU time.
+const CPU_TIME: &[u8] = b"cpu_time";
 
 /// Defines the door import in `linker`.
 pub(super) fn define(linker: &mut Linker<GuestState>, import: &DoorImport) -> wasmtime::Result<()> {
@@ -55,6 +63,10 @@ async fn call(
     if !fits(ptr, len) || !fits(out_ptr, 4) || !fits(out_len, 4) {
         return Ok(HOST_FAULT);
     }
+    if memory.data(caller.as_context())[ptr..ptr + len] == *CPU_TIME {
+        let burned = caller.data().cpu_burned().as_nanos().to_string();
+        return hand_back(caller, memory, alloc, burned.as_bytes(), out_ptr, out_len).await;
+    }
     let slot = caller.data().door_slot();
     if !slot.is_armed() {
         return Ok(NO_HOST);
@@ -69,6 +81,19 @@ async fn call(
     let Some(answer) = slot.answer(len, move || frame).await else {
         return Ok(NO_HOST);
     };
+    hand_back(caller, memory, alloc, &answer, out_ptr, out_len).await
+}
+
+/// Writes `answer` into memory the guest allocates, its address and length
+/// at `out_ptr` and `out_len`.
+async fn hand_back(
+    caller: &mut Caller<'_, GuestState>,
+    memory: wasmtime::Memory,
+    alloc: wasmtime::Func,
+    answer: &[u8],
+    out_ptr: usize,
+    out_len: usize,
+) -> wasmtime::Result<i32> {
     let Ok(answer_len) = i32::try_from(answer.len()) else {
         return Ok(HOST_FAULT);
     };
@@ -78,7 +103,7 @@ async fn call(
     if at == 0 || at.checked_add(answer.len()).is_none_or(|end| end > size) {
         return Ok(HOST_FAULT);
     }
-    memory.write(&mut *caller, at, &answer)?;
+    memory.write(&mut *caller, at, answer)?;
     memory.write(&mut *caller, out_ptr, &(at as u32).to_le_bytes())?;
     memory.write(&mut *caller, out_len, &(answer.len() as u32).to_le_bytes())?;
     Ok(0)

@@ -302,6 +302,25 @@ const CORPUS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "%time and time.process_time count CPU time, not time spent asleep",
+        cells: &[
+            "import time\n%time time.sleep(0.3)\nstart = time.process_time()\ntime.sleep(0.3)\nslept = time.process_time() - start\nstart = time.process_time()\nwhile time.process_time() - start < 0.1:\n    pass\n(slept < 0.05, time.process_time() - start >= 0.1)",
+        ],
+        check: |o| {
+            // "CPU times: user 1.2 ms, sys: 0 ns, total: 1.2 ms": under a tenth of the
+            // 300 ms it slept.
+            let line = o.stdout().lines().find(|l| l.starts_with("CPU times:"));
+            let total = line.and_then(|l| l.rsplit("total: ").next()).unwrap_or("");
+            let small = match total.split_once(' ') {
+                Some((_, "ns" | "μs")) => true,
+                Some((ms, "ms")) => ms.parse::<f64>().is_ok_and(|ms| ms < 30.0),
+                _ => false,
+            };
+            expect(small, || o.stdout().to_owned())?;
+            value_is(o, "(True, True)")
+        },
+    },
+    Idiom {
         name: "%timeit",
         cells: &["%timeit -n 5 -r 2 sum(range(100))"],
         check: |o| {

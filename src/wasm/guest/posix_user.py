@@ -1,8 +1,9 @@
 # POSIX facts a WASI CPython lacks, answered as a lone unprivileged user would answer
 # them, so that pure-Python packages that merely look (platformdirs, black, getpass,
 # click...) import and run: os.getuid() and friends, os.getlogin(), os.getgroups(), and
-# stand-ins for the `pwd` and `grp` modules knowing that one user; os.cpu_count() is 2. Nothing here grants
-# anything: setuid and kill stay absent, and the sandbox has no other users or processes.
+# stand-ins for the `pwd` and `grp` modules knowing that one user; os.cpu_count() is 2;
+# time.process_time() counts the CPU time the host measures. Nothing here grants anything:
+# setuid and kill stay absent, and the sandbox has no other users or processes.
 
 __sandbox_internal__ = True
 
@@ -131,11 +132,50 @@ UTC_NAMES = {"", "UTC", "UTC0", "UTC+0", "UTC-0", "GMT", "GMT0", "Etc/UTC", "Etc
 
 
 def patch_time(time):
+    """time.process_time() counts CPU time, and time.tzset() says what it can do."""
+    patch_process_time(time)
+    if not hasattr(time, "tzset"):
+        patch_tzset(time)
+
+
+def patch_process_time(time):
+    """time.process_time() and process_time_ns(): WASI has no CPU clock, so CPython counts
+    the wall time since the interpreter started (a sleeping cell seemed to burn CPU). The
+    host measures the CPU time the interpreter burns, with the clock of the thread that
+    runs it; these ask it (under 2 us a call). Without a host to ask (a runtime with no
+    door) they count the wall time since the interpreter started, as CPython does there
+    (python-3.12's own process_time() was ten million times too large: WASI's times()
+    counts nanoseconds where CPython reads clock ticks)."""
+    started = time.monotonic_ns()
+
+    def wall_since_start():
+        return time.monotonic_ns() - started
+
+    try:
+        import _host
+    except ImportError:
+        _host = None
+
+    def process_time_ns():
+        """CPU time the interpreter has burned since it started, in nanoseconds."""
+        if _host is None:
+            return wall_since_start()
+        try:
+            return int(_host.call(b"cpu_time"))
+        except (OSError, ValueError):  # a host that does not know the question
+            return wall_since_start()
+
+    def process_time():
+        """CPU time the interpreter has burned since it started, in seconds."""
+        return process_time_ns() / 1_000_000_000
+
+    time.process_time_ns, time.process_time = process_time_ns, process_time
+
+
+def patch_tzset(time):
     """time.tzset(): WASI has no local time zones (local time is UTC). Setting TZ to UTC
     and calling it is accepted, as it changes nothing; another zone is refused with what
     works instead, rather than leaving local time silently in UTC."""
-    if hasattr(time, "tzset"):
-        return
 
     def tzset():
         zone = os.environ.get("TZ", "")
