@@ -496,8 +496,13 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         for value in values:
             if is_figure(value):
                 take_and_close(value)
-            else:
-                print(format_value(value))
+                continue
+            try:
+                text = format_value(value)
+            except Exception as exc:  # as IPython: a printer's error is shown, the cell goes on
+                guest("_sandbox_display").show_format_error(exc)
+                continue
+            print(text)
 
     builtins.display = display
 
@@ -953,7 +958,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.automagic, api.site_packages = automagic, site_packages
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
     api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
-    api.output_control = output_control
+    api.output_control, api.user_traceback = output_control, without_driver_frames
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display
     api.float_format, api.inputs, api.outputs = float_format, inputs, outputs

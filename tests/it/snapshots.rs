@@ -69,7 +69,7 @@ async fn a_fork_has_the_source_state_and_then_goes_its_own_way() {
     value(
         &server,
         &source,
-        "import pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})\nopen('notes.txt', 'w').write('from the source')\nkept_open = open('notes.txt')\ncounter = 1",
+        "import pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})\nopen('notes.txt', 'w').write('from the source')\nkept_open = open('notes.txt')\ncounter = 1\nimport time\nwhile time.process_time() < 0.2:\n    pass\ncpu_at_fork = time.process_time()",
     )
     .await;
     let forked = server
@@ -98,6 +98,11 @@ async fn a_fork_has_the_source_state_and_then_goes_its_own_way() {
         )
         .await,
         "(6, 1, 'from the source')"
+    );
+    assert_eq!(
+        value(&server, "the-fork", "time.process_time() >= cpu_at_fork").await,
+        "True",
+        "the fork's CPU time goes on from the source's, never back"
     );
     value(
         &server,

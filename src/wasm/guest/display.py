@@ -55,9 +55,7 @@ def plain_text(obj):
             printer(obj, p, False)
             return p.getvalue()
         except Exception as exc:  # noqa: BLE001 - as IPython: the printer's error is shown, not the cell's
-            import traceback
-
-            traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+            show_format_error(exc)
             return api.format_value(obj)
     if _pretty.own_pretty(obj) is not None:
         return _pretty.pretty(obj, registered_text)
@@ -68,6 +66,14 @@ def plain_text(obj):
     if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
         return _pretty.pretty(obj, registered_text)
     return own_text(obj)
+
+
+def show_format_error(exc):
+    """A printer's error, shown as IPython shows it (its traceback, on stderr) without
+    failing the cell."""
+    import traceback
+
+    traceback.print_exception(type(exc), exc, api.user_traceback(exc.__traceback__))
 
 
 def registered_text(obj):
@@ -249,7 +255,12 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
             else:
                 api.take_and_close(obj)
         else:
-            publish(mime_bundle(obj))
+            try:
+                bundle = mime_bundle(obj)
+            except Exception as exc:  # noqa: BLE001 - as IPython: shown, and the cell goes on
+                show_format_error(exc)
+                continue
+            publish(bundle)
     if display_id:
         return DisplayHandle(None if display_id is True else display_id)
     return None

@@ -538,6 +538,15 @@ def pretty_module():
         def _repr_pretty_(self, p, cycle):
             p.text(self.value)
 
+    class RawStringLiteral:
+        """A string shown with an `r` prefix."""
+
+        def __init__(self, value):
+            self.value = value
+
+        def _repr_pretty_(self, p, cycle):
+            p.text("r" + repr(self.value).replace("\\\\", "\\"))
+
     class CallExpression:
         """Shown as a call: `name(*args, **kwargs)`, broken over lines as one."""
 
@@ -565,7 +574,8 @@ def pretty_module():
     return {"pretty": pretty, "pprint": pprint, "RepresentationPrinter": _sandbox_pretty.Printer,
             "PrettyPrinter": _sandbox_pretty.Printer, "for_type": _sandbox_pretty.for_type,
             "for_type_by_name": _sandbox_pretty.for_type_by_name, "RawText": RawText,
-            "CallExpression": CallExpression}
+            "CallExpression": CallExpression, "RawStringLiteral": RawStringLiteral,
+            "_repr_pprint": _sandbox_pretty.repr_printer}
 
 
 BUILDERS = {

@@ -139,37 +139,69 @@ def patch_time(time):
 
 
 def patch_process_time(time):
-    """time.process_time() and process_time_ns(): WASI has no CPU clock, so CPython counts
-    the wall time since the interpreter started (a sleeping cell seemed to burn CPU). The
-    host measures the CPU time the interpreter burns, with the clock of the thread that
-    runs it; these ask it (under 2 us a call). Without a host to ask (a runtime with no
-    door) they count the wall time since the interpreter started, as CPython does there
-    (python-3.12's own process_time() was ten million times too large: WASI's times()
-    counts nanoseconds where CPython reads clock ticks)."""
+    """time.process_time(), process_time_ns() and os.times(): WASI has no CPU clock, so
+    CPython counts the wall time since the interpreter started (a sleeping cell seemed to
+    burn CPU), and python-3.12's and os.times() were ten million times too large (WASI's
+    times() counts nanoseconds where CPython reads clock ticks). The host measures the CPU
+    time the interpreter burns, with the clock of the thread that runs it; these ask it
+    (under 2 us a call). Without a host to ask (a runtime with no door) they count the
+    wall time since the interpreter started. The count never goes back: in a fork, or a
+    sandbox brought back after a restart, it goes on from where it was."""
     started = time.monotonic_ns()
-
-    def wall_since_start():
-        return time.monotonic_ns() - started
-
     try:
         import _host
     except ImportError:
         _host = None
 
+    def measured():
+        if _host is not None:
+            try:
+                return int(_host.call(b"cpu_time"))
+            except (OSError, ValueError):  # a host that does not know the question
+                pass
+        return time.monotonic_ns() - started
+
+    counted = [0, 0]  # what is added to the measure (it started again), the last answer
+
     def process_time_ns():
-        """CPU time the interpreter has burned since it started, in nanoseconds."""
-        if _host is None:
-            return wall_since_start()
-        try:
-            return int(_host.call(b"cpu_time"))
-        except (OSError, ValueError):  # a host that does not know the question
-            return wall_since_start()
+        """CPU time the interpreter has burned, in nanoseconds."""
+        now = measured() + counted[0]
+        if now < counted[1]:
+            counted[0] += counted[1] - now
+            now = counted[1]
+        counted[1] = now
+        return now
 
     def process_time():
-        """CPU time the interpreter has burned since it started, in seconds."""
+        """CPU time the interpreter has burned, in seconds."""
         return process_time_ns() / 1_000_000_000
 
+    def times():
+        """The interpreter's CPU time as user time (the thread's clock does not split user
+        and system time); no children; elapsed: the wall time since it started."""
+        cpu = process_time()
+        return os.times_result((cpu, 0.0, 0.0, 0.0, (time.monotonic_ns() - started) / 1e9))
+
+    clock_info = time.get_clock_info
+
+    def get_clock_info(name):
+        """As time.get_clock_info, with the process clock this sandbox gives."""
+        if name != "process_time":
+            return clock_info(name)
+        import types
+
+        return types.SimpleNamespace(
+            implementation="the host's CPU clock of the interpreter's thread" if _host else
+            "monotonic clock since the interpreter started", monotonic=True, adjustable=False,
+            resolution=1e-09)
+
+    for function in (process_time_ns, process_time, get_clock_info):
+        function.__module__, function.__qualname__ = "time", function.__name__
+    times.__module__, times.__qualname__ = "os", "times"
     time.process_time_ns, time.process_time = process_time_ns, process_time
+    time.get_clock_info = get_clock_info
+    if hasattr(os, "times_result"):
+        os.times = times
 
 
 def patch_tzset(time):

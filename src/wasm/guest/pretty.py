@@ -271,6 +271,9 @@ class Printer:
             self.objects += 1
             if self.objects > MAX_OBJECTS:
                 raise TooLarge
+        if obj is None or obj is True or obj is False or obj is ... or obj is NotImplemented:
+            self.text(repr(obj))  # as IPython: before any printer
+            return
         if self.leaf is not None:
             shown = self.leaf(obj)
             if shown is not None:
@@ -534,10 +537,6 @@ def show_user_list(p, obj, cycle):
     show_call(p, type(obj).__name__, cycle, lambda: p.pretty(obj.data))
 
 
-def show_repr(p, obj, cycle):
-    p.text_lines(repr(obj))
-
-
 # Values shown by their repr, on one line (unless a printer is registered for their class).
 PLAIN = {int, float, str, bool, type(None), bytes, complex}
 PRINTERS = {list: show_sequence("[", "]"), tuple: show_sequence("(", ")"),
@@ -568,30 +567,48 @@ class Theirs:
         self.func(obj, p, cycle)
 
 
-def in_their_form(printer):
-    """One of the printers here as IPython's interface hands it back."""
-    if printer is None or isinstance(printer, Theirs):
-        return printer and printer.func
-    return lambda obj, p, cycle: printer(p, obj, cycle)
+def repr_printer(obj, p, cycle):
+    """IPython's _repr_pprint: the value's repr, its lines kept under where it starts."""
+    p.text_lines(repr(obj))
+
+
+# The classes IPython shows by repr with a printer of its own, which for_type hands back.
+REPR_CLASSES = {int, float, str, bytes, range, slice, types.MethodType}
+REPR_CLASSES_BY_NAME = {("datetime", "datetime"), ("datetime", "timedelta")}
+THEIR_FORMS = {}
+
+
+def in_their_form(printer, cls=None):
+    """What IPython's interface hands back for `printer`, the printer of `cls` here (None:
+    none)."""
+    if isinstance(printer, Theirs):
+        return printer.func
+    if printer is None:
+        named = (getattr(cls, "__module__", None), getattr(cls, "__name__", None))
+        shown_by_repr = cls is not None and (cls in REPR_CLASSES or named in REPR_CLASSES_BY_NAME)
+        return repr_printer if shown_by_repr else None
+    if printer not in THEIR_FORMS:
+        THEIR_FORMS[printer] = lambda obj, p, cycle: printer(p, obj, cycle)
+    return THEIR_FORMS[printer]
 
 
 def for_type(cls, func):
     """Values of `cls` are shown by `func(obj, p, cycle)` (None: left as they are); the
     printer it replaces."""
-    old = PRINTERS.get(cls, show_repr if cls in PLAIN else None)
+    old = in_their_form(PRINTERS.get(cls), cls)
     if func is not None:
         PRINTERS[cls] = Theirs(func)
         PLAIN.discard(cls)
-    return in_their_form(old)
+    return old
 
 
 def for_type_by_name(module, name, func):
     """for_type for a class named by its module and name (the module is not imported)."""
-    old = DEFERRED.get((module, name))
+    old = in_their_form(DEFERRED.get((module, name)))
     if func is not None:
         DEFERRED[(module, name)] = Theirs(func)
         DEFERRED_MODULES.add(module)
-    return in_their_form(old)
+    return old
 
 if __name__ == "__main__":  # pragma: no cover - tried by hand against IPython
     print(pretty(eval(sys.argv[1])))
