@@ -234,9 +234,30 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     refresh_packages()
 
     # ---- plots -------------------------------------------------------------------------
-    # One execution's settings (from the exec request) and the images it produced.
+    # One execution's settings (from the exec request) and the images it produced
+    # (guest/images.py draws and hands them back).
     plots = {"budget": 1 << 20, "max": 8, "prefix": "/.outputs/exec", "images": [], "count": 0, "scale": 1}
     text_limit = [1 << 20]
+
+    class PlotsBackend:
+        """Finds `_sandbox_plots`, the matplotlib backend MPLBACKEND names, and has
+        guest/images.py fill it."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "_sandbox_plots":
+                return None
+            return type(sys.__spec__)(name, PlotsBackend)
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            guest("_sandbox_images").fill_backend(module)
+
+    sys.meta_path.append(PlotsBackend)
 
     def clip(text):
         """The text cut to text_limit bytes by leaving out its middle, exactly as the
@@ -269,138 +290,6 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         except BaseException:
             pass
 
-    def save_file(path, data):
-        """Saves a full-size figure; returns whether it worked (a full disk quota, say,
-        costs the file, not the cell)."""
-        directory = path.rsplit("/", 1)[0]
-        try:
-            posix.mkdir(directory)
-        except OSError:
-            pass
-        try:
-            with open(path, "wb") as f:
-                f.write(data)
-            return True
-        except OSError as exc:
-            note(f"could not save {path}: {exc}")
-            return False
-
-    def png_of(figure, dpi):
-        import io
-
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-        return buffer.getvalue()
-
-    def retina_dpi(figure):
-        """The resolution to draw `figure` at: its own, twice that for 'retina' figures
-        (%config InlineBackend.figure_format) unless that passes 4 million pixels (a
-        figure that large has the detail already, and drawing it twice as fine takes
-        four times the memory)."""
-        dpi = figure.get_dpi()
-        scale = plots.get("scale", 1)
-        width, height = figure.get_size_inches()
-        if scale > 1 and width * height * (dpi * scale) ** 2 <= 4_000_000:
-            return dpi * scale
-        return dpi
-
-    def take_figure(figure):
-        """Renders a figure as PNG within the byte budget: downscaled when needed, with
-        the full-size file saved in the sandbox."""
-        output_arrives()
-        plots["count"] += 1
-        number = plots["count"]
-        path = f"{plots['prefix']}-figure-{number}.png"
-        dpi = retina_dpi(figure)
-        try:
-            data = png_of(figure, dpi)
-        except MemoryError:
-            if dpi == figure.get_dpi():
-                raise
-            dpi = figure.get_dpi()  # twice the resolution did not fit in memory
-            data = png_of(figure, dpi)
-        if len(plots["images"]) >= plots["max"]:
-            if save_file(path, data):
-                note(f"figure {number} not returned: at most {plots['max']} images per execution; saved as {path}")
-            return
-        saved = ""
-        if len(data) > plots["budget"]:
-            if save_file(path, data):
-                saved = path
-            full = len(data)
-            for _ in range(6):
-                dpi *= max(0.2, min(0.9, (plots["budget"] / len(data)) ** 0.5 * 0.9))
-                data = png_of(figure, dpi)
-                if len(data) <= plots["budget"]:
-                    break
-            if len(data) > plots["budget"]:
-                note(f"figure {number} is over the image budget of {plots['budget']} bytes even downscaled")
-                return
-            note(f"figure {number} was downscaled from {full} bytes to fit the image budget" + (f"; the full-size PNG is {saved}" if saved else ""))
-        plots["images"].append((saved, data))
-        mark_image()
-
-    def take_and_close(figure):
-        """Hands a figure back once: a pyplot figure is closed, so the end of the cell
-        does not hand it back again. A figure that cannot be drawn is a note."""
-        try:
-            take_figure(figure)
-        except Exception as exc:  # noqa: BLE001 - e.g. MemoryError for a huge figure
-            note(f"a figure could not be drawn: {type(exc).__name__}: {exc}")
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is not None:
-            pyplot.close(figure)
-
-    def show_figures(*args, **kwargs):
-        """Hands every open pyplot figure back and closes it."""
-        helpers = sys.modules.get("matplotlib._pylab_helpers")
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if helpers is None or pyplot is None:
-            return
-        display_module = sys.modules.get("_sandbox_display")
-        for manager in helpers.Gcf.get_all_fig_managers():
-            if display_module is not None and display_module.capture_figure(manager.canvas.figure):
-                continue
-            try:
-                take_figure(manager.canvas.figure)
-            except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn
-                note(f"a figure could not be drawn: {type(exc).__name__}: {exc}")
-        pyplot.close("all")
-
-    class PlotsBackend:
-        """Finds and loads `_sandbox_plots`, the matplotlib backend MPLBACKEND names."""
-
-        @staticmethod
-        def find_spec(name, path=None, target=None):
-            if name != "_sandbox_plots":
-                return None
-            return type(sys.__spec__)(name, PlotsBackend)
-
-        @staticmethod
-        def create_module(spec):
-            return None
-
-        @staticmethod
-        def exec_module(module):
-            import warnings
-
-            from matplotlib.backend_bases import FigureManagerBase
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-            class FigureManager(FigureManagerBase):
-                def show(self):
-                    """fig.show(): the figure stays open, so it comes back as an image
-                    (as inline shows it), without matplotlib's warning that it cannot."""
-
-            module.FigureCanvas = FigureCanvasAgg
-            module.FigureManager = FigureManager
-            module.show = show_figures
-            # After matplotlib.use("Agg"), plt.show() warns that nothing can be shown;
-            # here every open figure still comes back as an image.
-            warnings.filterwarnings("ignore", message=r"FigureCanvas\w* is non-interactive, "
-                                    "and thus cannot be shown", category=UserWarning)
-
-    sys.meta_path.append(PlotsBackend)
 
     # ---- values --------------------------------------------------------------------------
     def is_figure(value):
@@ -482,7 +371,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         """The text a value is shown as; a figure, or an image a rich value carries,
         is handed back as an image too."""
         if is_figure(value):
-            take_and_close(value)
+            guest("_sandbox_images").take_and_close(value)
             return format_value(value)
         if is_rich(value) and not is_table(value):
             return guest("_sandbox_display").present(value)
@@ -495,7 +384,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
             return guest("_sandbox_display").display(*values, **options)
         for value in values:
             if is_figure(value):
-                take_and_close(value)
+                guest("_sandbox_images").take_and_close(value)
                 continue
             try:
                 text = format_value(value)
@@ -911,13 +800,6 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         if threads is not None:
             threads.at_cell_end()
 
-    def output_arrives():
-        """The cell shows an image: a clear_output(wait=True) waiting for the cell's next
-        output clears what came before it first."""
-        display_module = sys.modules.get("_sandbox_display")
-        if display_module is not None:
-            display_module.output_arrives()
-
     def waiting_clear_settles(answer):
         """A clear_output(wait=True) still waiting at the end of a cell clears when the
         cell shows a value or an error (output, in a notebook), else nothing."""
@@ -925,39 +807,12 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         if display_module is not None:
             display_module.cell_ends(shows_more="v" in answer or "n" in answer)
 
-    def mark_image():
-        """Notes in the cell's output where an image it showed while running stands
-        (`[Image 2]`, as the result lists its images), so text printed between figures
-        is read with the right one; figures left open come back at the end unmarked."""
-        if plots.get("during_cell") and sys.stdout is sys.__stdout__ and sys.stdout is not None:
-            try:
-                sys.stdout.write(f"[Image {len(plots['images'])}]\n")
-            except (OSError, ValueError):
-                pass
-
-    def take_image(data, mime):
-        """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the
-        image budget; one over it is saved in the sandbox instead."""
-        output_arrives()
-        plots["count"] += 1
-        number = plots["count"]
-        extension = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}.get(mime, "bin")
-        path = f"{plots['prefix']}-image-{number}.{extension}"
-        if len(plots["images"]) >= plots["max"] or len(data) > plots["budget"]:
-            why = (f"at most {plots['max']} images per execution" if len(plots["images"]) >= plots["max"]
-                   else f"{len(data)} bytes, over the image budget of {plots['budget']} bytes")
-            if save_file(path, data):
-                note(f"image {number} not returned ({why}); saved as {path}")
-            return
-        plots["images"].append(("", data))
-        mark_image()
-
     api = type(sys)("_sandbox_api")
     api.__doc__ = "What the sandbox's driver offers its guest modules."
     api.namespace, api.sources, api.current, api.turns = namespace, sources, current, turns
     api.automagic, api.site_packages = automagic, site_packages
     api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
-    api.is_figure, api.take_and_close, api.take_image, api.plots = is_figure, take_and_close, take_image, plots
+    api.is_figure, api.plots = is_figure, plots
     api.output_control, api.user_traceback = output_control, without_driver_frames
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.driver_display = display
@@ -1024,7 +879,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                     plots["during_cell"] = False
                 if "matplotlib.pyplot" in sys.modules:
                     try:
-                        show_figures()
+                        guest("_sandbox_images").show_figures()
                     except BaseException as exc:  # noqa: BLE001 - never lose the cell's answer
                         note(f"the figures could not be drawn: {type(exc).__name__}: {exc}")
             elif op == b"R":

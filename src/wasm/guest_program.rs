@@ -23,6 +23,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_timing", include_str!("guest/timing.py")),
     ("_sandbox_help", include_str!("guest/help.py")),
     ("_sandbox_autoreload", include_str!("guest/autoreload.py")),
+    ("_sandbox_images", include_str!("guest/images.py")),
     ("_sandbox_display", include_str!("guest/display.py")),
     ("_sandbox_pretty", include_str!("guest/pretty.py")),
     ("_sandbox_ipython", include_str!("guest/ipython.py")),

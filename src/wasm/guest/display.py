@@ -18,6 +18,7 @@ __sandbox_internal__ = True
 import sys
 
 import _sandbox_api as api
+import _sandbox_images as _images
 import _sandbox_pretty as _pretty
 
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
@@ -205,7 +206,7 @@ def publish(data, value_text=False):
         return None
     for mime in IMAGES:
         if mime in data:
-            api.take_image(as_bytes(data[mime], mime), mime)
+            _images.take_image(as_bytes(data[mime], mime), mime)
             return str(data.get("text/plain", "")) if value_text else None
     text = text_of(data)
     if value_text:
@@ -217,7 +218,7 @@ def publish(data, value_text=False):
 def present(obj):
     """What a cell's last value shows: its text (an image it carries goes back too)."""
     if api.is_figure(obj):
-        api.take_and_close(obj)
+        _images.take_and_close(obj)
         return api.format_value(obj)
     return publish(mime_bundle(obj), value_text=True)
 
@@ -253,7 +254,7 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
             if _captures and _captures[-1].displays:
                 _captures[-1].outputs.append(RichOutput({"text/plain": api.format_value(obj)}, figure=obj))
             else:
-                api.take_and_close(obj)
+                _images.take_and_close(obj)
         else:
             try:
                 bundle = mime_bundle(obj)
@@ -346,7 +347,7 @@ class RichOutput:
 
     def display(self):
         if self._figure is not None:
-            api.take_and_close(self._figure)
+            _images.take_and_close(self._figure)
         else:
             publish(self.data)
 
