@@ -292,106 +292,14 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
 
 
     # ---- values --------------------------------------------------------------------------
-    def is_figure(value):
-        figure = sys.modules.get("matplotlib.figure")
-        return figure is not None and isinstance(value, figure.Figure)
-
-    def is_table(value):
-        pandas = sys.modules.get("pandas")
-        tables = tuple(
-            t for t in (getattr(pandas, "DataFrame", None), getattr(pandas, "Series", None)) if t
-        )
-        return bool(tables) and isinstance(value, tables)
-
-    # A notebook's HTML tables do not wrap: as text, a table is this wide, unless the code
-    # set these options itself. Rows and column widths are pandas' own settings.
-    table_text = {"display.width": 200, "display.max_columns": 40}
-
-    # What %precision set: a format for floats shown as values ("%.3f"), or None for repr.
+    # How a value reads (guest/values.py): what %precision set, a format for floats shown
+    # as values ("%.3f"), or None for repr.
     float_format = [None]
-
-    def format_value(value):
-        """The value as a notebook shows it: pandas objects as whole text tables (wide
-        enough not to wrap, long ones summarised by pandas as the code's display options
-        say), a float as %precision says, lists, dicts, functions and the like as
-        IPython's pretty printer lays them out, anything else by repr()."""
-        printer = guest("_sandbox_pretty")
-        if type(value) in printer.PLAIN and (float_format[0] is None or type(value) is not float):
-            return repr(value)
-        if is_table(value):
-            pandas = sys.modules["pandas"]
-            changes = [item for key, wide in table_text.items() if at_default(pandas, key)
-                       for item in (key, wide)]
-            if changes:
-                with pandas.option_context(*changes):
-                    return repr(value)
-            return repr(value)
-        form = float_format[0]
-        leaf = None if form is None else (lambda member: float_text(member, form))
-        return printer.pretty(value, leaf)
-
-    def float_text(value, form):
-        """A float as %precision's format shows it (None: anything else)."""
-        if type(value) is not float:
-            return None
-        try:
-            return form % value
-        except (TypeError, ValueError, OverflowError):
-            return repr(value)  # %d of inf or nan: IPython shows repr too
-
-    def at_default(pandas, key):
-        """Whether pandas' option `key` has the value pandas gives it."""
-        try:
-            default = pandas._config.config._get_registered_option(key).defval
-        except Exception:  # noqa: BLE001 - another pandas: treat it as unchanged
-            return True
-        return pandas.get_option(key) == default
-
-    # What IPython's display machinery would show for an object with rich reprs
-    # (markdown, HTML, images...): guest/display.py decides, only for such objects.
-    rich_reprs = ("_repr_mimebundle_", "_repr_pretty_", "_repr_png_", "_repr_jpeg_",
-                  "_repr_svg_", "_repr_markdown_", "_repr_html_", "_repr_latex_", "_repr_json_")
-
-    def is_rich(value):
-        kind = type(value)
-        return (not isinstance(value, type) and any(hasattr(kind, name) for name in rich_reprs)) \
-            or has_type_printers()
-
-    def has_type_printers():
-        """Whether the code registered a text printer for some type (IPython's
-        display_formatter.formatters["text/plain"].for_type()), which guest/display.py
-        applies."""
-        shell = sys.modules.get("_sandbox_shell")
-        if shell is None or not shell._shell:
-            return False
-        plain = shell._shell[0].display_formatter.formatters.get("text/plain")
-        return plain is not None and bool(plain.type_printers or plain.deferred_printers)
-
-    def present(value):
-        """The text a value is shown as; a figure, or an image a rich value carries,
-        is handed back as an image too."""
-        if is_figure(value):
-            guest("_sandbox_images").take_and_close(value)
-            return format_value(value)
-        if is_rich(value) and not is_table(value):
-            return guest("_sandbox_display").present(value)
-        return format_value(value)
 
     def display(*values, **options):
         """Shows values as a notebook's display() does: figures and images as images,
         the rest as text where the call is (IPython.display's options are taken)."""
-        if options or any(is_rich(v) and not is_table(v) for v in values):
-            return guest("_sandbox_display").display(*values, **options)
-        for value in values:
-            if is_figure(value):
-                guest("_sandbox_images").take_and_close(value)
-                continue
-            try:
-                text = format_value(value)
-            except Exception as exc:  # as IPython: a printer's error is shown, the cell goes on
-                guest("_sandbox_display").show_format_error(exc)
-                continue
-            print(text)
+        return guest("_sandbox_values").display(*values, **options)
 
     builtins.display = display
 
@@ -436,70 +344,16 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         else:
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
         if isinstance(exc, ModuleNotFoundError):
-            lines = [line.replace(SITE_HINT, missing_module_hint(exc)) for line in lines]
+            try:
+                hint = guest("_sandbox_missing").hint(exc)
+            except Exception:  # noqa: BLE001 - the error is told without the hint
+                hint = ""
+            lines = [line.replace(SITE_HINT, hint) for line in lines]
         return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
 
     # CPython's hint when `site` was not imported, which points the wrong way here.
     SITE_HINT = (". Site initialization is disabled, did you forget to add the site-packages "
                  "directory to sys.path or to enable your virtual environment?")
-
-    def missing_module_hint(exc):
-        """What to do about a module that is not there: nothing to add for a missing
-        part of a package that is; for a package, how one is installed here."""
-        top = (getattr(exc, "name", None) or "").partition(".")[0]
-        if not top:
-            return ""
-        try:
-            import importlib.util
-
-            if importlib.util.find_spec(top) is not None:
-                return ""
-        except (ImportError, ValueError):
-            pass
-        full = getattr(exc, "name", None) or top
-        if top == "google" and "google.colab" in failing_line(exc):
-            full = "google.colab"
-        if full in ELSEWHERE or top in ELSEWHERE:
-            return f": {ELSEWHERE.get(full) or ELSEWHERE[top]}"
-        if top in COMPILED:
-            return (f": it is neither built into this runtime nor installable here: its package "
-                    f"({COMPILED[top]}) has compiled code, and only pure-Python packages install "
-                    "in the sandbox")
-        package = PACKAGE_OF.get(top, top)
-        return (f": it is neither built into this runtime nor installed. `%pip install {package}` "
-                "(or the install_package tool) installs it if it is pure Python; a package with "
-                "compiled code cannot be installed in the sandbox")
-
-    def failing_line(exc):
-        """The text of the line `exc` was raised on ("" when it is not known)."""
-        import linecache
-
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        return linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb else ""
-
-    # Modules whose package is named otherwise on the index (pure Python, or may be).
-    PACKAGE_OF = {"dotenv": "python-dotenv", "docx": "python-docx", "pptx": "python-pptx",
-                  "jwt": "PyJWT", "slugify": "python-slugify", "git": "GitPython",
-                  "jose": "python-jose", "multipart": "python-multipart", "serial": "pyserial",
-                  "telegram": "python-telegram-bot", "discord": "discord.py", "sql": "jupysql",
-                  "attr": "attrs", "dateutil": "python-dateutil", "yaml": "PyYAML",
-                  "bs4": "beautifulsoup4", "PIL": "pillow", "sklearn": "scikit-learn",
-                  "magic": "python-magic", "Levenshtein": "python-Levenshtein",
-                  "fuzzywuzzy": "fuzzywuzzy", "googleapiclient": "google-api-python-client"}
-    # Modules whose package has compiled code (it cannot be installed here).
-    COMPILED = {"cv2": "opencv-python", "skimage": "scikit-image", "torch": "torch",
-                "tensorflow": "tensorflow", "fitz": "PyMuPDF", "Crypto": "pycryptodome",
-                "psycopg2": "psycopg2", "xgboost": "xgboost", "lightgbm": "lightgbm",
-                "catboost": "catboost", "jax": "jax", "pyarrow": "pyarrow",
-                "polars": "polars", "numba": "numba", "shapely": "shapely",
-                "orjson": "orjson", "pydantic_core": "pydantic-core"}
-    # Modules that exist only in another environment.
-    ELSEWHERE = {"google.colab": "google.colab exists only in Google Colab's notebooks; files "
-                 "can be read and written here with open() or the read_file/write_file tools",
-                 "js": "js and pyodide exist only in Pyodide, in a browser",
-                 "pyodide": "js and pyodide exist only in Pyodide, in a browser"}
 
     # ---- asyncio -------------------------------------------------------------------------
     # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket
@@ -700,7 +554,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                 result = run_code(_ast.Expression(last), filename, "eval")
                 if result is not None and not silenced(python, last):
                     record_output(number, result)
-                    return {"v": clip(present(result))}
+                    return {"v": clip(guest("_sandbox_values").present(result))}
             return {}
         except BaseException as exc:  # noqa: BLE001 - user code may raise anything
             return describe(exc)
@@ -811,11 +665,9 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.__doc__ = "What the sandbox's driver offers its guest modules."
     api.namespace, api.sources, api.current, api.turns = namespace, sources, current, turns
     api.automagic, api.site_packages = automagic, site_packages
-    api.note, api.clip, api.format_value, api.present = note, clip, format_value, present
-    api.is_figure, api.plots = is_figure, plots
+    api.note, api.clip, api.plots = note, clip, plots
     api.output_control, api.user_traceback = output_control, without_driver_frames
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
-    api.driver_display = display
     api.float_format, api.inputs, api.outputs = float_format, inputs, outputs
     sys.modules["_sandbox_api"] = api
 

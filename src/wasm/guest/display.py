@@ -19,6 +19,7 @@ import sys
 
 import _sandbox_api as api
 import _sandbox_images as _images
+import _sandbox_values as _values
 import _sandbox_pretty as _pretty
 
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
@@ -57,12 +58,12 @@ def plain_text(obj):
             return p.getvalue()
         except Exception as exc:  # noqa: BLE001 - as IPython: the printer's error is shown, not the cell's
             show_format_error(exc)
-            return api.format_value(obj)
+            return _values.format_value(obj)
     if _pretty.own_pretty(obj) is not None:
         return _pretty.pretty(obj, registered_text)
     styler = sys.modules.get("pandas.io.formats.style")
     if styler is not None and isinstance(obj, styler.Styler):
-        return api.format_value(styled_values(obj))
+        return _values.format_value(styled_values(obj))
     plain = formatters().get("text/plain")
     if type(obj) in CONTAINERS and plain is not None and (plain.type_printers or plain.deferred_printers):
         return _pretty.pretty(obj, registered_text)
@@ -92,7 +93,7 @@ def own_text(obj):
     (statsmodels' tables, whose HTML a notebook would show)."""
     import re
 
-    text = api.format_value(obj)
+    text = _values.format_value(obj)
     if re.fullmatch(r"<(class '[\w.]+'|[\w.]+( object)? at 0x[0-9a-f]+)>", text):
         try:
             mine = str(obj)
@@ -217,9 +218,9 @@ def publish(data, value_text=False):
 
 def present(obj):
     """What a cell's last value shows: its text (an image it carries goes back too)."""
-    if api.is_figure(obj):
+    if _values.is_figure(obj):
         _images.take_and_close(obj)
-        return api.format_value(obj)
+        return _values.format_value(obj)
     return publish(mime_bundle(obj), value_text=True)
 
 
@@ -250,9 +251,9 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
     for obj in objs:
         if raw and isinstance(obj, dict):
             publish(obj)
-        elif api.is_figure(obj):
+        elif _values.is_figure(obj):
             if _captures and _captures[-1].displays:
-                _captures[-1].outputs.append(RichOutput({"text/plain": api.format_value(obj)}, figure=obj))
+                _captures[-1].outputs.append(RichOutput({"text/plain": _values.format_value(obj)}, figure=obj))
             else:
                 _images.take_and_close(obj)
         else:
@@ -419,7 +420,7 @@ class capture_output:
         # them at the end of the cell), not shown.
         if self.displays:
             for figure in [f for f in open_figures() if f not in self.figures_before]:
-                self.outputs.append(RichOutput({"text/plain": api.format_value(figure)}, figure=figure))
+                self.outputs.append(RichOutput({"text/plain": _values.format_value(figure)}, figure=figure))
                 sys.modules["matplotlib.pyplot"].close(figure)
         _captures.remove(self)
 
@@ -440,7 +441,7 @@ def capture_figure(figure):
     one); False when there is none, and the figure is shown."""
     if not (_captures and _captures[-1].displays):
         return False
-    _captures[-1].outputs.append(RichOutput({"text/plain": api.format_value(figure)}, figure=figure))
+    _captures[-1].outputs.append(RichOutput({"text/plain": _values.format_value(figure)}, figure=figure))
     return True
 
 

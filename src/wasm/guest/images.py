@@ -16,6 +16,7 @@ import _sandbox_api as api
 # produced, as the driver keeps them.
 plots = api.plots
 
+
 def save_file(path, data):
     """Saves a full-size figure; returns whether it worked (a full disk quota, say,
     costs the file, not the cell)."""
@@ -32,12 +33,14 @@ def save_file(path, data):
         api.note(f"could not save {path}: {exc}")
         return False
 
+
 def png_of(figure, dpi):
     import io
 
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     return buffer.getvalue()
+
 
 def retina_dpi(figure):
     """The resolution to draw `figure` at: its own, twice that for 'retina' figures
@@ -50,6 +53,7 @@ def retina_dpi(figure):
     if scale > 1 and width * height * (dpi * scale) ** 2 <= 4_000_000:
         return dpi * scale
     return dpi
+
 
 def take_figure(figure):
     """Renders a figure as PNG within the byte budget: downscaled when needed, with
@@ -87,6 +91,7 @@ def take_figure(figure):
     plots["images"].append((saved, data))
     mark_image()
 
+
 def take_and_close(figure):
     """Hands a figure back once: a pyplot figure is closed, so the end of the cell
     does not hand it back again. A figure that cannot be drawn is a note."""
@@ -97,6 +102,7 @@ def take_and_close(figure):
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close(figure)
+
 
 def show_figures(*args, **kwargs):
     """Hands every open pyplot figure back and closes it."""
@@ -124,6 +130,7 @@ def mark_image():
             sys.stdout.write(f"[Image {len(plots['images'])}]\n")
         except (OSError, ValueError):
             pass
+
 
 def take_image(data, mime):
     """Hands an image (PNG, JPEG, SVG bytes) back with the figures, within the

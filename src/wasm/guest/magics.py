@@ -8,6 +8,7 @@ import os
 import sys
 
 import _sandbox_api as api
+import _sandbox_values as _values
 from _sandbox_cell_code import compiled, magic, parse_at, run_compiled, run_source, where
 from _sandbox_shell import UsageError, no_shell_line
 
@@ -603,7 +604,7 @@ def history(line=""):
             code = f"{n:>4}:" + ("\n" if "\n" in code else " ") + code
         lines.append(code)
         if "-o" in options and n in api.outputs:
-            lines.append(api.format_value(api.outputs[n]))
+            lines.append(_values.format_value(api.outputs[n]))
     text = "\n".join(lines)
     if options.get("-f"):
         with open(options["-f"], "w") as file:
