@@ -59,13 +59,28 @@ def format_value(value):
 
 
 def float_text(value, form):
-    """A float as %precision's format shows it (None: anything else)."""
-    if type(value) is not float:
+    """A float as %precision's format shows it (None: anything else). IPython's printer
+    for floats serves numpy's float64 too (it registers it for that class), and the
+    float subclasses that show themselves no way of their own."""
+    if not isinstance(value, float) or not shown_as_float(type(value)):
         return None
     try:
         return form % value
     except (TypeError, ValueError, OverflowError):
         return repr(value)  # %d of inf or nan: IPython shows repr too
+
+
+def shown_as_float(kind):
+    """Whether IPython's printer for floats is the one a value of class `kind` (float or
+    a subclass) meets first along its MRO."""
+    if kind.__module__ == "numpy" and kind.__name__ == "float64":
+        return True
+    for cls in kind.__mro__:
+        if cls is float:
+            return True
+        if "_repr_pretty_" in cls.__dict__ or "__repr__" in cls.__dict__:
+            return False
+    return False
 
 
 def at_default(pandas, key):

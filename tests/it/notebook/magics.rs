@@ -379,6 +379,13 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "(3.142, [2.718], {'r': 0.500})"),
     },
     Idiom {
+        name: "%precision formats numpy's float64 values too, as IPython does",
+        cells: &[
+            "import numpy as np\n%precision 3\n(np.float64(1.23456), [np.mean([1.0, 2.5])], np.float32(0.5))",
+        ],
+        check: |o| value_is(o, "(1.235, [1.750], np.float32(0.5))"),
+    },
+    Idiom {
         name: "ast_node_interactivity = 'all' shows every expression",
         cells: &[
             "from IPython.core.interactiveshell import InteractiveShell\nInteractiveShell.ast_node_interactivity = 'all'",
