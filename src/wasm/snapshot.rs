@@ -25,6 +25,7 @@ use super::globals::{GlobalValue, restore_globals};
 use super::guest_memory::MemoryRegion;
 use super::guest_state::GuestState;
 use super::state_error::StateError;
+use super::unused_snapshots::{IMAGE, LOCK, RECORD, mark_used};
 
 /// The bytes of a 32-bit linear memory's page.
 const WASM_PAGE: u64 = 64 << 10;
@@ -41,9 +42,6 @@ struct Record {
     #[serde(default)]
     id: String,
 }
-
-/// The name a snapshot's making lock ends with (see [`Snapshot::making`]).
-pub(crate) const LOCK: &str = ".snapshot.lock";
 
 /// How often a server that keeps using a snapshot says so (see
 /// [`super::unused_snapshots`]).
@@ -76,7 +74,7 @@ impl Snapshot {
             tracing::warn!(path = %image_path.display(), "ignoring a snapshot image whose size does not match its record");
             return None;
         }
-        super::unused_snapshots::mark_used(&record_path);
+        mark_used(&record_path);
         Some(Self {
             image,
             memory_bytes: record.memory_bytes,
@@ -148,7 +146,7 @@ impl Snapshot {
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            super::unused_snapshots::mark_used(&self.record);
+            mark_used(&self.record);
         }
     }
 
@@ -220,8 +218,8 @@ fn unix_seconds() -> u64 {
 
 fn paths(cache_dir: &Path, key: &str) -> (PathBuf, PathBuf) {
     (
-        cache_dir.join(format!("{key}.image")),
-        cache_dir.join(format!("{key}.snapshot.json")),
+        cache_dir.join(format!("{key}{IMAGE}")),
+        cache_dir.join(format!("{key}{RECORD}")),
     )
 }
 

@@ -28,9 +28,13 @@ pub(crate) const UNUSED_DAYS: u64 = 7;
 /// Age after which a temporary file of a preparation is one that stopped.
 const LEFT_BEHIND: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// The names of a snapshot's two files end with these.
-const RECORD: &str = ".snapshot.json";
-const IMAGE: &str = ".image";
+/// The name of a snapshot's record ends with this.
+pub(crate) const RECORD: &str = ".snapshot.json";
+/// The name of a snapshot's image ends with this.
+pub(crate) const IMAGE: &str = ".image";
+/// The name of a snapshot's making lock ends with this (see
+/// [`super::snapshot::Snapshot::making`]).
+pub(crate) const LOCK: &str = ".snapshot.lock";
 
 /// Notes that the snapshot whose record is `record` was just loaded.
 pub(crate) fn mark_used(record: &Path) {
@@ -106,7 +110,7 @@ pub(crate) fn remove_unused(cache_dir: &Path, keep: &str, now: SystemTime) -> Re
 /// whose image is gone); the bytes freed, or `None` when its record stays.
 fn remove_snapshot(cache_dir: &Path, key: &str, record_bytes: u64) -> Option<u64> {
     std::fs::remove_file(cache_dir.join(format!("{key}{RECORD}"))).ok()?;
-    let _ = std::fs::remove_file(cache_dir.join(format!("{key}{}", super::snapshot::LOCK)));
+    let _ = std::fs::remove_file(cache_dir.join(format!("{key}{LOCK}")));
     let image = cache_dir.join(format!("{key}{IMAGE}"));
     let image_bytes = std::fs::symlink_metadata(&image).map_or(0, |m| m.len());
     Some(match std::fs::remove_file(&image) {
