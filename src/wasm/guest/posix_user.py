@@ -146,8 +146,9 @@ def patch_process_time(time):
     time the interpreter burns, with the clock of the thread that runs it; these ask it
     (under 2 us a call). Without a host to ask (a runtime with no door) they count the
     wall time since the interpreter started. The count never goes back: in a fork, or a
-    sandbox brought back after a restart, it goes on from where it was."""
-    started = time.monotonic_ns()
+    sandbox brought back after a restart, it goes on from where it was. (WASI's monotonic
+    clock starts at 0 with each interpreter, a snapshot's too, so it is the wall time
+    since this one started.)"""
     try:
         import _host
     except ImportError:
@@ -159,7 +160,7 @@ def patch_process_time(time):
                 return int(_host.call(b"cpu_time"))
             except (OSError, ValueError):  # a host that does not know the question
                 pass
-        return time.monotonic_ns() - started
+        return time.monotonic_ns()
 
     counted = [0, 0]  # what is added to the measure (it started again), the last answer
 
@@ -180,7 +181,7 @@ def patch_process_time(time):
         """The interpreter's CPU time as user time (the thread's clock does not split user
         and system time); no children; elapsed: the wall time since it started."""
         cpu = process_time()
-        return os.times_result((cpu, 0.0, 0.0, 0.0, (time.monotonic_ns() - started) / 1e9))
+        return os.times_result((cpu, 0.0, 0.0, 0.0, time.monotonic()))
 
     clock_info = time.get_clock_info
 
