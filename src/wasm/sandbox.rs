@@ -610,6 +610,13 @@ impl CodeInterpreter for WasmSandbox {
     }
 
     async fn close(&mut self) {
+        // Its memory goes back to the server's budget before the close answers (a
+        // client that closes a sandbox to make room uses the room at once).
+        if !self.closed
+            && let Some(mut interpreter) = self.interpreter.take()
+        {
+            interpreter.stop().await;
+        }
         if let Some(remove) = self.release() {
             let _ = tokio::task::spawn_blocking(remove).await;
         }
