@@ -491,10 +491,10 @@ mod tests {
         GuestLink::new([b'k'; TOKEN_LEN], false)
     }
 
-    /// Sends `link` a request whose output is kept in memory, and has the
-    /// guest read it: a call in progress; the receiver of its reply.
-    fn executing(link: &GuestLink) -> oneshot::Receiver<RawReply> {
-        let rx = link.send(
+    /// Sends `link` a request whose output is kept in memory; the receiver
+    /// of its reply.
+    fn sending(link: &GuestLink) -> oneshot::Receiver<RawReply> {
+        link.send(
             &[],
             b"x",
             0,
@@ -502,7 +502,12 @@ mod tests {
             1 << 20,
             OutputCapture::memory(100),
             OutputCapture::memory(100),
-        );
+        )
+    }
+
+    /// [`sending`], and the guest reads the request: a call in progress.
+    fn executing(link: &GuestLink) -> oneshot::Receiver<RawReply> {
+        let rx = sending(link);
         let _ = link.read(100);
         rx
     }
@@ -562,15 +567,7 @@ mod tests {
     #[test]
     fn output_that_does_not_start_with_the_token_is_program_output() {
         let link = link();
-        let _rx = link.send(
-            &[],
-            b"x",
-            0,
-            None,
-            1 << 20,
-            OutputCapture::memory(100),
-            OutputCapture::memory(100),
-        );
+        let _rx = sending(&link);
         link.write(Stream::Stdout, b"kkkk not the token");
         link.write(Stream::Stderr, b"oops");
         let (stdout, stderr) = link.take_output();

@@ -545,7 +545,7 @@ def pretty_module():
             self.value = value
 
         def _repr_pretty_(self, p, cycle):
-            p.text("r" + repr(self.value).replace("\\\\", "\\"))
+            p.text(_sandbox_pretty.raw_string(self.value))
 
     class CallExpression:
         """Shown as a call: `name(*args, **kwargs)`, broken over lines as one."""

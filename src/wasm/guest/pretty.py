@@ -468,20 +468,22 @@ def show_namespace(p, obj, cycle):
     show_call(p, "namespace", cycle, attributes)
 
 
-def show_counter(p, obj, cycle):
-    name = type(obj).__name__
-    if not obj and not cycle:
-        p.text(name + "()")
-        return
-    show_call(p, name, cycle, lambda: p.pretty(dict(obj.most_common())))
+def show_rebuilt(argument):
+    """A printer showing a collection as the call that makes it again, `Name(argument)`
+    (`Name()` when empty)."""
+
+    def show(p, obj, cycle):
+        name = type(obj).__name__
+        if not obj and not cycle:
+            p.text(name + "()")
+            return
+        show_call(p, name, cycle, lambda: p.pretty(argument(obj)))
+
+    return show
 
 
-def show_ordered_dict(p, obj, cycle):
-    name = type(obj).__name__
-    if not obj and not cycle:
-        p.text(name + "()")
-        return
-    show_call(p, name, cycle, lambda: p.pretty(list(obj.items())))
+show_counter = show_rebuilt(lambda counter: dict(counter.most_common()))
+show_ordered_dict = show_rebuilt(lambda ordered: list(ordered.items()))
 
 
 def show_default_dict(p, obj, cycle):
@@ -507,8 +509,7 @@ def show_deque(p, obj, cycle):
 
 def show_pattern(p, obj, cycle):
     """A compiled regular expression as IPython shows it: re.compile(r'...', re.FLAG|...)."""
-    text = repr(obj.pattern)
-    pattern = "r" + text.replace("\\\\", "\\")
+    pattern = raw_string(obj.pattern)
     flags = "|".join(f"re.{name}" for name in REGEX_FLAGS if obj.flags & getattr(re, name))
 
     def arguments():
@@ -519,6 +520,11 @@ def show_pattern(p, obj, cycle):
             p.text(flags)
 
     show_call(p, "re.compile", False, arguments)
+
+
+def raw_string(value):
+    """`value` written as a raw string literal, as IPython's RawStringLiteral writes it."""
+    return "r" + repr(value).replace("\\\\", "\\")
 
 
 REGEX_FLAGS = ("IGNORECASE", "LOCALE", "MULTILINE", "DOTALL", "UNICODE", "VERBOSE", "DEBUG")
@@ -552,7 +558,6 @@ DEFERRED = {("collections", "Counter"): show_counter, ("collections", "OrderedDi
             ("collections", "defaultdict"): show_default_dict, ("collections", "deque"): show_deque,
             ("collections", "UserList"): show_user_list}
 DEFERRED_MODULES = {module for module, _ in DEFERRED}
-
 
 
 # ---- IPython.lib.pretty's for_type and for_type_by_name --------------------------------------
@@ -609,6 +614,7 @@ def for_type_by_name(module, name, func):
         DEFERRED[(module, name)] = Theirs(func)
         DEFERRED_MODULES.add(module)
     return old
+
 
 if __name__ == "__main__":  # pragma: no cover - tried by hand against IPython
     print(pretty(eval(sys.argv[1])))
