@@ -377,7 +377,8 @@ pub struct Settings {
     #[arg(long, env = "SANDBOX_POOL_SIZE", default_value_t = 2, global = true)]
     pub pool_size: usize,
 
-    /// Threads that run guest code (0: one per CPU).
+    /// Threads for the host work guests wait for: the door's requests, timers
+    /// (0: one per CPU). Each guest runs on a thread of its own.
     #[arg(long, env = "SANDBOX_THREADS", default_value_t = 0, global = true)]
     pub threads: usize,
 

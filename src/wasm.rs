@@ -14,6 +14,8 @@ mod cpu_clock;
 mod door;
 pub mod engine;
 pub mod error;
+#[cfg(guest_stop_by_fault)]
+mod fault_handler;
 mod file_check;
 mod file_view;
 mod files_on_loan;
@@ -23,9 +25,11 @@ mod guest_io;
 mod guest_memory;
 mod guest_program;
 mod guest_state;
+mod guest_thread;
 pub mod host_memory;
 mod import_check;
 mod interpreter;
+mod interrupt;
 mod journal;
 mod kept_memory;
 mod loading;
@@ -204,7 +208,7 @@ impl WasmBackend {
         })
     }
 
-    /// Starts the upstream MCP servers now (on the guests' threads), so the
+    /// Starts the upstream MCP servers now (on the guests' host-work threads), so the
     /// first guest to list its tools does not wait for them.
     pub fn start_upstreams(&self) {
         if let Some(executor) = &self.executor

@@ -1,14 +1,14 @@
 //! [`CpuMeter`]: the CPU time a guest burns, measured with the clock of the
 //! thread that runs it, and the CPU-time budget of the call in progress.
 //!
-//! A guest runs as a future on the guest runtime's threads; [`Metered`] reads
-//! the running thread's CPU clock around every poll of that future, so the
-//! meter counts only the time the guest (and the host calls it makes on its
-//! thread) really ran: a guest waiting for a timer, the door or its next
-//! request burns nothing, and neither does one descheduled by a busy machine.
-//! The epoch callback, which runs inside a poll at every tick, asks
-//! [`CpuMeter::over_budget`] and stops the guest when the call's budget is
-//! spent.
+//! A guest runs as a future on a thread of its own; [`Metered`] reads the
+//! thread's CPU clock around every poll of that future, so the meter counts
+//! only the time the guest (and the host calls it makes on its thread) really
+//! ran: a guest waiting for a timer, the door or its next request burns
+//! nothing, and neither does one descheduled by a busy machine. The budget
+//! is checked while a poll runs: on Linux by the engine's ticker, which reads
+//! the guest thread's clock from its own thread (see [`super::interrupt`]);
+//! elsewhere by the epoch callback, on the guest's thread.
 //!
 //! Where threads have no CPU clock (Windows), the wall time of each poll
 //! stands in for it: still only the time the guest was being run, but a
@@ -17,7 +17,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -45,6 +45,56 @@ fn thread_cpu_nanos() -> u64 {
         .saturating_add(now.tv_nsec as u64)
 }
 
+/// The calling thread's CPU clock, which other threads can read while it
+/// runs (Linux).
+#[cfg(target_os = "linux")]
+fn this_thread_clock() -> i64 {
+    thread_local! {
+        static CLOCK: i64 = {
+            let mut clock: libc::clockid_t = 0;
+            // SAFETY: asks for the clock of this (live) thread.
+            match unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } {
+                0 => i64::from(clock),
+                _ => NO_CLOCK,
+            }
+        };
+    }
+    CLOCK.with(|clock| *clock)
+}
+
+/// Nanoseconds on the CPU clock `clock` of another thread (`None` if it
+/// cannot be read, the thread having ended).
+#[cfg(target_os = "linux")]
+fn read_thread_clock(clock: i64) -> Option<u64> {
+    let clock = libc::clockid_t::try_from(clock).ok()?;
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into `now` only.
+    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
+        return None;
+    }
+    Some(
+        (now.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(now.tv_nsec as u64),
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn this_thread_clock() -> i64 {
+    NO_CLOCK
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_thread_clock(_clock: i64) -> Option<u64> {
+    None
+}
+
+/// No thread clock another thread can read.
+const NO_CLOCK: i64 = i64::MIN;
+
 /// Nanoseconds of wall time since the first call (no thread CPU clock here).
 #[cfg(not(unix))]
 fn thread_cpu_nanos() -> u64 {
@@ -64,6 +114,9 @@ pub(crate) struct CpuMeter {
     poll_started: AtomicU64,
     /// The [`thread_tag`] of the thread running that poll.
     poll_thread: AtomicU64,
+    /// That thread's CPU clock, for other threads to read ([`NO_CLOCK`]:
+    /// none).
+    poll_clock: AtomicI64,
     /// What had been burned when the call in progress began.
     call_started: AtomicU64,
     /// The call's budget in nanoseconds ([`UNLIMITED`]: none).
@@ -78,6 +131,7 @@ impl Default for CpuMeter {
             burned: AtomicU64::new(0),
             poll_started: AtomicU64::new(IDLE),
             poll_thread: AtomicU64::new(0),
+            poll_clock: AtomicI64::new(NO_CLOCK),
             call_started: AtomicU64::new(0),
             budget: AtomicU64::new(UNLIMITED),
             pending: AtomicU64::new(0),
@@ -100,15 +154,16 @@ impl CpuMeter {
         self.pending.store(nanos, Ordering::SeqCst);
     }
 
-    /// Starts the call the host armed, if one is waiting: called on the
-    /// guest's thread as it picks a request up.
-    pub(crate) fn begin_call(&self) {
+    /// Starts the call the host armed, if one is waiting (true if one
+    /// was): called on the guest's thread as it picks a request up.
+    pub(crate) fn begin_call(&self) -> bool {
         let budget = self.pending.swap(0, Ordering::SeqCst);
         if budget == 0 {
-            return;
+            return false;
         }
         self.call_started.store(self.total(), Ordering::SeqCst);
         self.budget.store(budget, Ordering::SeqCst);
+        true
     }
 
     /// CPU time the call in progress (or the last one) has burned so far.
@@ -127,22 +182,36 @@ impl CpuMeter {
     }
 
     /// Whether the call in progress has spent its budget (asked on the
-    /// guest's thread, at an epoch tick).
+    /// guest's thread at an epoch tick, or by the engine's ticker where a
+    /// thread's clock can be read from another).
     pub(crate) fn over_budget(&self) -> bool {
         let budget = self.budget.load(Ordering::Relaxed);
         budget != UNLIMITED && self.call_used().as_nanos() >= u128::from(budget)
     }
 
     /// Everything burned so far, counting the poll in progress when called
-    /// on the thread running it (from another thread, the polls that ended).
+    /// on the thread running it, or from another thread where that thread's
+    /// clock can be read (Linux); elsewhere, from another thread, the polls
+    /// that ended.
     fn total(&self) -> u64 {
         let burned = self.burned.load(Ordering::SeqCst);
         let started = self.poll_started.load(Ordering::SeqCst);
-        // Another thread's CPU clock says nothing about the guest's.
-        if started == IDLE || self.poll_thread.load(Ordering::SeqCst) != thread_tag() {
+        if started == IDLE {
             return burned;
         }
-        burned.saturating_add(thread_cpu_nanos().saturating_sub(started))
+        let now = if self.poll_thread.load(Ordering::SeqCst) == thread_tag() {
+            Some(thread_cpu_nanos())
+        } else {
+            // Another thread's own CPU clock says nothing about the guest's.
+            read_thread_clock(self.poll_clock.load(Ordering::SeqCst))
+        };
+        match now {
+            // The poll may have ended meanwhile (its start then reads IDLE).
+            Some(now) if self.poll_started.load(Ordering::SeqCst) == started => {
+                burned.saturating_add(now.saturating_sub(started))
+            }
+            _ => self.burned.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -168,6 +237,9 @@ impl<F: Future> Future for Metered<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let started = thread_cpu_nanos();
         self.meter.poll_thread.store(thread_tag(), Ordering::SeqCst);
+        self.meter
+            .poll_clock
+            .store(this_thread_clock(), Ordering::SeqCst);
         self.meter.poll_started.store(started, Ordering::SeqCst);
         let polled = self.inner.as_mut().poll(cx);
         let spent = thread_cpu_nanos().saturating_sub(started);
@@ -220,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn another_thread_reading_mid_poll_sees_only_finished_polls() {
+    fn another_thread_reading_mid_poll_sees_the_guest_threads_time_only() {
         let meter = CpuMeter::new();
         meter.arm(None);
         meter.begin_call();
@@ -248,11 +320,20 @@ mod tests {
         let seen = meter.call_used();
         read.wait();
         guest.join().unwrap();
-        assert_eq!(
-            seen,
-            Duration::ZERO,
-            "a poll in progress on another thread is not counted from here"
-        );
+        if cfg!(target_os = "linux") {
+            // Read from the guest thread's own clock: its 20 ms, not this
+            // thread's 200.
+            assert!(
+                seen >= Duration::from_millis(20) && seen < Duration::from_millis(150),
+                "a poll in progress is counted by its own thread's clock: {seen:?}"
+            );
+        } else {
+            assert_eq!(
+                seen,
+                Duration::ZERO,
+                "a poll in progress on another thread is not counted from here"
+            );
+        }
         let used = meter.call_used();
         assert!(
             used >= Duration::from_millis(20) && used < Duration::from_millis(150),

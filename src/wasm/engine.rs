@@ -5,10 +5,14 @@
 //! wasmtime turns on for stable features (the Wasm 3.0 set, which includes
 //! exception handling: the scientific runtime's C++ and `setjmp` code needs
 //! it, so it is named explicitly and listed in [`SUPPORTED`]), compiles with Cranelift, and keeps
-//! wasmtime's default guard regions and Spectre mitigations. Every store checks
-//! the engine's epoch; a ticker thread advances it every [`EPOCH_TICK`], so a
-//! running guest yields to the async executor at least that often and can be
-//! stopped there.
+//! wasmtime's default guard regions and Spectre mitigations.
+//!
+//! A ticker thread runs every [`EPOCH_TICK`]. Where a running guest is
+//! stopped by blocking its memory (Linux on x86-64 and arm64, see
+//! [`super::fault_handler`]), compiled code has no epoch checks and the
+//! ticker asks [`super::interrupt::tick`] which guests to stop. Elsewhere
+//! every store checks the engine's epoch, which the ticker advances, so a
+//! running guest yields at least that often and can be stopped there.
 
 use std::time::Duration;
 
@@ -21,7 +25,8 @@ use super::runtime::WasmFeature;
 /// The proposals a runtime's manifest may ask for: every engine enables them.
 pub const SUPPORTED: &[WasmFeature] = &[WasmFeature::Exceptions];
 
-/// How often the epoch advances (and a running guest yields).
+/// How often the ticker checks running guests (and, where compiled code
+/// checks epochs, advances the epoch).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Engine settings that change compiled code, so they key the module cache.
@@ -93,7 +98,7 @@ pub fn build_engine(settings: EngineSettings, profiler: GuestProfiler) -> wasmti
         // On by default in wasmtime 48 (so this does not change the module
         // cache's key); said here because a runtime relies on it.
         .wasm_exceptions(true)
-        .epoch_interruption(true)
+        .epoch_interruption(cfg!(not(guest_stop_by_fault)))
         .max_wasm_stack(settings.max_wasm_stack)
         // Host calls run on the same fiber stack: leave them room beyond the
         // WebAssembly frames, so a deep guest recursion traps instead of
@@ -118,27 +123,43 @@ pub fn build_engine(settings: EngineSettings, profiler: GuestProfiler) -> wasmti
     config
         .with_host_memory(std::sync::Arc::new(GuestMemoryCreator))
         .memory_init_cow(false);
+    // Before wasmtime installs its own handler, which then hands on the
+    // faults that are not its guests' (see fault_handler).
+    #[cfg(guest_stop_by_fault)]
+    super::fault_handler::install();
     let engine = Engine::new(&config)?;
     start_ticker(&engine);
     Ok(engine)
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own,
-/// until the engine is dropped.
+/// Ticks every [`EPOCH_TICK`] on a thread of its own, until the engine is
+/// dropped.
 fn start_ticker(engine: &Engine) {
     let weak = engine.weak();
     let spawned = std::thread::Builder::new()
-        .name("wasm-epoch".into())
+        .name("wasm-ticker".into())
         .spawn(move || {
             loop {
                 std::thread::sleep(EPOCH_TICK);
-                match weak.upgrade() {
-                    Some(engine) => engine.increment_epoch(),
-                    None => return,
-                }
+                let Some(engine) = weak.upgrade() else {
+                    return;
+                };
+                tick(&engine);
             }
         });
     if let Err(e) = spawned {
-        tracing::error!(error = %e, "could not start the epoch thread: running guests will not yield");
+        tracing::error!(error = %e, "could not start the ticker thread: running guests cannot be stopped for their CPU time");
     }
+}
+
+/// One tick: the guests to stop are stopped.
+#[cfg(guest_stop_by_fault)]
+fn tick(_engine: &Engine) {
+    super::interrupt::tick();
+}
+
+/// One tick: the epoch advances, and running guests yield.
+#[cfg(not(guest_stop_by_fault))]
+fn tick(engine: &Engine) {
+    engine.increment_epoch();
 }

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 /// The regions alive now, by the address of their first byte.
@@ -50,6 +50,9 @@ pub(crate) struct MemoryRegion {
     size: AtomicUsize,
     /// Bytes reserved in all (capacity and the guard after it).
     reserved: usize,
+    /// Set just before the reservation is unmapped.
+    #[cfg_attr(not(guest_stop_by_fault), allow(dead_code))]
+    released: AtomicBool,
 }
 
 /// Why the host could not map a file into a guest memory.
@@ -144,6 +147,33 @@ impl MemoryRegion {
         self.base
     }
 
+    /// Takes every right away from what the guest may use now, so its next
+    /// access traps (see [`super::fault_handler`]); nothing once the memory
+    /// is gone.
+    #[cfg(guest_stop_by_fault)]
+    pub(crate) fn block(&self) {
+        let len = self.size().next_multiple_of(host_page());
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the accessible part of this reservation, which stays
+        // mapped until its memory's drop, which forgets it first.
+        if !unsafe { super::fault_handler::block(self.base, len, &self.released) }
+            && !self.released.load(Ordering::Acquire)
+        {
+            tracing::warn!(
+                "could not block a guest's memory to stop it; asking again at the next tick"
+            );
+        }
+    }
+
+    /// Gives back what [`MemoryRegion::block`] took away.
+    #[cfg(guest_stop_by_fault)]
+    pub(crate) fn unblock(&self) {
+        // SAFETY: as for block.
+        unsafe { super::fault_handler::unblock(self.base, &self.released) }
+    }
+
     fn check(&self, range: &Range<usize>) -> Result<(), MapError> {
         let page = host_page();
         self.check_within(range)?;
@@ -228,6 +258,7 @@ mod unix {
                 capacity,
                 size: AtomicUsize::new(0),
                 reserved,
+                released: AtomicBool::new(false),
             });
             let mut memory = GuestMemory { region };
             memory.grow_to(minimum).map_err(|e| e.to_string())?;
@@ -289,6 +320,8 @@ mod unix {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&base);
+            #[cfg(guest_stop_by_fault)]
+            super::super::fault_handler::forget(base, &self.region.released);
             // SAFETY: the reservation made in new_memory, no longer used by
             // wasmtime (it dropped the memory) nor by the host (which maps
             // only while it holds the store).

@@ -1,5 +1,5 @@
 //! [`Interpreter`]: one CPython instance, alive between calls, running the
-//! driver loop on a task of the guest runtime.
+//! driver loop on a thread of its own (see [`super::guest_thread`]).
 //!
 //! What the guest gets, and nothing more: its sandbox directory preopened
 //! read-write as `/`; the read-only directories its runtime's manifest names
@@ -22,16 +22,17 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wasmtime::{CallHook, Store, UpdateDeadline};
+use wasmtime::{CallHook, Store};
 
 use super::capture::OutputCapture;
-use super::cpu_clock::{CpuBudgetSpent, Metered};
+use super::cpu_clock::Metered;
 use super::guest_image::GuestImage;
 use super::guest_io::{GuestLink, TOKEN_LEN};
 use super::guest_program;
 use super::guest_state::GuestState;
+use super::guest_thread::GuestThread;
+use super::interrupt::Interrupt;
 use super::kept_memory::ForkedMemory;
 use super::memory_limiter::{MemoryLimiter, MemoryMeter, MemoryRefusal};
 use super::protocol::{Reply, Request, decode_reply};
@@ -119,7 +120,7 @@ pub(crate) enum Outcome {
 /// One live CPython.
 pub(crate) struct Interpreter {
     link: Arc<GuestLink>,
-    task: Option<JoinHandle<GuestExit>>,
+    task: Option<GuestThread>,
     meter: Arc<MemoryMeter>,
     /// Asks for a turn-driven interpreter between its turns.
     control: mpsc::Sender<Control>,
@@ -201,10 +202,21 @@ impl Interpreter {
         let task_image = image.clone();
         let task_link = link.clone();
         let (control, asked) = mpsc::channel(1);
-        let guest = run_guest(task_image, task_link, state, memory, asked);
-        let task = image
-            .executor
-            .spawn(Metered::new(guest, link.cpu().clone()));
+        let interrupt = Interrupt::new(link.cpu().clone());
+        let guest = run_guest(
+            task_image,
+            task_link,
+            state,
+            memory,
+            asked,
+            interrupt.clone(),
+        );
+        let task = GuestThread::spawn(
+            &image.executor,
+            Metered::new(guest, link.cpu().clone()),
+            interrupt,
+        )
+        .map_err(StartError::Thread)?;
         let mut interpreter = Self {
             link,
             task: Some(task),
@@ -311,7 +323,7 @@ impl Interpreter {
             },
             exit = task => {
                 self.task = None;
-                Outcome::Exited(exit.unwrap_or_else(|e| GuestExit::Failed(format!("the interpreter task failed: {e}"))))
+                Outcome::Exited(exit.unwrap_or_else(|e| GuestExit::Failed(e.to_string())))
             }
             _ = tokio::time::sleep(timeout) => {
                 self.kill();
@@ -405,8 +417,8 @@ impl Interpreter {
         }
     }
 
-    /// Stops the interpreter. Its store is dropped at the guest's next yield
-    /// (within one epoch tick) or host call.
+    /// Stops the interpreter. Its store is dropped on its thread as soon as
+    /// the guest's code stops (see [`GuestThread::abort`]).
     pub(crate) fn kill(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
@@ -446,6 +458,7 @@ async fn run_guest(
     state: GuestState,
     memory: StartingMemory,
     control: mpsc::Receiver<Control>,
+    interrupt: Arc<Interrupt>,
 ) -> GuestExit {
     let mut store = Store::new(&image.engine, state);
     store.limiter(|s| s.limiter());
@@ -453,22 +466,16 @@ async fn run_guest(
     if metered && let Err(e) = store.set_fuel(IDLE_FUEL) {
         return GuestExit::Failed(e.to_string());
     }
-    let cpu = link.cpu().clone();
-    store.epoch_deadline_callback(move |_| {
-        if cpu.over_budget() {
-            return Err(CpuBudgetSpent.into());
-        }
-        if !crate::sandbox::lease::still_held() {
-            return Err(crate::sandbox::lease::LeaseLost.into());
-        }
-        Ok(UpdateDeadline::Yield(1))
-    });
-    store.set_epoch_deadline(1);
-    let hook_link = link.clone();
+    #[cfg(not(guest_stop_by_fault))]
+    check_epochs(&mut store, interrupt.clone());
+    let (hook_link, hook_interrupt) = (link.clone(), interrupt.clone());
     store.call_hook(move |mut ctx, hook| {
         match hook {
             CallHook::ReturningFromHost => {
-                hook_link.cpu().begin_call();
+                if hook_link.cpu().begin_call() {
+                    hook_interrupt.new_call();
+                }
+                hook_interrupt.on_host_return()?;
                 if let Some(fuel) = hook_link.take_pending_fuel()
                     && metered
                 {
@@ -484,20 +491,25 @@ async fn run_guest(
     });
 
     let started = std::time::Instant::now();
+    let ended = |result: wasmtime::Result<()>| classify(result.map_err(|e| interrupt.explain(e)));
     let instance = match image.pre.instantiate_async(&mut store).await {
         Ok(instance) => instance,
-        Err(e) => return classify(Err(e)),
+        Err(e) => return ended(Err(e)),
     };
     tracing::debug!(
         micros = started.elapsed().as_micros(),
         "instantiated a guest"
     );
+    #[cfg(guest_stop_by_fault)]
+    if let Err(e) = watch_memory(&mut store, &instance, &interrupt) {
+        return GuestExit::Failed(e.to_string());
+    }
     if image.turns {
         let kept = match starting_memory::place(&mut store, &instance, &image, memory) {
             Ok(kept) => kept,
             Err(e) => return GuestExit::Failed(e.to_string()),
         };
-        return turns::serve(store, instance, link, metered, control, kept).await;
+        return turns::serve(store, instance, link, metered, control, kept, &interrupt).await;
     }
     drop(control);
     match image.manifest.entry {
@@ -506,13 +518,13 @@ async fn run_guest(
                 Ok(f) => f,
                 Err(e) => return GuestExit::Failed(format!("the runtime has no _start: {e}")),
             };
-            classify(start.call_async(&mut store, ()).await)
+            ended(start.call_async(&mut store, ()).await)
         }
         Entry::Reactor => {
             if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut store, "_initialize")
                 && let Err(e) = initialize.call_async(&mut store, ()).await
             {
-                return classify(Err(e));
+                return ended(Err(e));
             }
             let run = match instance.get_typed_func::<(), i32>(&mut store, "run") {
                 Ok(f) => f,
@@ -520,8 +532,34 @@ async fn run_guest(
             };
             match run.call_async(&mut store, ()).await {
                 Ok(code) => GuestExit::Exited(code),
-                Err(e) => classify(Err(e)),
+                Err(e) => ended(Err(e)),
             }
         }
     }
+}
+
+/// Lets `interrupt` stop the guest by blocking its memory (see
+/// [`super::fault_handler`]): notes where its compiled code lies, so a fault
+/// there is its own, and which memory is its.
+#[cfg(guest_stop_by_fault)]
+fn watch_memory(
+    store: &mut Store<GuestState>,
+    instance: &wasmtime::Instance,
+    interrupt: &Interrupt,
+) -> Result<(), StateError> {
+    super::fault_handler::note_guest_code(instance.module(&*store).text().as_ptr_range());
+    let region = super::kept_memory::region_of(store, instance)?;
+    interrupt.attach(region);
+    Ok(())
+}
+
+/// Makes the guest yield at every epoch tick, where the interrupt says
+/// whether to stop it (where compiled code checks epochs).
+#[cfg(not(guest_stop_by_fault))]
+fn check_epochs(store: &mut Store<GuestState>, interrupt: Arc<Interrupt>) {
+    store.epoch_deadline_callback(move |_| match interrupt.due() {
+        Some(_) => Err(interrupt.explain(wasmtime::Error::msg("the guest was stopped"))),
+        None => Ok(wasmtime::UpdateDeadline::Yield(1)),
+    });
+    store.set_epoch_deadline(1);
 }

@@ -133,8 +133,9 @@ async fn initialised(
     )?;
     let mut store = Store::new(plan.engine, state);
     store.limiter(|s| s.limiter());
-    // The engine may meter fuel and checks epochs: this run has no limits.
+    // The engine may meter fuel and check epochs: this run has no limits.
     let _ = store.set_fuel(u64::MAX);
+    #[cfg(not(guest_stop_by_fault))]
     store.epoch_deadline_async_yield_and_update(1);
     let instance = plan
         .pre

@@ -617,6 +617,15 @@ impl CodeInterpreter for WasmSandbox {
         {
             interpreter.stop().await;
         }
+        // A replacement still starting is let finish, then stopped the same
+        // way: dropped halfway, its guest would still be writing in the
+        // directory removed next.
+        if !self.closed
+            && let Some(restarting) = self.restarting.take()
+            && let Ok(Ok(mut interpreter)) = restarting.await
+        {
+            interpreter.stop().await;
+        }
         if let Some(remove) = self.release() {
             let _ = tokio::task::spawn_blocking(remove).await;
         }

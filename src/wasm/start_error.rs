@@ -47,6 +47,10 @@ pub enum StartError {
     #[error("start-up was cancelled")]
     Cancelled,
 
+    /// The system would not start a thread for the interpreter.
+    #[error("cannot start a thread for the interpreter (the system's thread limit?): {0}")]
+    Thread(#[source] std::io::Error),
+
     /// The task starting a replacement interpreter panicked or was cancelled.
     #[error("restarting failed: {0}")]
     Restart(#[source] JoinError),

@@ -17,6 +17,7 @@ use wasmtime::{Instance, Memory, Store, TypedFunc};
 
 use super::guest_io::GuestLink;
 use super::guest_state::GuestState;
+use super::interrupt::Interrupt;
 use super::kept_memory::ForkedMemory;
 use super::kept_memory::KeptMemory;
 use super::state_error::StateError;
@@ -89,6 +90,7 @@ pub(crate) async fn serve(
     metered: bool,
     mut control: mpsc::Receiver<Control>,
     mut kept: Option<KeptMemory>,
+    interrupt: &Interrupt,
 ) -> GuestExit {
     let exports = match TurnExports::find(&mut store, &instance) {
         Ok(exports) => exports,
@@ -112,9 +114,8 @@ pub(crate) async fn serve(
                 }
                 Some(Control::Keep(executions, answer)) => {
                     let kept = match &mut kept {
-                        Some(kept) => tokio::task::block_in_place(|| {
-                            kept.keep(&mut store, &instance, executions)
-                        }),
+                        // On the guest's own thread, which nothing else waits for.
+                        Some(kept) => kept.keep(&mut store, &instance, executions),
                         None => Ok(None),
                     };
                     let _ = answer.send(kept);
@@ -123,14 +124,16 @@ pub(crate) async fn serve(
                 None => return GuestExit::Gone,
             },
             () = link.wait_request() => {
-                link.cpu().begin_call();
+                if link.cpu().begin_call() {
+                    interrupt.new_call();
+                }
                 if metered && let Some(fuel) = link.take_pending_fuel()
                     && let Err(e) = store.set_fuel(fuel)
                 {
                     return GuestExit::Failed(e.to_string());
                 }
                 if let Err(e) = exports.run(&mut store, SERVE).await {
-                    return classify(Err(e));
+                    return classify(Err(interrupt.explain(e)));
                 }
                 let fuel_left = if metered { store.get_fuel().unwrap_or(0) } else { 0 };
                 link.turn_returned(fuel_left);

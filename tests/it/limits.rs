@@ -174,6 +174,35 @@ async fn a_cpu_budget_stops_computation_but_not_waiting() {
     server.stop().await;
 }
 
+/// A loop that spends nearly all its time in host calls on its own memory
+/// (reading a file into a buffer): blocking the guest's memory does not stop
+/// host code, so such a guest is stopped as a call returns.
+#[tokio::test]
+async fn code_that_spends_its_time_in_host_calls_is_stopped_at_its_limits_too() {
+    let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "1")]).await;
+    let reading = "buf = bytearray(16 << 20)\nwith open('/big', 'rb') as f:\n    while True:\n        f.seek(0)\n        f.readinto(buf)";
+    for (limits, kind) in [
+        (json!({"timeout_seconds": 30}), "cpu"),
+        (json!({"timeout_seconds": 1}), "timeout"),
+    ] {
+        let id = server.create_with(limits).await;
+        server
+            .run(&id, "open('/big', 'wb').write(bytes(16 << 20))")
+            .await;
+        let started = std::time::Instant::now();
+        let result = server.exec(&id, reading).await;
+        let s = structured(&result);
+        assert_eq!(s["limit"]["kind"], kind, "{s}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "stopped soon after its limit: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_start_that_runs_the_guests_own_code_is_held_to_the_cpu_budget_too() {
     let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "0.5")]).await;
