@@ -467,10 +467,10 @@ fn wait_for_compiler(
 
 /// What a first compile says it is doing, with the manifest's figures.
 /// Why a runtime the cache already holds is compiled again, if that is why:
-/// it was compiled for other engine settings (fuel metering, most often).
+/// it was compiled for other engine settings (fuel metering, or another build).
 fn other_settings_note(cache: &Path, engine: &Engine, key: &str) -> String {
     if module_cache::built_for_other_settings(cache, engine, key) {
-        "; the cache holds it compiled for other engine settings (SANDBOX_FUEL turns metering on or off, and metering is compiled into the code), so it is prepared once more for these".to_owned()
+        "; the cache holds it compiled for other engine settings (SANDBOX_FUEL, whose metering is compiled into the code, or another build of this server), so it is prepared once more for these".to_owned()
     } else {
         String::new()
     }
