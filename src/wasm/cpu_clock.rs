@@ -166,6 +166,12 @@ impl CpuMeter {
         true
     }
 
+    /// Ends the call in progress: its budget no longer applies (what the
+    /// host does between calls is not the call's).
+    pub(crate) fn end_call(&self) {
+        self.budget.store(UNLIMITED, Ordering::SeqCst);
+    }
+
     /// CPU time the call in progress (or the last one) has burned so far.
     pub(crate) fn call_used(&self) -> Duration {
         let used = self

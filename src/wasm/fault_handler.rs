@@ -11,13 +11,21 @@
 //! check at its loops and calls, which cost 15-55 % of a guest's time.
 //!
 //! Host code may touch the blocked memory meanwhile: a WASI call reading the
-//! guest's buffer, wasmtime's `memory.copy`, the host keeping the guest's
-//! pages. That fault is not the guest's, so [`on_fault`], which the process
-//! runs for every SIGSEGV and SIGBUS (before or after wasmtime's handler,
-//! whichever was installed last), gives the range its rights back and lets
-//! the access go on; the stop is asked again at the next tick. Every other
-//! fault goes to the handler that was there before (wasmtime's, Rust's stack
-//! overflow report, or the default).
+//! guest's buffer, wasmtime's `memory.copy` and `memory.fill` (which run as
+//! host code), the host keeping the guest's pages. That fault is not the
+//! guest's, so [`on_fault`], which the process runs for every SIGSEGV and
+//! SIGBUS (before or after wasmtime's handler, whichever was installed
+//! last), gives the [`CHUNK`] around the address its rights back and lets
+//! the access go on. The rest of the memory stays blocked, so the guest's
+//! own code traps as soon as the host code returns to it (a real host call
+//! also ends the guest as it returns, see [`super::interrupt`]); the next
+//! tick blocks again what was given back. Every other fault goes to the
+//! handler that was there before (wasmtime's, Rust's stack overflow report,
+//! or the default).
+//!
+//! A system call on blocked memory (the host writing guest pages to a file)
+//! fails with `EFAULT` instead of faulting: memory is blocked only while its
+//! guest is being stopped, when nothing of it is kept.
 //!
 //! The handler reads only fixed tables of atomics (no lock, no allocation):
 //! the blocked ranges and the ranges of compiled guest code.
@@ -32,6 +40,10 @@ use std::sync::{Mutex, Once, OnceLock};
 const BLOCKED_SLOTS: usize = 256;
 /// Compiled guest modules whose code is known, at most.
 const CODE_SLOTS: usize = 64;
+/// What one fault by host code gives back, at most (aligned): a copy of a
+/// gigabyte faults 64 times, and a memory blocked in pieces stays a few
+/// hundred mappings at most.
+const CHUNK: usize = 16 << 20;
 
 /// One blocked range of guest memory.
 struct BlockedSlot {
@@ -39,7 +51,13 @@ struct BlockedSlot {
     base: AtomicUsize,
     /// Its length in bytes.
     len: AtomicUsize,
-    /// Set while a handler gives the range its rights back.
+    /// Changed at every [`block`], so a handler that read the slot before
+    /// it was reused never touches the new range.
+    generation: AtomicUsize,
+    /// Set by a handler that gave part of the range back since the last
+    /// [`block`].
+    restored: AtomicBool,
+    /// Set while a handler gives part of the range its rights back.
     restoring: AtomicBool,
 }
 
@@ -53,6 +71,8 @@ static BLOCKED: [BlockedSlot; BLOCKED_SLOTS] = [const {
     BlockedSlot {
         base: AtomicUsize::new(0),
         len: AtomicUsize::new(0),
+        generation: AtomicUsize::new(0),
+        restored: AtomicBool::new(false),
         restoring: AtomicBool::new(false),
     }
 }; BLOCKED_SLOTS];
@@ -129,8 +149,10 @@ pub(crate) fn note_guest_code(code: Range<*const u8>) {
 
 /// Takes every right away from `len` bytes at `base` (host pages), so the
 /// guest's next access faults, unless `released` says the memory is gone.
-/// False if nothing was blocked: the memory is gone, the table of blocked
-/// ranges is full (the caller asks again later) or the system refused.
+/// Asked again for a range already blocked, nothing is done unless a
+/// handler gave part of it back meanwhile or it grew. False if nothing is
+/// blocked: the memory is gone, the table of blocked ranges is full (the
+/// caller asks again later) or the system refused.
 ///
 /// # Safety
 ///
@@ -152,6 +174,18 @@ pub(crate) unsafe fn block(base: usize, len: usize, released: &AtomicBool) -> bo
     let Some(slot) = slot else {
         return false;
     };
+    let already = slot.base.load(Ordering::Acquire) == base
+        && slot.len.load(Ordering::Acquire) == len
+        && !slot.restored.load(Ordering::Acquire);
+    if already {
+        return true;
+    }
+    // The slot stays filled throughout, so a fault meanwhile is always
+    // found; a handler that read it before gives nothing back (the
+    // generation changed) and the access faults again.
+    slot.generation.fetch_add(1, Ordering::AcqRel);
+    slot.restored.store(false, Ordering::Release);
+    // A memory only grows: the new length covers the old.
     slot.len.store(len, Ordering::Release);
     slot.base.store(base, Ordering::Release);
     // SAFETY: the caller vouches for the range.
@@ -219,10 +253,11 @@ extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context:
     }
 }
 
-/// Gives the blocked range holding `address` its rights back; false if no
-/// blocked range holds it.
+/// Gives the [`CHUNK`] of a blocked range around `address` its rights back;
+/// false if no blocked range holds it.
 fn restore_blocked(address: usize) -> bool {
     for slot in BLOCKED.iter() {
+        let generation = slot.generation.load(Ordering::Acquire);
         let base = slot.base.load(Ordering::Acquire);
         let len = slot.len.load(Ordering::Acquire);
         if base == 0 || address < base || address - base >= len {
@@ -233,12 +268,13 @@ fn restore_blocked(address: usize) -> bool {
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            // Still blocked (not forgotten since): its memory is mapped.
-            if slot.base.load(Ordering::Acquire) == base {
-                // SAFETY: a guest memory's accessible range, still mapped.
-                unsafe {
-                    libc::mprotect(base as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE);
-                }
+            // Still the range read above (neither forgotten nor blocked
+            // anew since): its memory is mapped until `restoring` clears.
+            if slot.base.load(Ordering::Acquire) == base
+                && slot.generation.load(Ordering::Acquire) == generation
+            {
+                restore_chunk(base, len, address);
+                slot.restored.store(true, Ordering::Release);
             }
             slot.restoring.store(false, Ordering::Release);
         }
@@ -247,6 +283,23 @@ fn restore_blocked(address: usize) -> bool {
         return true;
     }
     false
+}
+
+/// Gives the chunk around `address`, within `len` bytes at `base`, its
+/// rights back; the whole range if the system refuses a piece (it may be
+/// out of mappings).
+fn restore_chunk(base: usize, len: usize, address: usize) {
+    let start = (address & !(CHUNK - 1)).max(base);
+    let end = (address & !(CHUNK - 1))
+        .saturating_add(CHUNK)
+        .min(base + len);
+    let rights = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: inside a guest memory's accessible range, still mapped.
+    unsafe {
+        if libc::mprotect(start as *mut c_void, end - start, rights) != 0 {
+            libc::mprotect(base as *mut c_void, len, rights);
+        }
+    }
 }
 
 /// Whether `pc` lies in compiled guest code.
@@ -342,6 +395,43 @@ mod tests {
             // SAFETY: the mapping made in new.
             unsafe { libc::munmap(self.base as *mut c_void, self.len) };
         }
+    }
+
+    #[test]
+    fn host_code_touching_a_blocked_range_gives_back_only_the_chunk_it_touched() {
+        install();
+        let pages = Pages::new(3 * CHUNK);
+        // SAFETY: the mapping stays until pages is dropped.
+        assert!(unsafe { block(pages.base, pages.len, &pages.released) });
+        // A chunk wholly inside the mapping, past its first page.
+        let chunk = (pages.base + CHUNK) & !(CHUNK - 1);
+        // SAFETY: inside the mapping; the fault is this test's, not a guest's.
+        unsafe { (chunk as *mut u8).add(100).write_volatile(3) };
+        let slot = BLOCKED
+            .iter()
+            .find(|slot| slot.base.load(Ordering::Acquire) == pages.base)
+            .unwrap();
+        assert!(slot.restored.load(Ordering::Acquire));
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let rights_at = |address: usize| {
+            maps.lines()
+                .find(|line| {
+                    let (range, _) = line.split_once(' ').unwrap();
+                    let (start, end) = range.split_once('-').unwrap();
+                    let start = usize::from_str_radix(start, 16).unwrap();
+                    let end = usize::from_str_radix(end, 16).unwrap();
+                    (start..end).contains(&address)
+                })
+                .map(|line| line.split_whitespace().nth(1).unwrap().to_owned())
+                .unwrap()
+        };
+        assert_eq!(rights_at(chunk), "rw-p", "the chunk touched is given back");
+        assert_eq!(rights_at(pages.base), "---p", "the rest stays blocked");
+        assert_eq!(rights_at(chunk + CHUNK), "---p", "the rest stays blocked");
+        // Blocked again, the range is whole again.
+        // SAFETY: as above.
+        assert!(unsafe { block(pages.base, pages.len, &pages.released) });
+        assert!(!slot.restored.load(Ordering::Acquire));
     }
 
     #[test]

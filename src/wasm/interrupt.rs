@@ -10,9 +10,12 @@
 //! again memory that host code gave back. Elsewhere the compiled code checks
 //! the engine's epoch and the epoch callback asks [`Interrupt::due`].
 //!
-//! A stop for the CPU-time budget belongs to one call: asked as the call
-//! ends, it is lifted when the next call begins ([`Interrupt::new_call`]).
-//! The other two are for good.
+//! A stop for the CPU-time budget belongs to one call: it is asked only
+//! while that call runs, and lifted if it comes as the call ends
+//! ([`Interrupt::call_ended`]) or when the next call begins
+//! ([`Interrupt::new_call`]); meanwhile the host keeps and forks the guest's
+//! memory, which must not be blocked. The other two are for good, and
+//! replace a CPU-time stop.
 //!
 //! Either way the guest's call ends with an error that [`Interrupt::explain`]
 //! turns into the reason, so the outcome reads "the CPU-time budget was used
@@ -75,16 +78,27 @@ impl Interrupt {
         interrupt
     }
 
-    /// Stops the guest for `reason` (the first reason asked is kept).
+    /// Stops the guest for `reason`. The first reason asked is kept, except
+    /// that a stop for good replaces one for the call's CPU time.
     pub(crate) fn request(&self, reason: StopReason) {
         let mut state = self.state();
-        state.reason.get_or_insert(reason);
-        self.stopping.store(true, Ordering::SeqCst);
-        enforce(&state);
+        self.stop(&mut state, reason);
     }
 
     /// A new call begins: a stop for the last call's CPU time is lifted.
     pub(crate) fn new_call(&self) {
+        self.next_phase();
+    }
+
+    /// The call ended: a stop for its CPU time that came as it ended is
+    /// lifted, and no later check holds it to that call's budget.
+    pub(crate) fn call_ended(&self) {
+        self.next_phase();
+    }
+
+    /// Between two calls, or into one: a CPU-time stop no longer holds, and
+    /// a check made before (which names the phase it saw) is void.
+    fn next_phase(&self) {
         let mut state = self.state();
         state.calls += 1;
         if state.reason == Some(StopReason::CpuBudget) {
@@ -92,6 +106,20 @@ impl Interrupt {
             self.stopping.store(false, Ordering::SeqCst);
             lift(&state);
         }
+    }
+
+    /// Records `reason` (see [`Interrupt::request`]) and blocks the memory.
+    fn stop(&self, state: &mut State, reason: StopReason) {
+        let replaces = match state.reason {
+            None => true,
+            Some(StopReason::CpuBudget) => reason != StopReason::CpuBudget,
+            Some(_) => false,
+        };
+        if replaces {
+            state.reason = Some(reason);
+        }
+        self.stopping.store(true, Ordering::SeqCst);
+        enforce(state);
     }
 
     /// Whether a stop holds.
@@ -148,9 +176,7 @@ impl Interrupt {
             // Not if another call began meanwhile: the budget was its
             // predecessor's.
             if state.calls == calls {
-                state.reason.get_or_insert(StopReason::CpuBudget);
-                self.stopping.store(true, Ordering::SeqCst);
-                enforce(&state);
+                self.stop(&mut state, StopReason::CpuBudget);
             }
         } else if !crate::sandbox::lease::still_held() {
             self.request(StopReason::LeaseLost);
@@ -203,11 +229,22 @@ fn enforce(_state: &State) {}
 #[cfg(not(guest_stop_by_fault))]
 fn lift(_state: &State) {}
 
+/// How many ticks apart the memory of a guest still running after its stop
+/// is blocked again (host code gave part of it back meanwhile): blocking a
+/// large memory takes a while, and the guest almost always traps before.
+#[cfg(guest_stop_by_fault)]
+const REBLOCK_TICKS: u64 = 10;
+
 /// Checks every guest (called by the engine's ticker): stops those whose call
-/// spent its CPU time, all of them if the lease lapsed, and blocks again the
-/// memory of those still running after a stop.
+/// spent its CPU time, all of them if the lease lapsed, and every
+/// [`REBLOCK_TICKS`] blocks again the memory of those still running after a
+/// stop.
 #[cfg(guest_stop_by_fault)]
 pub(crate) fn tick() {
+    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let reblock = TICKS
+        .fetch_add(1, Ordering::Relaxed)
+        .is_multiple_of(REBLOCK_TICKS);
     let watched: Vec<Arc<Interrupt>> = {
         let mut watched = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
         watched.retain(|w| w.strong_count() > 0);
@@ -215,7 +252,9 @@ pub(crate) fn tick() {
     };
     for interrupt in watched {
         interrupt.check();
-        enforce(&interrupt.state());
+        if reblock {
+            enforce(&interrupt.state());
+        }
     }
 }
 
@@ -225,14 +264,28 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn the_first_reason_asked_is_the_one_kept_and_explained() {
+    fn a_cpu_time_stop_is_explained_as_such() {
         let interrupt = Interrupt::new(CpuMeter::new());
         assert_eq!(interrupt.reason(), None);
         interrupt.request(StopReason::CpuBudget);
-        interrupt.request(StopReason::Stopped);
+        interrupt.request(StopReason::CpuBudget);
         assert_eq!(interrupt.reason(), Some(StopReason::CpuBudget));
         let explained = interrupt.explain(wasmtime::Error::msg("out of bounds memory access"));
         assert!(explained.downcast_ref::<CpuBudgetSpent>().is_some());
+    }
+
+    #[test]
+    fn a_stop_for_good_replaces_a_stop_for_the_calls_cpu_time() {
+        let interrupt = Interrupt::new(CpuMeter::new());
+        interrupt.request(StopReason::CpuBudget);
+        interrupt.request(StopReason::Stopped);
+        assert_eq!(interrupt.reason(), Some(StopReason::Stopped));
+        interrupt.new_call();
+        assert_eq!(
+            interrupt.reason(),
+            Some(StopReason::Stopped),
+            "a timeout is never lifted with the CPU-time stop"
+        );
     }
 
     #[test]
@@ -268,6 +321,15 @@ mod tests {
         interrupt.check();
         assert_eq!(interrupt.reason(), Some(StopReason::CpuBudget));
         assert!(interrupt.stopping());
+        cpu.end_call();
+        interrupt.call_ended();
+        assert_eq!(interrupt.reason(), None, "lifted as the call ends");
+        interrupt.check();
+        assert_eq!(
+            interrupt.reason(),
+            None,
+            "between calls, the last call's budget stops nothing (the host keeps its memory)"
+        );
         cpu.arm(None);
         assert!(cpu.begin_call());
         interrupt.new_call();

@@ -135,6 +135,8 @@ pub(crate) async fn serve(
                 if let Err(e) = exports.run(&mut store, SERVE).await {
                     return classify(Err(interrupt.explain(e)));
                 }
+                link.cpu().end_call();
+                interrupt.call_ended();
                 let fuel_left = if metered { store.get_fuel().unwrap_or(0) } else { 0 };
                 link.turn_returned(fuel_left);
             }

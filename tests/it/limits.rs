@@ -203,6 +203,83 @@ async fn code_that_spends_its_time_in_host_calls_is_stopped_at_its_limits_too() 
     server.stop().await;
 }
 
+/// The server's CPU time so far (Linux's `/proc`).
+fn process_cpu(pid: u32) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime, in clock ticks of 10 ms.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    std::time::Duration::from_millis(ticks * 10)
+}
+
+/// wasmtime runs `memory.copy` as host code, which blocking the guest's
+/// memory does not stop: such a guest is stopped as the copy returns to it,
+/// and its thread ends (the server goes idle).
+#[tokio::test]
+async fn a_guest_copying_its_memory_is_stopped_at_its_limits_and_its_thread_ends() {
+    let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "1")]).await;
+    let copying = "a = bytearray(400 << 20)\nm = memoryview(a)\nwhile True:\n    m[0:200 << 20] = m[200 << 20:]";
+    for (timeout, kind) in [(30, "cpu"), (1, "timeout")] {
+        let id = server
+            .create_with(
+                json!({"runtime": "scientific", "timeout_seconds": timeout, "memory_mb": 1024}),
+            )
+            .await;
+        let started = std::time::Instant::now();
+        let result = server.exec(&id, copying).await;
+        let s = structured(&result);
+        assert_eq!(s["limit"]["kind"], kind, "{s}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "stopped soon after its limit: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let before = process_cpu(server.pid);
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let burned = process_cpu(server.pid) - before;
+        assert!(
+            burned < std::time::Duration::from_millis(400),
+            "no stopped guest runs on: the idle server burned {burned:?} in a second"
+        );
+        server
+            .call("close_sandbox", json!({"session_id": id}))
+            .await;
+    }
+    server.stop().await;
+}
+
+/// The host keeps and forks a guest's memory after each call: a call that
+/// ends near its CPU-time budget leaves nothing blocked for that.
+#[tokio::test]
+async fn a_call_that_ends_near_its_cpu_budget_is_kept_and_forked() {
+    let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "1")]).await;
+    let id = server.create_with(json!({"runtime": "scientific"})).await;
+    for _ in 0..3 {
+        let ran = server
+            .run(
+                &id,
+                "import time\nbig = list(range(3_000_000))\nwhile time.process_time() < 0.9:\n    pass\nlen(big)",
+            )
+            .await;
+        assert_eq!(ran["value"], "3000000", "{ran}");
+        let forked = server.ok("fork_sandbox", json!({"session_id": id})).await;
+        let fork = forked["session_id"].as_str().unwrap().to_owned();
+        assert_eq!(server.run(&fork, "len(big)").await["value"], "3000000");
+        server
+            .call("close_sandbox", json!({"session_id": fork}))
+            .await;
+    }
+    assert!(!server.logs().contains("Bad address"), "{}", server.logs());
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_start_that_runs_the_guests_own_code_is_held_to_the_cpu_budget_too() {
     let server = Server::start_with(&[("SANDBOX_CPU_SECONDS", "0.5")]).await;

@@ -204,8 +204,15 @@ async fn clean_shutdown_removes_everything_and_a_killed_servers_leftovers_go_at_
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    for _ in 0..100 {
-        if std::fs::read_dir(&root).unwrap().count() > 0 {
+    // Killed once its directory is claimed (lock and lease written): a
+    // directory killed halfway through being made is not yet a server's,
+    // and waits out a lease's time before it is taken as abandoned.
+    for _ in 0..200 {
+        let claimed = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .any(|entry| entry.path().join("lease").exists());
+        if claimed {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
