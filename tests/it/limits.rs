@@ -189,18 +189,24 @@ async fn code_that_spends_its_time_in_host_calls_is_stopped_at_its_limits_too() 
         server
             .run(&id, "open('/big', 'wb').write(bytes(16 << 20))")
             .await;
-        let started = std::time::Instant::now();
-        let result = server.exec(&id, reading).await;
-        let s = structured(&result);
-        assert_eq!(s["limit"]["kind"], kind, "{s}");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(8),
-            "stopped soon after its limit: {:?}",
-            started.elapsed()
-        );
-        assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+        stopped_soon_at_its_limit(&server, &id, reading, kind).await;
     }
     server.stop().await;
+}
+
+/// Runs `code` in sandbox `id`: it must hit its `kind` limit within
+/// seconds, and the sandbox must answer again afterwards.
+async fn stopped_soon_at_its_limit(server: &Server, id: &str, code: &str, kind: &str) {
+    let started = std::time::Instant::now();
+    let result = server.exec(id, code).await;
+    let s = structured(&result);
+    assert_eq!(s["limit"]["kind"], kind, "{s}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "stopped soon after its limit: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.run(id, "'again'").await["value"], "'again'");
 }
 
 /// The server's CPU time so far (Linux's `/proc`).
@@ -230,16 +236,7 @@ async fn a_guest_copying_its_memory_is_stopped_at_its_limits_and_its_thread_ends
                 json!({"runtime": "scientific", "timeout_seconds": timeout, "memory_mb": 1024}),
             )
             .await;
-        let started = std::time::Instant::now();
-        let result = server.exec(&id, copying).await;
-        let s = structured(&result);
-        assert_eq!(s["limit"]["kind"], kind, "{s}");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(8),
-            "stopped soon after its limit: {:?}",
-            started.elapsed()
-        );
-        assert_eq!(server.run(&id, "'again'").await["value"], "'again'");
+        stopped_soon_at_its_limit(&server, &id, copying, kind).await;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let before = process_cpu(server.pid);
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
