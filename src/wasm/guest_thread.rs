@@ -56,6 +56,9 @@ impl GuestThread {
         std::thread::Builder::new()
             .name("wasm-guest".into())
             .spawn(move || {
+                // Marks the guest finished however the thread ends (a panic
+                // too: its exit then reads as ThreadLost).
+                let finished = Finished(thread_finished);
                 let ended = executor.block_on(async {
                     tokio::select! {
                         biased;
@@ -67,7 +70,7 @@ impl GuestThread {
                 #[cfg(guest_stop_by_fault)]
                 thread_interrupt.detach();
                 drop(thread_interrupt);
-                thread_finished.store(true, Ordering::SeqCst);
+                drop(finished);
                 let _ = tell.send(ended);
             })?;
         Ok(Self {
@@ -89,6 +92,15 @@ impl GuestThread {
     /// Whether the guest has ended (its store dropped).
     pub(crate) fn is_finished(&self) -> bool {
         self.finished.load(Ordering::SeqCst)
+    }
+}
+
+/// Sets its flag when dropped.
+struct Finished(Arc<AtomicBool>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
