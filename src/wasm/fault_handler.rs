@@ -234,8 +234,8 @@ pub(crate) fn forget(base: usize, released: &AtomicBool) {
     }
 }
 
-/// The handler: a fault by host code on a blocked range gives the range its
-/// rights back; anything else goes to the previous handler.
+/// The handler: a fault by host code on a blocked range gives the chunk
+/// around it its rights back; anything else goes to the previous handler.
 extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     // SAFETY: the kernel passes a valid siginfo for SIGSEGV and SIGBUS.
     let address = unsafe { (*info).si_addr() } as usize;
