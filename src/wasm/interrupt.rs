@@ -133,9 +133,14 @@ impl Interrupt {
     /// that spends nearly all its time in such calls is stopped by this.
     pub(crate) fn on_host_return(&self) -> wasmtime::Result<()> {
         if self.stopping() {
-            return Err(self.explain(wasmtime::Error::msg("the guest was stopped")));
+            return Err(self.stopped());
         }
         Ok(())
+    }
+
+    /// The error that ends a guest stopped from the host side, as its reason.
+    fn stopped(&self) -> wasmtime::Error {
+        self.explain(wasmtime::Error::msg("the guest was stopped"))
     }
 
     /// The reason the guest was stopped for, if it was.
@@ -154,11 +159,14 @@ impl Interrupt {
     }
 
     /// The question the epoch callback asks where compiled code checks
-    /// epochs: the reason to stop the guest now, if there is one.
+    /// epochs: an error (its reason) if the guest is to stop now.
     #[cfg(not(guest_stop_by_fault))]
-    pub(crate) fn due(&self) -> Option<StopReason> {
+    pub(crate) fn due(&self) -> wasmtime::Result<()> {
         self.check();
-        self.reason()
+        match self.reason() {
+            Some(_) => Err(self.stopped()),
+            None => Ok(()),
+        }
     }
 
     /// Asks for a stop if the call in progress spent its CPU time or the
