@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use criterion::{Criterion, criterion_group, criterion_main};
-use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
+use mcp_code_sandbox::sandbox::manager::CreateRequest;
 
 /// Bytes of the GET.
 const SIZE: usize = 1 << 20;
@@ -38,21 +38,6 @@ async fn fetch(client: &reqwest::Client, url: &str) -> usize {
         body.extend_from_slice(&chunk);
     }
     body.len()
-}
-
-/// Runs `body` `iters` times inside the sandbox, timed by the guest.
-fn guest_loop(
-    rt: &tokio::runtime::Runtime,
-    sandbox: &Sandbox,
-    setup: &str,
-    body: &str,
-    iters: u64,
-) -> Duration {
-    let code = format!(
-        "{setup}\nimport time\n_t = time.perf_counter_ns()\nfor _ in range({iters}):\n    {body}\ntime.perf_counter_ns() - _t"
-    );
-    let e = rt.block_on(common::run_ok(sandbox, &code));
-    Duration::from_nanos(e.value.unwrap().parse().unwrap())
 }
 
 /// The same loop in native Python (`python3`), timed by it.
@@ -89,6 +74,7 @@ fn upstreams_file() -> std::path::PathBuf {
 }
 
 fn door(c: &mut Criterion) {
+    common::as_the_binary_starts();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let origin = serve(&rt);
     let upstreams = upstreams_file();
@@ -140,12 +126,12 @@ fn door(c: &mut Criterion) {
         .sample_size(20)
         .measurement_time(Duration::from_secs(10));
     group.bench_function("round_trip_list", |b| {
-        b.iter_custom(|iters| guest_loop(&rt, &sandbox, list, "_host.call(_f)", iters))
+        b.iter_custom(|iters| common::guest_loop(&rt, &sandbox, list, "_host.call(_f)", iters))
     });
     group.bench_function("upstream_tool_call", |b| {
         b.iter_custom(|iters| {
             let setup = "from host import tools";
-            guest_loop(&rt, &sandbox, setup, "tools.fixture_add(a=1, b=2)", iters)
+            common::guest_loop(&rt, &sandbox, setup, "tools.fixture_add(a=1, b=2)", iters)
         })
     });
     // For scale: the same GET with reqwest natively, the client the door uses.
@@ -157,7 +143,7 @@ fn door(c: &mut Criterion) {
     let setup = format!("import urllib.request\n_u = '{origin}/1mb'");
     let body = format!("assert len(urllib.request.urlopen(_u).read()) == {SIZE}");
     group.bench_function("get_1mb_guest", |b| {
-        b.iter_custom(|iters| guest_loop(&rt, &sandbox, &setup, &body, iters))
+        b.iter_custom(|iters| common::guest_loop(&rt, &sandbox, &setup, &body, iters))
     });
     if native_loop(&setup, &body, 1).is_some() {
         group.bench_function("get_1mb_native_python", |b| {
@@ -175,7 +161,7 @@ fn door(c: &mut Criterion) {
     let setup = format!("import requests\n_u = '{origin}/1mb'");
     let body = format!("assert len(requests.get(_u).content) == {SIZE}");
     group.bench_function("get_1mb_requests_guest", |b| {
-        b.iter_custom(|iters| guest_loop(&rt, &sandbox, &setup, &body, iters))
+        b.iter_custom(|iters| common::guest_loop(&rt, &sandbox, &setup, &body, iters))
     });
     group.finish();
     rt.block_on(app.manager.close_all());

@@ -1,5 +1,6 @@
 //! Library-level latency: sandbox creation (cold and from the warm pool),
-//! trivial executions, create-run-close, and the file tools; creation and
+//! trivial executions, create-run-close, the file tools, and a guest's own
+//! look-ups of files (one that is there, one that is not); creation and
 //! trivial executions also for the scientific runtime, when it is fetched.
 
 mod common;
@@ -56,6 +57,7 @@ fn create(c: &mut Criterion) {
 }
 
 fn execute(c: &mut Criterion) {
+    common::as_the_binary_starts();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let app = common::app(&rt, "sandbox", &[]);
     let (sandbox, _) = rt
@@ -109,6 +111,28 @@ fn execute(c: &mut Criterion) {
         })
     });
     files.finish();
+
+    // What imports, `os.path.exists` and friends pay for each look-up: a
+    // WASI call, its path checked beneath the sandbox's directory.
+    let mut lookups = c.benchmark_group("guest_file_lookups");
+    let setup = "import os\nopen('/here.txt', 'w').close()";
+    lookups.bench_function("stat_existing_file", |b| {
+        b.iter_custom(|iters| {
+            common::guest_loop(&rt, &sandbox, setup, "os.stat('/here.txt')", iters)
+        })
+    });
+    lookups.bench_function("exists_missing_file", |b| {
+        b.iter_custom(|iters| {
+            common::guest_loop(
+                &rt,
+                &sandbox,
+                setup,
+                "os.path.exists('/not-here.txt')",
+                iters,
+            )
+        })
+    });
+    lookups.finish();
     rt.block_on(app.manager.close_all());
 }
 

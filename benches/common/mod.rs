@@ -14,6 +14,17 @@ use mcp_code_sandbox::sandbox::Execution;
 use mcp_code_sandbox::sandbox::manager::Sandbox;
 use tokio_util::sync::CancellationToken;
 
+/// Sets what the binary sets as it starts: no stack backtrace captured for
+/// each error it handles (`RUST_LIB_BACKTRACE=0` unless set), so a bench run
+/// with `RUST_BACKTRACE=1` times what the server does. Call it first, before
+/// the bench starts any thread.
+pub fn as_the_binary_starts() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: called before the bench starts any thread of its own.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
+}
+
 /// An app configured by `flags` (as on the command line), with sandboxes
 /// under a temporary directory named after `bench`, and its default runtime
 /// loaded; `None`, with a note, when that runtime cannot be loaded here (e.g.
@@ -90,4 +101,19 @@ pub fn notebook_wheels() -> std::path::PathBuf {
         .expect("run tests/fetch-notebook-wheels.sh");
     assert!(status.success(), "could not fetch the pinned wheels");
     dir
+}
+
+/// Runs `body` `iters` times inside the sandbox, timed by the guest.
+pub fn guest_loop(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    setup: &str,
+    body: &str,
+    iters: u64,
+) -> Duration {
+    let code = format!(
+        "{setup}\nimport time\n_t = time.perf_counter_ns()\nfor _ in range({iters}):\n    {body}\ntime.perf_counter_ns() - _t"
+    );
+    let e = rt.block_on(run_ok(sandbox, &code));
+    Duration::from_nanos(e.value.unwrap().parse().unwrap())
 }
