@@ -59,7 +59,9 @@ class Original:
 
         self.msg = http.client.HTTPMessage()
         for name, value in pairs:
-            self.msg[name] = value
+            # What msg[name] = value stores under HTTPMessage's policy (compat32),
+            # without its per-header policy calls.
+            self.msg.set_raw(name, value)
         self.closed = False
 
     def isclosed(self):

@@ -162,7 +162,7 @@ def patch_urllib(request_module):
             raise urllib.error.URLError(f"{failure} ({failure.kind})") from None
         message = http.client.HTTPMessage()
         for name, text in got.headers:
-            message[name] = text
+            message.set_raw(name, text)  # as message[name] = text stores it (compat32)
         return DoorResponse(got.body, message, got.url, got.status, got.reason)
 
     request_module.AbstractHTTPHandler.do_open = door_open
