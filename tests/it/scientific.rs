@@ -205,6 +205,32 @@ async fn the_runtime_is_chosen_per_sandbox_and_shown_in_status() {
 }
 
 #[tokio::test]
+async fn the_snapshots_objects_sit_out_of_collections_and_the_users_cycles_are_still_collected() {
+    let server = start(&[]).await;
+    let id = create(&server, json!({})).await;
+    // The preloaded libraries' objects are frozen in the snapshot: a full
+    // collection no longer visits (and writes to) each of them.
+    let frozen = run(&server, &id, "import gc\ngc.get_freeze_count()").await;
+    let frozen: u64 = frozen["value"].as_str().unwrap().parse().unwrap();
+    assert!(frozen > 50_000, "objects frozen in the snapshot: {frozen}");
+    let collected = run(
+        &server,
+        &id,
+        "import weakref\nclass Node: pass\na, b = Node(), Node()\na.peer, b.peer = b, a\nprobe = weakref.ref(a)\ndel a, b\n(gc.collect() >= 2, probe() is None)",
+    )
+    .await;
+    assert_eq!(collected["value"], "(True, True)");
+    let after = run(
+        &server,
+        &id,
+        "import pandas as pd\ngc.collect()\nint(pd.DataFrame({'a': [1, 2]}).a.sum())",
+    )
+    .await;
+    assert_eq!(after["value"], "3");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_wide_data_frame_comes_back_as_one_readable_table() {
     let server = start(&[]).await;
     let id = create(&server, json!({})).await;
