@@ -13,6 +13,8 @@ use mcp_code_sandbox::sandbox::manager::{CreateRequest, Sandbox};
 use tokio_util::sync::CancellationToken;
 
 fn create(c: &mut Criterion) {
+    // The first group: no thread of the bench's runs yet.
+    common::as_the_binary_starts();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut group = c.benchmark_group("create_sandbox");
     group
@@ -57,7 +59,6 @@ fn create(c: &mut Criterion) {
 }
 
 fn execute(c: &mut Criterion) {
-    common::as_the_binary_starts();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let app = common::app(&rt, "sandbox", &[]);
     let (sandbox, _) = rt
