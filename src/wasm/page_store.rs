@@ -518,12 +518,20 @@ impl PageStore {
             .map(|e| e.first..e.end())
             .collect();
         let runs = joined(runs, MAX_EXTENTS / 8);
+        let (started, extents_before) = (std::time::Instant::now(), self.layout.extents().len());
         self.appending = None;
         // SAFETY: passed on from the caller.
         unsafe { self.append(region, &runs, Remap::Yes)? };
         self.idle.clear();
         self.drop_unused_segments();
         self.compacted_extents = self.layout.extents().len();
+        tracing::debug!(
+            extents_before,
+            extents_after = self.compacted_extents,
+            segment_bytes = self.segment_bytes(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "compacted a sandbox's kept pages"
+        );
         Ok(())
     }
 
