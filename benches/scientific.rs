@@ -1,6 +1,7 @@
 //! The scientific runtime's own costs: creating a sandbox from its
 //! pre-initialised snapshot, the first imports of its libraries in a fresh
-//! sandbox (numpy, pandas and pyplot preloaded; scikit-learn not), forking a
+//! sandbox (numpy, pandas and pyplot preloaded; scikit-learn not), a full
+//! collection of the garbage collector in a fresh sandbox, forking a
 //! sandbox with data loaded, and a small data analysis (group, fit, plot to
 //! PNG) in a sandbox that has them imported. Skipped, with a note, when the runtime is
 //! not fetched (`./fetch-python.sh --runtime scientific`).
@@ -107,6 +108,11 @@ fn scientific(c: &mut Criterion) {
     });
     group.bench_function("first_import_pandas", |b| {
         b.iter_custom(|iters| fresh(&rt, &app, "import pandas", iters))
+    });
+    // A full collection in a new sandbox: the snapshot's objects are frozen
+    // out of it, so it visits only what the sandbox made.
+    group.bench_function("full_gc_collect_in_a_new_sandbox", |b| {
+        b.iter_custom(|iters| fresh(&rt, &app, "import gc\ngc.collect()", iters))
     });
     group.bench_function("first_import_stack", |b| {
         b.iter_custom(|iters| {
