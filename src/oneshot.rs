@@ -21,7 +21,11 @@ const MAX_PRINTED: u64 = 64 << 20;
 /// Runs `code`; returns the process exit status (0 ok, 1 the code failed or
 /// hit a limit).
 pub async fn run(app: &App, code: String) -> Result<i32, SandboxError> {
-    let (sandbox, _) = app.manager.create(CreateRequest::default()).await?;
+    let request = CreateRequest {
+        one_off: true,
+        ..CreateRequest::default()
+    };
+    let (sandbox, _) = app.manager.create(request).await?;
     let id = sandbox.id().to_owned();
     let result = sandbox
         .execute(code, None, CancellationToken::new(), None)

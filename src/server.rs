@@ -171,6 +171,7 @@ impl SandboxServer {
             owner: caller.owner.clone(),
             caps: caller.caps,
             allow_hosts: options.allow_hosts,
+            one_off: false,
         })
     }
 
@@ -509,7 +510,10 @@ For one-off computations that need no state afterwards.",
             allow_hosts: None,
         };
         let caller = self.caller(&ctx)?;
-        let request = self.create_request(&caller, None, options, &forwarder)?;
+        let request = CreateRequest {
+            one_off: true,
+            ..self.create_request(&caller, None, options, &forwarder)?
+        };
         let created = self.manager.create(request).await;
         forwarder.finish().await;
         let (sandbox, _) = created?;

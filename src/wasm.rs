@@ -489,7 +489,12 @@ impl Backend for WasmBackend {
                 least.div_ceil(1 << 20)
             )));
         }
-        let keeping = self.keeping(&spec.id);
+        // A one-off sandbox is not kept: it is closed after its execution.
+        let keeping = if spec.one_off {
+            None
+        } else {
+            self.keeping(&spec.id)
+        };
         let sandbox = if name == self.settings.default_runtime
             && let Some(warm) = self.pool().await?.take(&spec.limits)
             && let Some((dir, ledger, interpreter)) = warm.into_parts()

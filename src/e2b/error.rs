@@ -352,6 +352,7 @@ mod tests {
             runtime: Some("no-such-template".to_owned()),
             progress: None,
             allow_hosts: None,
+            one_off: false,
         };
         let Err(err) = backend.create(spec).await else {
             panic!("a template E2B does not know must be refused");

@@ -69,6 +69,9 @@ pub struct CreateRequest {
     pub caps: OwnerCaps,
     /// Destinations its guest's HTTP may reach, narrowing the server's list.
     pub allow_hosts: Option<Vec<String>>,
+    /// Closed after one execution (`create_run_close`, a one-off `exec`):
+    /// its state is never kept on disk, since nothing will come back to it.
+    pub one_off: bool,
 }
 
 /// The live sandboxes of this server.
@@ -204,6 +207,7 @@ impl SandboxManager {
             runtime: request.runtime,
             progress: request.progress,
             allow_hosts: request.allow_hosts,
+            one_off: request.one_off,
         };
         let interpreter = self.unless_stopping(backend.create(spec)).await??;
         let sandbox = Sandbox::new(owner, &id, kind, interpreter, limits);

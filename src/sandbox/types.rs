@@ -108,6 +108,8 @@ pub struct SandboxSpec {
     /// The destinations its guest's HTTP may reach, narrowing the server's
     /// `SANDBOX_ALLOW_HOSTS` (`None`: the server's list).
     pub allow_hosts: Option<Vec<String>>,
+    /// Closed after one execution: its state need not be kept on disk.
+    pub one_off: bool,
 }
 
 /// Receives progress messages of a slow operation, as they happen.

@@ -195,6 +195,37 @@ async fn a_python_3_12_sandbox_says_its_variables_are_not_kept() {
 }
 
 #[tokio::test]
+async fn a_one_off_run_is_never_kept_so_it_never_runs_out_of_the_saved_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server =
+        scientific_server_on(&tmp.path().join("root"), &[("SANDBOX_SAVED_MAX_MB", "64")]).await;
+    let grow = "import numpy as np\nheap = np.ones(100 << 17)\nheap.nbytes >> 20";
+    // A sandbox that lives on is kept after the execution: past the budget,
+    // it says so.
+    server
+        .ok("create_sandbox", json!({"session_id": "lives"}))
+        .await;
+    let kept = server.exec("lives", grow).await;
+    assert!(
+        structured(&kept)["notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("SANDBOX_SAVED_MAX_MB")),
+        "{}",
+        text(&kept)
+    );
+    // The same run in create_run_close keeps nothing: no notice.
+    let once = server
+        .call(
+            "create_run_close",
+            json!({"code": grow, "runtime": "scientific", "timeout_seconds": 120}),
+        )
+        .await;
+    assert_eq!(structured(&once)["value"], "100", "{}", text(&once));
+    assert!(structured(&once)["notice"].is_null(), "{}", text(&once));
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_sandbox_whose_pages_outgrow_the_saved_budget_says_its_variables_are_no_longer_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
