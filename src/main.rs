@@ -68,12 +68,6 @@ async fn run(command: Command, mut config: Config) -> ExitCode {
         // One-off commands need no interpreters started ahead of time.
         config.wasm.pool_size = 0;
     }
-    if matches!(command, Command::Exec { .. }) {
-        // A one-off sandbox is closed as the command ends: nothing will come
-        // back to it, so its state is not kept on disk after its execution,
-        // and the saved sandboxes a server left in the root are not touched.
-        config.wasm.keep_saved = std::time::Duration::ZERO;
-    }
     let app = match App::build(config) {
         Ok(app) => app,
         Err(e) => {

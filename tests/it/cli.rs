@@ -31,26 +31,6 @@ fn exec_prints_the_output_and_the_value() {
 }
 
 #[test]
-fn exec_keeps_nothing_on_disk_and_leaves_saved_sandboxes_alone() {
-    let root = tempfile::tempdir().unwrap();
-    let out = command()
-        .env("SANDBOX_ROOT", root.path())
-        .args(["exec", "data = bytearray(8 << 20)\nlen(data)"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "8388608\n");
-    assert!(
-        !root.path().join("saved").exists(),
-        "a one-off execution opened the saved sandboxes' store"
-    );
-}
-
-#[test]
 fn exec_fails_with_the_traceback_when_the_code_raises() {
     let out = command().args(["exec", "1/0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

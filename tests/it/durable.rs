@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{Server, kill_outright, process_gone, scientific_server_on, structured, text};
+use crate::support::{
+    Server, binary, kill_outright, process_gone, scientific_cache, scientific_server_on,
+    structured, text,
+};
 
 #[tokio::test]
 async fn a_server_killed_outright_brings_every_sandbox_back_as_of_its_last_execution() {
@@ -192,6 +195,34 @@ async fn a_python_3_12_sandbox_says_its_variables_are_not_kept() {
         "{message}"
     );
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_one_off_exec_on_the_root_of_a_killed_server_loses_none_of_its_sandboxes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = scientific_server_on(&root, &[]).await;
+    first
+        .ok("create_sandbox", json!({"session_id": "kept"}))
+        .await;
+    first.run("kept", "answer = 41").await;
+    kill_outright(first).await;
+    // Before any server starts again, a one-off execution on the same root:
+    // it must hand the dead server's sandboxes on, never remove them.
+    let out = std::process::Command::new(binary())
+        .args(["exec", "6 * 7"])
+        .env("SANDBOX_ROOT", &root)
+        .env("SANDBOX_CACHE_DIR", scientific_cache())
+        .env("SANDBOX_LOG", "warn")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "42\n", "{said}");
+    let second = scientific_server_on(&root, &[]).await;
+    let back = second.exec("kept", "answer + 1").await;
+    assert_eq!(structured(&back)["value"], "42", "{}", text(&back));
+    second.stop().await;
 }
 
 #[tokio::test]
