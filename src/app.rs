@@ -24,6 +24,25 @@ use crate::wasm::WasmBackend;
 
 pub use make_bundle::make_bundle;
 
+/// Keeps errors the server handles as a matter of course from capturing a
+/// stack backtrace each when `RUST_BACKTRACE` is set: a guest's look-up of a
+/// file that is not there is one (WASI reports it as an error, and wasmtime
+/// captures two backtraces for it), and it took twice as long with them. It
+/// sets `RUST_LIB_BACKTRACE=0` unless the user set it; panics still print
+/// their backtrace under `RUST_BACKTRACE`.
+///
+/// # Safety
+///
+/// It changes the process's environment: no other thread may run yet (call
+/// it first thing in `main`, or in a bench before it starts any).
+pub unsafe fn no_backtraces_for_handled_errors() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: the caller's promise: no other thread reads the
+        // environment meanwhile.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
+}
+
 /// A configured server: its backends and its sandboxes.
 pub struct App {
     /// The configuration it was built from.

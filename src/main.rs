@@ -14,7 +14,8 @@ use mcp_code_sandbox::oneshot;
 
 fn main() -> ExitCode {
     load_env_file();
-    no_backtraces_for_handled_errors();
+    // SAFETY: main's first steps; no other thread runs yet.
+    unsafe { mcp_code_sandbox::app::no_backtraces_for_handled_errors() };
     let cli = Cli::parse();
     let config = match Config::from_settings(&cli.settings) {
         Ok(c) => c,
@@ -228,19 +229,6 @@ fn read_code(code: Option<String>, file: Option<std::path::PathBuf>) -> anyhow::
         (None, Some(path)) => std::fs::read_to_string(&path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display())),
         (None, None) => anyhow::bail!("give the code to run, or --file"),
-    }
-}
-
-/// Keeps errors the server handles as a matter of course from capturing a
-/// stack backtrace each when `RUST_BACKTRACE` is set: a guest's look-up of a
-/// file that is not there is one (WASI reports it as an error, and wasmtime
-/// captures two backtraces for it), and it took twice as long with them.
-/// Panics still print their backtrace under `RUST_BACKTRACE`; a
-/// `RUST_LIB_BACKTRACE` the user set wins.
-fn no_backtraces_for_handled_errors() {
-    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
-        // SAFETY: main's first steps; no other thread runs yet.
-        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
 }
 

@@ -14,15 +14,12 @@ use mcp_code_sandbox::sandbox::Execution;
 use mcp_code_sandbox::sandbox::manager::Sandbox;
 use tokio_util::sync::CancellationToken;
 
-/// Sets what the binary sets as it starts: no stack backtrace captured for
-/// each error it handles (`RUST_LIB_BACKTRACE=0` unless set), so a bench run
-/// with `RUST_BACKTRACE=1` times what the server does. Call it first, before
-/// the bench starts any thread.
+/// Sets what the binary sets as it starts (no stack backtrace captured for
+/// each error it handles), so a bench run with `RUST_BACKTRACE=1` times what
+/// the server does. Call it first, before the bench starts any thread.
 pub fn as_the_binary_starts() {
-    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
-        // SAFETY: called before the bench starts any thread of its own.
-        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
-    }
+    // SAFETY: called before the bench starts any thread of its own.
+    unsafe { mcp_code_sandbox::app::no_backtraces_for_handled_errors() };
 }
 
 /// An app configured by `flags` (as on the command line), with sandboxes

@@ -472,9 +472,7 @@ async fn run_guest(
     store.call_hook(move |mut ctx, hook| {
         match hook {
             CallHook::ReturningFromHost => {
-                if hook_link.cpu().begin_call() {
-                    hook_interrupt.new_call();
-                }
+                hook_interrupt.begin_call();
                 hook_interrupt.on_host_return()?;
                 if let Some(fuel) = hook_link.take_pending_fuel()
                     && metered

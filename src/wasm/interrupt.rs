@@ -13,7 +13,7 @@
 //! A stop for the CPU-time budget belongs to one call: it is asked only
 //! while that call runs, and lifted if it comes as the call ends
 //! ([`Interrupt::call_ended`]) or when the next call begins
-//! ([`Interrupt::new_call`]); meanwhile the host keeps and forks the guest's
+//! ([`Interrupt::begin_call`]); meanwhile the host keeps and forks the guest's
 //! memory, which must not be blocked. The other two are for good, and
 //! replace a CPU-time stop.
 //!
@@ -85,14 +85,20 @@ impl Interrupt {
         self.stop(&mut state, reason);
     }
 
-    /// A new call begins: a stop for the last call's CPU time is lifted.
-    pub(crate) fn new_call(&self) {
-        self.next_phase();
+    /// Begins the call the host armed on the CPU meter, if one waits (called
+    /// on the guest's thread as it picks a request up): a stop for the last
+    /// call's CPU time is lifted.
+    pub(crate) fn begin_call(&self) {
+        if self.cpu.begin_call() {
+            self.next_phase();
+        }
     }
 
-    /// The call ended: a stop for its CPU time that came as it ended is
-    /// lifted, and no later check holds it to that call's budget.
+    /// The call ended: its CPU-time budget no longer applies, a stop for it
+    /// that came as it ended is lifted, and no later check holds it to that
+    /// budget.
     pub(crate) fn call_ended(&self) {
+        self.cpu.end_call();
         self.next_phase();
     }
 
@@ -288,7 +294,7 @@ mod tests {
         interrupt.request(StopReason::CpuBudget);
         interrupt.request(StopReason::Stopped);
         assert_eq!(interrupt.reason(), Some(StopReason::Stopped));
-        interrupt.new_call();
+        interrupt.call_ended();
         assert_eq!(
             interrupt.reason(),
             Some(StopReason::Stopped),
@@ -302,7 +308,7 @@ mod tests {
         interrupt.request(StopReason::Stopped);
         let explained = interrupt.explain(wasmtime::Error::msg("the guest's own error"));
         assert_eq!(explained.to_string(), "the guest's own error");
-        interrupt.new_call();
+        interrupt.call_ended();
         assert_eq!(interrupt.reason(), Some(StopReason::Stopped));
     }
 
@@ -311,8 +317,7 @@ mod tests {
         let cpu = CpuMeter::new();
         let interrupt = Interrupt::new(cpu.clone());
         cpu.arm(Some(Duration::from_nanos(1)));
-        assert!(cpu.begin_call());
-        interrupt.new_call();
+        interrupt.begin_call();
         let start = std::time::Instant::now();
         // Burn a little CPU on this thread, which the meter reads as the
         // guest's while no poll runs elsewhere.
@@ -329,7 +334,6 @@ mod tests {
         interrupt.check();
         assert_eq!(interrupt.reason(), Some(StopReason::CpuBudget));
         assert!(interrupt.stopping());
-        cpu.end_call();
         interrupt.call_ended();
         assert_eq!(interrupt.reason(), None, "lifted as the call ends");
         interrupt.check();
@@ -339,8 +343,7 @@ mod tests {
             "between calls, the last call's budget stops nothing (the host keeps its memory)"
         );
         cpu.arm(None);
-        assert!(cpu.begin_call());
-        interrupt.new_call();
+        interrupt.begin_call();
         assert_eq!(interrupt.reason(), None, "the next call runs");
         assert!(!interrupt.stopping());
         interrupt.check();

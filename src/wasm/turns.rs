@@ -124,9 +124,7 @@ pub(crate) async fn serve(
                 None => return GuestExit::Gone,
             },
             () = link.wait_request() => {
-                if link.cpu().begin_call() {
-                    interrupt.new_call();
-                }
+                interrupt.begin_call();
                 if metered && let Some(fuel) = link.take_pending_fuel()
                     && let Err(e) = store.set_fuel(fuel)
                 {
@@ -135,7 +133,6 @@ pub(crate) async fn serve(
                 if let Err(e) = exports.run(&mut store, SERVE).await {
                     return classify(Err(interrupt.explain(e)));
                 }
-                link.cpu().end_call();
                 interrupt.call_ended();
                 let fuel_left = if metered { store.get_fuel().unwrap_or(0) } else { 0 };
                 link.turn_returned(fuel_left);
