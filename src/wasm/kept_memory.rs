@@ -14,7 +14,7 @@ use super::globals::{GlobalValue, capture_globals};
 use super::guest_memory::{MemoryRegion, host_page};
 use super::guest_state::GuestState;
 use super::journal::{Journal, StateRecord};
-use super::page_store::PageStore;
+use super::page_store::{Flushed, PageStore, Upkeep};
 use super::state_error::StateError;
 use crate::sandbox::budget::Budget;
 
@@ -48,6 +48,9 @@ pub(crate) struct KeptMemory {
     /// What to tell the client at the next execution (the memory could not
     /// be kept from its start).
     notice: Option<String>,
+    /// The execution the last keep recorded, until [`KeptMemory::tidy`]
+    /// has done what that keep left.
+    to_tidy: Option<u64>,
 }
 
 /// Bytes a journal grows to before its next record is a whole one, which
@@ -64,6 +67,7 @@ impl KeptMemory {
             disk: None,
             sync: BackgroundSync::default(),
             notice: None,
+            to_tidy: None,
             pages,
         };
         let Some(budget) = durable else {
@@ -88,6 +92,9 @@ impl KeptMemory {
     /// Notes that an execution starts (the `executions`th), so that a server
     /// stopped during it says so when the sandbox comes back.
     pub(crate) fn started(&mut self, executions: u64) {
+        // Whatever the last keep left undone stays undone: the guest runs.
+        self.to_tidy = None;
+        self.pages.forget_deferred();
         if let Some(journal) = &mut self.journal
             && let Err(e) = journal.started(executions)
         {
@@ -102,22 +109,25 @@ impl KeptMemory {
     /// durable sandboxes past the disk they may take, the journal says the
     /// memory is no longer kept and stops; what to tell the client then is
     /// returned.
+    ///
+    /// What can wait until the execution is answered (mapping pages that
+    /// stayed unchanged from their copies, a compaction) is left to
+    /// [`KeptMemory::tidy`], which must run before the guest runs again.
     pub(crate) fn keep(
         &mut self,
         store: &mut Store<GuestState>,
         instance: &Instance,
         executions: u64,
     ) -> Result<Option<String>, StateError> {
+        self.to_tidy = None;
         let Some(journal) = &mut self.journal else {
             return Ok(self.notice.take());
         };
         let region = region_of(store, instance)?;
-        let memory_bytes = region.size();
-        let globals = capture_globals(store, instance)?;
         let pages = &mut self.pages;
         // SAFETY: between turns no guest code runs, and the store describes
         // this memory.
-        let written = unsafe { pages.written(&region, memory_bytes)? };
+        let written = unsafe { pages.written(&region, region.size())? };
         // SAFETY: as above.
         let split = unsafe { pages.split_by_change(&region, &written)? };
         // Charged before anything is written: what would not fit is never
@@ -136,14 +146,8 @@ impl KeptMemory {
             lapsed.map_err(StateError::io("writing the sandbox's journal"))?;
             return Ok(Some(notice));
         }
-        // A compaction writes the pages in use once more until the journal
-        // is rewritten: only when the disk allowed can take them.
-        let may_compact = self
-            .disk
-            .as_ref()
-            .is_none_or(|(budget, _)| budget.free() >= pages.used_bytes() + adding);
         // SAFETY: as above.
-        let flushed = match unsafe { pages.flush_split(&region, split, may_compact) } {
+        let flushed = match unsafe { pages.flush_split(&region, split, Upkeep::Deferred) } {
             Ok(flushed) => flushed,
             Err(e) => {
                 // The layout may have moved on from what the journal knows:
@@ -152,11 +156,67 @@ impl KeptMemory {
                 return Err(e.into());
             }
         };
+        self.record(store, instance, &region, executions, flushed)?;
+        self.to_tidy = Some(executions);
+        Ok(None)
+    }
+
+    /// Does what the last [`KeptMemory::keep`] left, once its execution is
+    /// answered: maps the pages that stayed unchanged long enough from their
+    /// copies, and compacts the pages when they are due (and the disk
+    /// allowed can take them once more), recording the whole state that
+    /// leaves. A server killed meanwhile has the state that keep recorded.
+    /// Must run before the guest runs again (nothing is done after a keep
+    /// that did not record its state).
+    pub(crate) fn tidy(
+        &mut self,
+        store: &mut Store<GuestState>,
+        instance: &Instance,
+    ) -> Result<(), StateError> {
+        let Some(executions) = self.to_tidy.take() else {
+            return Ok(());
+        };
+        let region = region_of(store, instance)?;
+        // A compaction writes the pages in use once more until the journal
+        // is rewritten: only when the disk allowed can take them.
+        let may_compact = self
+            .disk
+            .as_ref()
+            .is_none_or(|(budget, _)| budget.free() >= self.pages.used_bytes());
+        // SAFETY: between turns no guest code runs (and none has since the
+        // keep), and the store describes this memory.
+        match unsafe { self.pages.tidy(&region, may_compact) } {
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                let whole = self.pages.whole();
+                self.record(store, instance, &region, executions, whole)
+            }
+            Err(e) => {
+                self.needs_whole = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Records in the journal the state `flushed` leaves after the
+    /// `executions`th execution, and has the files synced in the background.
+    fn record(
+        &mut self,
+        store: &mut Store<GuestState>,
+        instance: &Instance,
+        region: &MemoryRegion,
+        executions: u64,
+        flushed: Flushed,
+    ) -> Result<(), StateError> {
+        let Some(journal) = &mut self.journal else {
+            return Ok(());
+        };
+        let pages = &mut self.pages;
         charge(&mut self.disk, pages.segment_bytes());
         if journal.len() > JOURNAL_REWRITE_BYTES {
             self.needs_whole = true;
         }
-        let flushed = if self.needs_whole {
+        let flushed = if self.needs_whole && !flushed.whole {
             pages.whole()
         } else {
             flushed
@@ -164,8 +224,8 @@ impl KeptMemory {
         let whole = flushed.whole;
         let record = StateRecord {
             executions,
-            memory_bytes: memory_bytes as u64,
-            globals,
+            memory_bytes: region.size() as u64,
+            globals: capture_globals(store, instance)?,
             whole,
             extents: flushed.extents,
             marks: flushed.marks,
@@ -186,7 +246,7 @@ impl KeptMemory {
         }
         self.sync
             .request(pages.sync_handles(), journal.sync_handle(), executions);
-        Ok(None)
+        Ok(())
     }
 
     /// Takes a fork of the memory into a store in `dir`: the pages written

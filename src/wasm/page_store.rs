@@ -115,6 +115,17 @@ impl Flushed {
 /// Runs of pages that changed, and runs that did not.
 pub(crate) type ChangedAndNot = (Vec<Range<usize>>, Vec<Range<usize>>);
 
+/// When a flush maps the unchanged pages that have been idle long enough
+/// from the layout again (see [`idle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Upkeep {
+    /// During the flush.
+    Now,
+    /// At the [`PageStore::tidy`] that follows it, once the execution has
+    /// been answered (mapping them is not what makes the state durable).
+    Deferred,
+}
+
 /// Whether pages just appended to a segment are mapped from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Remap {
@@ -147,6 +158,8 @@ pub(crate) struct PageStore {
     stale: Vec<PathBuf>,
     /// Unchanged pages the memory keeps as its own for now.
     idle: IdlePages,
+    /// Idle pages the last flush left to [`PageStore::tidy`] to map.
+    deferred: Vec<Range<usize>>,
     /// Whether its files could not be viewed (see [`FileView`]): they are
     /// read with system calls from then on.
     views_refused: bool,
@@ -176,6 +189,7 @@ impl PageStore {
             hold_unused: false,
             compacted_extents: 0,
             idle: IdlePages::default(),
+            deferred: Vec::new(),
             views_refused: false,
         }
     }
@@ -295,11 +309,16 @@ impl PageStore {
         // SAFETY: passed on from the caller.
         let split = unsafe { self.split_by_change(region, written)? };
         // SAFETY: passed on from the caller.
-        unsafe { self.flush_split(region, split, may_compact) }
+        let flushed = unsafe { self.flush_split(region, split, Upkeep::Now)? };
+        // SAFETY: passed on from the caller.
+        let compacted = unsafe { self.tidy(region, may_compact)? };
+        Ok(if compacted { self.whole() } else { flushed })
     }
 
     /// [`PageStore::flush_written`] of written pages already split by
-    /// [`PageStore::split_by_change`].
+    /// [`PageStore::split_by_change`], without compacting; the unchanged
+    /// pages due to be mapped from the layout again are mapped now or left
+    /// for [`PageStore::tidy`], as `upkeep` says.
     ///
     /// # Safety
     ///
@@ -308,12 +327,15 @@ impl PageStore {
         &mut self,
         region: &MemoryRegion,
         (changed, unchanged): ChangedAndNot,
-        may_compact: bool,
+        upkeep: Upkeep,
     ) -> Result<Flushed, StoreError> {
         // Unchanged pages are mapped from the layout once idle (see [`idle`]).
         let due = self.idle.due(&unchanged);
-        // SAFETY: passed on from the caller.
-        unsafe { self.map_from_layout(region, &due)? };
+        match upkeep {
+            // SAFETY: passed on from the caller.
+            Upkeep::Now => unsafe { self.map_from_layout(region, &due)? },
+            Upkeep::Deferred => self.deferred = due,
+        }
         if changed.is_empty() {
             self.drop_unused_segments();
             return Ok(Flushed::default());
@@ -321,16 +343,43 @@ impl PageStore {
         // SAFETY: passed on from the caller.
         let (extents, mark) = unsafe { self.append(region, &changed, Remap::No)? };
         self.drop_unused_segments();
-        if may_compact && self.needs_compaction() {
-            // SAFETY: passed on from the caller.
-            unsafe { self.compact(region)? };
-            return Ok(self.whole());
-        }
         Ok(Flushed {
             extents,
             whole: false,
             marks: vec![mark],
         })
+    }
+
+    /// Does what the last flush left for later: maps from the layout the
+    /// unchanged pages it left (see [`Upkeep::Deferred`]), then compacts the
+    /// store when it is due and `may_compact`. Whether it compacted (the
+    /// layout then wants a whole record, see [`PageStore::whole`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageStore::flush`]; and no guest code may have run since
+    /// that flush.
+    pub(crate) unsafe fn tidy(
+        &mut self,
+        region: &MemoryRegion,
+        may_compact: bool,
+    ) -> Result<bool, StoreError> {
+        let due = std::mem::take(&mut self.deferred);
+        // SAFETY: passed on from the caller; the pages are as the flush
+        // found them.
+        unsafe { self.map_from_layout(region, &due)? };
+        if !(may_compact && self.needs_compaction()) {
+            return Ok(false);
+        }
+        // SAFETY: passed on from the caller.
+        unsafe { self.compact(region)? };
+        Ok(true)
+    }
+
+    /// Forgets what the last flush left for [`PageStore::tidy`] (the guest
+    /// is about to run: those pages may change).
+    pub(crate) fn forget_deferred(&mut self) {
+        self.deferred.clear();
     }
 
     /// Bytes a compaction would write now: the pages the segments hold.
@@ -559,6 +608,7 @@ impl PageStore {
             compacted_extents: self.compacted_extents,
             stale: Vec::new(),
             idle: IdlePages::default(),
+            deferred: Vec::new(),
             views_refused: false,
         })
     }
@@ -595,6 +645,7 @@ impl PageStore {
             compacted_extents: 0,
             stale: Vec::new(),
             idle: IdlePages::default(),
+            deferred: Vec::new(),
             views_refused: false,
         })
     }

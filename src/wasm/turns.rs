@@ -113,12 +113,17 @@ pub(crate) async fn serve(
                     }
                 }
                 Some(Control::Keep(executions, answer)) => {
-                    let kept = match &mut kept {
-                        // On the guest's own thread, which nothing else waits for.
-                        Some(kept) => kept.keep(&mut store, &instance, executions),
-                        None => Ok(None),
+                    let Some(kept) = &mut kept else {
+                        let _ = answer.send(Ok(None));
+                        continue;
                     };
-                    let _ = answer.send(kept);
+                    // On the guest's own thread, which nothing else waits for.
+                    let _ = answer.send(kept.keep(&mut store, &instance, executions));
+                    // The execution is answered: what the keep left is done
+                    // now, before any other control or turn is taken.
+                    if let Err(e) = kept.tidy(&mut store, &instance) {
+                        tracing::warn!(error = %e, "could not tidy the sandbox's kept pages: its state stays as the last execution left it");
+                    }
                 }
                 // The interpreter's owner is gone.
                 None => return GuestExit::Gone,

@@ -308,6 +308,71 @@ async fn a_sandbox_whose_pages_outgrow_the_saved_budget_says_its_variables_are_n
     second.stop().await;
 }
 
+#[tokio::test]
+async fn pages_written_all_over_are_compacted_between_executions_and_a_kill_keeps_the_last() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let first = scientific_server_on(&root, &[]).await;
+    first
+        .ok("create_sandbox", json!({"session_id": "busy"}))
+        .await;
+    first
+        .run(
+            "busy",
+            "import pandas as pd, numpy as np\n\
+             df = pd.DataFrame(np.arange(2_000_000, dtype=np.float64).reshape(200_000, 10))\n\
+             totals = []",
+        )
+        .await;
+    // Each of these writes pages all over the interpreter's heap: the
+    // store soon holds them in too many pieces and compacts them (after
+    // the answer), into a new segment.
+    for i in 0..12 {
+        first
+            .run(
+                "busy",
+                &format!("totals.append(float(df.iloc[:100].sum().sum()) + {i})"),
+            )
+            .await;
+    }
+    let segments = segment_names(&root);
+    assert!(!segments.is_empty());
+    assert!(
+        !segments.iter().any(|name| name == "segment-00000000"),
+        "the first segment was compacted away: {segments:?}"
+    );
+    kill_outright(first).await;
+
+    let second = scientific_server_on(&root, &[]).await;
+    let back = second
+        .exec(
+            "busy",
+            "(len(totals), totals[-1] - totals[0], float(df.values.sum()))",
+        )
+        .await;
+    assert_eq!(
+        structured(&back)["value"],
+        "(12, 11.0, 1999999000000.0)",
+        "{}",
+        text(&back)
+    );
+    second.stop().await;
+}
+
+/// The names of the page segments under `dir`.
+fn segment_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().is_dir() {
+            names.extend(segment_names(&entry.path()));
+        } else if name.starts_with("segment-") {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// Bytes the files under `dir` hold on disk.
 fn walk(dir: &std::path::Path) -> u64 {
     use std::os::unix::fs::MetadataExt;

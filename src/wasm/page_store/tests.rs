@@ -310,3 +310,91 @@ fn parts_written_in_one_go_land_one_after_another_even_past_one_calls_limit() {
     assert_eq!(&written[..7], &[0; 7], "nothing before the offset");
     assert_eq!(written[7..], parts.concat()[..]);
 }
+
+/// A flush as a kept memory makes it before answering: what can wait is
+/// left to [`PageStore::tidy`].
+unsafe fn flush_deferring(pages: &mut PageStore, region: &MemoryRegion) -> Flushed {
+    let written = unsafe { pages.written(region, region.size()).unwrap() };
+    let split = unsafe { pages.split_by_change(region, &written).unwrap() };
+    unsafe { pages.flush_split(region, split, Upkeep::Deferred).unwrap() }
+}
+
+#[test]
+fn a_deferring_flush_leaves_the_compaction_to_the_tidy_after_it() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut guest = Guest::new(&engine, &module);
+    let mut pages = PageStore::of_image(tmp.path().join("later"), snapshot);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let stride = NEAR_PAGES + 2;
+    for i in 0..(MAX_EXTENTS + 10) {
+        guest.put(stride * i * page + 1, (i % 200) as i32 + 1);
+        let flushed = unsafe { flush_deferring(&mut pages, &guest.region) };
+        assert!(!flushed.whole, "no compaction before the answer");
+    }
+    assert!(pages.layout().extents().len() > MAX_EXTENTS);
+    assert!(unsafe { pages.tidy(&guest.region, true).unwrap() });
+    assert!(pages.layout().extents().len() <= MAX_EXTENTS);
+    assert!(pages.whole().whole);
+    // Nothing due any more: the next tidy has nothing to do.
+    assert!(!unsafe { pages.tidy(&guest.region, true).unwrap() });
+    for i in 0..(MAX_EXTENTS + 10) {
+        assert_eq!(guest.get(stride * i * page + 1), (i % 200) as i32 + 1);
+    }
+}
+
+#[test]
+fn a_tidy_not_allowed_to_compact_leaves_the_pages_as_they_are() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut guest = Guest::new(&engine, &module);
+    let mut pages = PageStore::of_image(tmp.path().join("full"), snapshot);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let stride = NEAR_PAGES + 2;
+    for i in 0..(MAX_EXTENTS + 10) {
+        guest.put(stride * i * page + 1, 1);
+        unsafe { flush_deferring(&mut pages, &guest.region) };
+    }
+    let before = pages.layout().extents().len();
+    assert!(!unsafe { pages.tidy(&guest.region, false).unwrap() });
+    assert_eq!(pages.layout().extents().len(), before);
+}
+
+#[test]
+fn idle_pages_a_flush_left_are_mapped_by_the_tidy_not_once_the_guest_ran() {
+    let finder = Finder::best();
+    if finder == Finder::Compare {
+        return;
+    }
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let holds = |runs: &[Range<usize>], index: usize| runs.iter().any(|r| r.contains(&index));
+    let mut guest = Guest::new(&engine, &module);
+    let mut pages =
+        PageStore::of_image(tmp.path().join("idle-later"), snapshot).with_finder(finder);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let size = guest.region.size();
+    // Pages 13 and 21 written back as they were, until idle long enough.
+    guest.put(13 * page, 13);
+    guest.put(21 * page, 21);
+    for _ in 0..idle::IDLE_FLUSHES {
+        unsafe { flush_deferring(&mut pages, &guest.region) };
+    }
+    let written = unsafe { pages.written(&guest.region, size).unwrap() };
+    assert!(holds(&written, 13), "not mapped by the flush itself");
+    assert!(unsafe { !pages.tidy(&guest.region, true).unwrap() });
+    let written = unsafe { pages.written(&guest.region, size).unwrap() };
+    assert!(!holds(&written, 13), "mapped from the image by the tidy");
+    assert_eq!(guest.get(13 * page), 13);
+
+    // Idle again, but the guest runs before any tidy (its start forgets
+    // what the flush left) and writes one of them: it keeps what it wrote.
+    guest.put(13 * page, 13);
+    for _ in 0..idle::IDLE_FLUSHES {
+        unsafe { flush_deferring(&mut pages, &guest.region) };
+    }
+    pages.forget_deferred();
+    guest.put(13 * page + 1, 99);
+    assert!(unsafe { !pages.tidy(&guest.region, true).unwrap() });
+    assert_eq!(guest.get(13 * page + 1), 99, "the guest's write stays");
+}
