@@ -1,4 +1,5 @@
 use super::*;
+use compaction::MAX_EXTENTS;
 use std::sync::Arc;
 
 use wasmtime::{Config, Engine, Instance, Module, Store, TypedFunc};
