@@ -399,3 +399,55 @@ fn idle_pages_a_flush_left_are_mapped_by_the_tidy_not_once_the_guest_ran() {
     assert!(unsafe { !pages.tidy(&guest.region, true).unwrap() });
     assert_eq!(guest.get(13 * page + 1), 99, "the guest's write stays");
 }
+
+#[test]
+fn a_compaction_joins_up_small_pieces_and_leaves_long_runs_in_place() {
+    let (engine, module, tmp, snapshot) = setup();
+    let page = host_page();
+    let mut guest = Guest::new(&engine, &module);
+    let dir = tmp.path().join("pieces");
+    let mut pages = PageStore::of_image(dir.clone(), snapshot);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let size = guest.region.size();
+    // A long run written once (an array); then, one flush each, a page in
+    // each of two places far apart, the next to the last but one page on
+    // (the interpreter's bookkeeping): pieces one after another in memory
+    // but not in the segment, more than a store keeps.
+    for p in 200..300 {
+        guest.put(p * page + 1, 7);
+    }
+    unsafe { pages.flush(&guest.region, size).unwrap() };
+    let written = |i: usize| [(400 + 2 * i) * page + 1, (2000 + 2 * i) * page + 1];
+    let flushes = MAX_EXTENTS / 2 + 10;
+    for i in 0..flushes {
+        for at in written(i) {
+            guest.put(at, (i % 200) as i32 + 1);
+        }
+        unsafe { pages.flush(&guest.region, size).unwrap() };
+    }
+    let extents = pages.layout().extents().to_vec();
+    assert!(extents.len() < 40, "{extents:?}");
+    let long = extents.iter().find(|e| e.first == 200).unwrap();
+    assert_eq!(
+        (long.pages, long.source),
+        (100, Source::Segment(0)),
+        "the long run stays where it was written"
+    );
+    assert!(dir.join("segment-00000000").exists());
+
+    // The memory, a fork of it, and a memory mapped from the fork's store
+    // read what was written.
+    let fork_pages = pages.fork(tmp.path().join("pieces-fork")).unwrap();
+    let mut fork = Guest::new(&engine, &module);
+    unsafe { fork_pages.map_into(&fork.region).unwrap() };
+    for memory in [&mut guest, &mut fork] {
+        assert_eq!(memory.get(250 * page + 1), 7);
+        assert_eq!(memory.get(5 * page), 5, "the image");
+        for i in 0..flushes {
+            for at in written(i) {
+                assert_eq!(memory.get(at), (i % 200) as i32 + 1);
+                assert_eq!(memory.get(at + page), 0);
+            }
+        }
+    }
+}
