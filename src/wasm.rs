@@ -51,6 +51,7 @@ pub mod runtime;
 mod sandbox;
 mod save_error;
 mod saved;
+mod settling;
 mod snapshot;
 mod start_error;
 mod starting_memory;

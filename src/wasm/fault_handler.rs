@@ -25,7 +25,9 @@
 //!
 //! A system call on blocked memory (the host writing guest pages to a file)
 //! fails with `EFAULT` instead of faulting: memory is blocked only while its
-//! guest is being stopped, when nothing of it is kept.
+//! guest is being stopped, when nothing of it is kept (a tidy after an
+//! answer is not started then; one under way fails, and the state stays as
+//! the execution's keep recorded it).
 //!
 //! The handler reads only fixed tables of atomics (no lock, no allocation):
 //! the blocked ranges and the ranges of compiled guest code.

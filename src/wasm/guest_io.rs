@@ -33,6 +33,7 @@ use wasmtime_wasi_io::streams::{InputStream, OutputStream, StreamError, StreamRe
 use super::capture::OutputCapture;
 use super::cpu_clock::CpuMeter;
 use super::protocol::{OutputControl, output_control, without_first_images};
+use super::settling::Settling;
 
 /// Length of the per-interpreter token that marks a reply on stdout.
 pub(crate) const TOKEN_LEN: usize = 32;
@@ -80,6 +81,8 @@ pub(crate) struct GuestLink {
     cpu: Arc<CpuMeter>,
     /// A clear of the call's output the driver asked for.
     clear: Mutex<WaitingClear>,
+    /// Work the guest's thread does after an answer.
+    settling: Settling,
 }
 
 /// A `clear_output(wait=True)` of the call in progress (see
@@ -122,6 +125,7 @@ impl GuestLink {
             fuel_left: AtomicU64::new(0),
             cpu: CpuMeter::new(),
             clear: Mutex::new(WaitingClear::default()),
+            settling: Settling::default(),
         })
     }
 
@@ -129,6 +133,12 @@ impl GuestLink {
     /// ticks ask it whether the call's budget is spent).
     pub(crate) fn cpu(&self) -> &Arc<CpuMeter> {
         &self.cpu
+    }
+
+    /// The work the guest's thread does after an answer, which the next
+    /// call waits for before its time limit starts.
+    pub(crate) fn settling(&self) -> &Settling {
+        &self.settling
     }
 
     /// The secret that starts every reply, as text for the hello request.

@@ -308,6 +308,13 @@ impl Interpreter {
             reply_bytes,
         } = limits;
         let budget = fuel.unwrap_or(0);
+        // What the guest's thread still does for the last call (tidying a
+        // kept memory) is not this call's time.
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {}
+            () = self.link.settling().settled() => {}
+        }
         let reply = self
             .link
             .send(preamble, &body, budget, cpu, reply_bytes, stdout, stderr);

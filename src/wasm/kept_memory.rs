@@ -153,10 +153,15 @@ impl KeptMemory {
                 // The layout may have moved on from what the journal knows:
                 // the next record says all.
                 self.needs_whole = true;
+                pages.forget_deferred();
                 return Err(e.into());
             }
         };
-        self.record(store, instance, &region, executions, flushed)?;
+        if let Err(e) = self.record(store, instance, &region, executions, flushed) {
+            // No tidy follows a keep that did not record its state.
+            self.pages.forget_deferred();
+            return Err(e);
+        }
         self.to_tidy = Some(executions);
         Ok(None)
     }
@@ -177,15 +182,15 @@ impl KeptMemory {
             return Ok(());
         };
         let region = region_of(store, instance)?;
-        // A compaction writes the pages in use once more until the journal
-        // is rewritten: only when the disk allowed can take them.
-        let may_compact = self
+        // A compaction writes pages once more until the journal is
+        // rewritten: only as many as the disk allowed can take.
+        let room = self
             .disk
             .as_ref()
-            .is_none_or(|(budget, _)| budget.free() >= self.pages.used_bytes());
+            .map_or(u64::MAX, |(budget, _)| budget.free());
         // SAFETY: between turns no guest code runs (and none has since the
         // keep), and the store describes this memory.
-        match unsafe { self.pages.tidy(&region, may_compact) } {
+        match unsafe { self.pages.tidy(&region, room) } {
             Ok(false) => Ok(()),
             Ok(true) => {
                 let whole = self.pages.whole();

@@ -282,8 +282,9 @@ impl PageStore {
         let split = unsafe { self.split_by_change(region, written)? };
         // SAFETY: passed on from the caller.
         let flushed = unsafe { self.flush_split(region, split, Upkeep::Now)? };
+        let room = if may_compact { u64::MAX } else { 0 };
         // SAFETY: passed on from the caller.
-        let compacted = unsafe { self.tidy(region, may_compact)? };
+        let compacted = unsafe { self.tidy(region, room)? };
         Ok(if compacted { self.whole() } else { flushed })
     }
 
@@ -324,8 +325,9 @@ impl PageStore {
 
     /// Does what the last flush left for later: maps from the layout the
     /// unchanged pages it left (see [`Upkeep::Deferred`]), then compacts the
-    /// store when it is due and `may_compact`. Whether it compacted (the
-    /// layout then wants a whole record, see [`PageStore::whole`]).
+    /// store when it is due and the disk allowed has `room` (bytes) for it
+    /// (see [`compaction`]). Whether it compacted (the layout then wants a
+    /// whole record, see [`PageStore::whole`]).
     ///
     /// # Safety
     ///
@@ -334,17 +336,17 @@ impl PageStore {
     pub(crate) unsafe fn tidy(
         &mut self,
         region: &MemoryRegion,
-        may_compact: bool,
+        room: u64,
     ) -> Result<bool, StoreError> {
         let due = std::mem::take(&mut self.deferred);
         // SAFETY: passed on from the caller; the pages are as the flush
         // found them.
         unsafe { self.map_from_layout(region, &due)? };
-        if !(may_compact && self.needs_compaction()) {
+        if room < self.used_bytes() || !self.needs_compaction() {
             return Ok(false);
         }
         // SAFETY: passed on from the caller.
-        unsafe { self.compact(region)? };
+        unsafe { self.compact(region, room)? };
         Ok(true)
     }
 

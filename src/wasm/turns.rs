@@ -118,10 +118,16 @@ pub(crate) async fn serve(
                         continue;
                     };
                     // On the guest's own thread, which nothing else waits for.
-                    let _ = answer.send(kept.keep(&mut store, &instance, executions));
+                    let kept_now = kept.keep(&mut store, &instance, executions);
+                    // The next call's time starts once the tidy is done.
+                    let _busy = link.settling().begin();
+                    let _ = answer.send(kept_now);
                     // The execution is answered: what the keep left is done
-                    // now, before any other control or turn is taken.
-                    if let Err(e) = kept.tidy(&mut store, &instance) {
+                    // now, before any other control or turn is taken (not
+                    // when the guest is being stopped: its memory is blocked).
+                    if !interrupt.stopping()
+                        && let Err(e) = kept.tidy(&mut store, &instance)
+                    {
                         tracing::warn!(error = %e, "could not tidy the sandbox's kept pages: its state stays as the last execution left it");
                     }
                 }

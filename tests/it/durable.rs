@@ -360,6 +360,46 @@ async fn pages_written_all_over_are_compacted_between_executions_and_a_kill_keep
     second.stop().await;
 }
 
+#[tokio::test]
+async fn a_compaction_after_an_answer_never_counts_against_the_next_calls_time_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let server = scientific_server_on(
+        &root,
+        &[
+            ("SANDBOX_MAX_MEMORY_MB", "2000"),
+            ("SANDBOX_SAVED_MAX_MB", "20000"),
+        ],
+    )
+    .await;
+    server
+        .ok(
+            "create_sandbox",
+            json!({"session_id": "big", "memory_mb": 1500}),
+        )
+        .await;
+    server
+        .run(
+            "big",
+            "import numpy as np\na = np.ones(400 * 2**20 // 8)\nkeep_me = 'hello'",
+        )
+        .await;
+    // Each changes every page of the array: after the second, the segments
+    // hold so much garbage that every page in use is rewritten, after the
+    // answer (which takes longer than the next call's limit).
+    server.run("big", "a += 1").await;
+    server.run("big", "a += 1").await;
+    let next = server
+        .call(
+            "execute_code",
+            json!({"session_id": "big", "code": "keep_me", "timeout_seconds": 0.3}),
+        )
+        .await;
+    assert_eq!(structured(&next)["value"], "'hello'", "{}", text(&next));
+    assert_eq!(server.run("big", "float(a[0])").await["value"], "3.0");
+    server.stop().await;
+}
+
 /// The state records in the journals under `dir` (each frame: its length,
 /// its checksum, then the record as JSON).
 fn state_records(dir: &std::path::Path) -> usize {

@@ -101,16 +101,27 @@ impl PageStore {
     }
 
     /// Compacts the store: its small pieces joined up when that leaves the
-    /// layout in few enough pieces and the segments hold little garbage,
-    /// else every page in use written anew (see the module's documentation).
+    /// layout in few enough pieces, the segments hold little garbage, and
+    /// the disk allowed (`room`, in bytes) could still take a rewrite of
+    /// every page afterwards; else every page in use written anew (see the
+    /// module's documentation). Either way into a new segment, so a
+    /// compaction cut short leaves nothing in a segment a journal names.
     ///
     /// # Safety
     ///
     /// As for [`PageStore::flush`].
-    pub(super) unsafe fn compact(&mut self, region: &MemoryRegion) -> Result<(), StoreError> {
+    pub(super) unsafe fn compact(
+        &mut self,
+        region: &MemoryRegion,
+        room: u64,
+    ) -> Result<(), StoreError> {
         let (started, extents_before) = (std::time::Instant::now(), self.layout.extents().len());
         let (pieces, after) = small_pieces(self.layout.extents());
-        let joined_up = !self.holds_too_much_garbage() && after <= MAX_EXTENTS / 2;
+        let pieces_bytes = pieces.iter().map(|r| r.len() as u64).sum::<u64>() * host_page() as u64;
+        let joined_up = !self.holds_too_much_garbage()
+            && after <= MAX_EXTENTS / 2
+            && room >= pieces_bytes.saturating_add(self.used_bytes());
+        self.appending = None;
         if joined_up {
             // SAFETY: passed on from the caller.
             unsafe { self.append(region, &pieces, Remap::Yes)? };
@@ -137,8 +148,9 @@ impl PageStore {
         Ok(())
     }
 
-    /// Writes every page the segments hold into one new segment, in page
-    /// order, and maps them from it; the old segments go. Runs of pages
+    /// Writes every page the segments hold into the segment being appended
+    /// to (a new one), in page order, and maps them from it; the old
+    /// segments go. Runs of pages
     /// close to one another are written as one run, with the pages between
     /// them, so that the memory is mapped in few pieces.
     ///
@@ -154,7 +166,6 @@ impl PageStore {
             .map(|e| e.first..e.end())
             .collect();
         let runs = joined(runs, MAX_EXTENTS / 8);
-        self.appending = None;
         // SAFETY: passed on from the caller.
         unsafe { self.append(region, &runs, Remap::Yes)? };
         Ok(())

@@ -334,11 +334,11 @@ fn a_deferring_flush_leaves_the_compaction_to_the_tidy_after_it() {
         assert!(!flushed.whole, "no compaction before the answer");
     }
     assert!(pages.layout().extents().len() > MAX_EXTENTS);
-    assert!(unsafe { pages.tidy(&guest.region, true).unwrap() });
+    assert!(unsafe { pages.tidy(&guest.region, u64::MAX).unwrap() });
     assert!(pages.layout().extents().len() <= MAX_EXTENTS);
     assert!(pages.whole().whole);
     // Nothing due any more: the next tidy has nothing to do.
-    assert!(!unsafe { pages.tidy(&guest.region, true).unwrap() });
+    assert!(!unsafe { pages.tidy(&guest.region, u64::MAX).unwrap() });
     for i in 0..(MAX_EXTENTS + 10) {
         assert_eq!(guest.get(stride * i * page + 1), (i % 200) as i32 + 1);
     }
@@ -357,7 +357,7 @@ fn a_tidy_not_allowed_to_compact_leaves_the_pages_as_they_are() {
         unsafe { flush_deferring(&mut pages, &guest.region) };
     }
     let before = pages.layout().extents().len();
-    assert!(!unsafe { pages.tidy(&guest.region, false).unwrap() });
+    assert!(!unsafe { pages.tidy(&guest.region, 0).unwrap() });
     assert_eq!(pages.layout().extents().len(), before);
 }
 
@@ -383,7 +383,7 @@ fn idle_pages_a_flush_left_are_mapped_by_the_tidy_not_once_the_guest_ran() {
     }
     let written = unsafe { pages.written(&guest.region, size).unwrap() };
     assert!(holds(&written, 13), "not mapped by the flush itself");
-    assert!(unsafe { !pages.tidy(&guest.region, true).unwrap() });
+    assert!(unsafe { !pages.tidy(&guest.region, u64::MAX).unwrap() });
     let written = unsafe { pages.written(&guest.region, size).unwrap() };
     assert!(!holds(&written, 13), "mapped from the image by the tidy");
     assert_eq!(guest.get(13 * page), 13);
@@ -396,8 +396,39 @@ fn idle_pages_a_flush_left_are_mapped_by_the_tidy_not_once_the_guest_ran() {
     }
     pages.forget_deferred();
     guest.put(13 * page + 1, 99);
-    assert!(unsafe { !pages.tidy(&guest.region, true).unwrap() });
+    assert!(unsafe { !pages.tidy(&guest.region, u64::MAX).unwrap() });
     assert_eq!(guest.get(13 * page + 1), 99, "the guest's write stays");
+}
+
+/// A store holding a long run (pages 200..300, written once) and, past
+/// the image, two places written a page at a time with a page between each
+/// (an interpreter's bookkeeping): pieces one after another in memory but
+/// not in the segment, more than a store keeps. The pages each of the
+/// `flushes` wrote, and how many there were.
+fn fragmented(
+    guest: &mut Guest,
+    pages: &mut PageStore,
+    deferring: bool,
+) -> (impl Fn(usize) -> [usize; 2] + use<>, usize) {
+    let page = host_page();
+    let size = guest.region.size();
+    for p in 200..300 {
+        guest.put(p * page + 1, 7);
+    }
+    unsafe { pages.flush(&guest.region, size).unwrap() };
+    let written = move |i: usize| [(400 + 2 * i) * page + 1, (2000 + 2 * i) * page + 1];
+    let flushes = MAX_EXTENTS / 2 + 10;
+    for i in 0..flushes {
+        for at in written(i) {
+            guest.put(at, (i % 200) as i32 + 1);
+        }
+        if deferring {
+            unsafe { flush_deferring(pages, &guest.region) };
+        } else {
+            unsafe { pages.flush(&guest.region, size).unwrap() };
+        }
+    }
+    (written, flushes)
 }
 
 #[test]
@@ -408,23 +439,7 @@ fn a_compaction_joins_up_small_pieces_and_leaves_long_runs_in_place() {
     let dir = tmp.path().join("pieces");
     let mut pages = PageStore::of_image(dir.clone(), snapshot);
     unsafe { pages.map_into(&guest.region).unwrap() };
-    let size = guest.region.size();
-    // A long run written once (an array); then, one flush each, a page in
-    // each of two places far apart, the next to the last but one page on
-    // (the interpreter's bookkeeping): pieces one after another in memory
-    // but not in the segment, more than a store keeps.
-    for p in 200..300 {
-        guest.put(p * page + 1, 7);
-    }
-    unsafe { pages.flush(&guest.region, size).unwrap() };
-    let written = |i: usize| [(400 + 2 * i) * page + 1, (2000 + 2 * i) * page + 1];
-    let flushes = MAX_EXTENTS / 2 + 10;
-    for i in 0..flushes {
-        for at in written(i) {
-            guest.put(at, (i % 200) as i32 + 1);
-        }
-        unsafe { pages.flush(&guest.region, size).unwrap() };
-    }
+    let (written, flushes) = fragmented(&mut guest, &mut pages, false);
     let extents = pages.layout().extents().to_vec();
     assert!(extents.len() < 40, "{extents:?}");
     let long = extents.iter().find(|e| e.first == 200).unwrap();
@@ -450,4 +465,26 @@ fn a_compaction_joins_up_small_pieces_and_leaves_long_runs_in_place() {
             }
         }
     }
+}
+
+#[test]
+fn with_room_for_one_rewrite_only_a_compaction_rewrites_every_page() {
+    // Joining up would leave the disk allowed too little for the rewrite
+    // that later takes the garbage back: every page is rewritten now.
+    let (engine, module, tmp, snapshot) = setup();
+    let mut guest = Guest::new(&engine, &module);
+    let mut pages = PageStore::of_image(tmp.path().join("tight"), snapshot);
+    unsafe { pages.map_into(&guest.region).unwrap() };
+    let _ = fragmented(&mut guest, &mut pages, true);
+    let room = pages.used_bytes();
+    assert!(unsafe { pages.tidy(&guest.region, room).unwrap() });
+    let long = pages
+        .layout()
+        .extents()
+        .iter()
+        .find(|e| e.first == 200)
+        .copied()
+        .unwrap();
+    assert_ne!(long.source, Source::Segment(0), "rewritten: {long:?}");
+    assert!(!tmp.path().join("tight/segment-00000000").exists());
 }
