@@ -17,8 +17,10 @@
 //! stops appending to its segment when it is forked, so a mapping of a
 //! segment never sees another sandbox's writes. A segment no page uses any
 //! more is deleted; when the pages left are scattered over too many
-//! mappings, or the segments hold much more than the pages still used, the
-//! pages in use are written into one new segment (compaction).
+//! mappings, or the segments hold much more than the pages still used, pages
+//! in use are written anew (see [`compaction`]). A kept memory flushes before
+//! its execution is answered and leaves the rest (mapping idle pages again,
+//! compacting) to [`PageStore::tidy`] after it.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

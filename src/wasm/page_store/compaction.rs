@@ -3,8 +3,10 @@
 //! leaves its long extents where they are (a sandbox holding data keeps its
 //! arrays in place, and its interpreter's bookkeeping, written all over at
 //! every execution, is joined up); a store whose segments hold too much
-//! that no page uses any more, or whose small pieces cannot be joined into
-//! few enough, writes every page in use anew into one new segment.
+//! that no page uses any more, whose small pieces cannot be joined into few
+//! enough, or whose disk allowed could not take a rewrite of every page
+//! once they are (the rewrite that takes the garbage back), writes every
+//! page in use anew into one new segment.
 
 use std::ops::Range;
 
@@ -96,8 +98,11 @@ impl PageStore {
 
     /// Whether the segments hold much more than the pages still used.
     fn holds_too_much_garbage(&self) -> bool {
-        let used: u64 = self.layout.segment_use().values().sum::<u64>() * host_page() as u64;
-        self.segment_bytes() > used.saturating_mul(2).saturating_add(SLACK_BYTES)
+        self.segment_bytes()
+            > self
+                .used_bytes()
+                .saturating_mul(2)
+                .saturating_add(SLACK_BYTES)
     }
 
     /// Compacts the store: its small pieces joined up when that leaves the
