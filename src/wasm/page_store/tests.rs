@@ -347,16 +347,12 @@ fn a_deferring_flush_leaves_the_compaction_to_the_tidy_after_it() {
 #[test]
 fn a_tidy_not_allowed_to_compact_leaves_the_pages_as_they_are() {
     let (engine, module, tmp, snapshot) = setup();
-    let page = host_page();
     let mut guest = Guest::new(&engine, &module);
     let mut pages = PageStore::of_image(tmp.path().join("full"), snapshot);
     unsafe { pages.map_into(&guest.region).unwrap() };
-    let stride = NEAR_PAGES + 2;
-    for i in 0..(MAX_EXTENTS + 10) {
-        guest.put(stride * i * page + 1, 1);
-        unsafe { flush_deferring(&mut pages, &guest.region) };
-    }
+    let _ = fragmented(&mut guest, &mut pages, true);
     let before = pages.layout().extents().len();
+    assert!(before > MAX_EXTENTS);
     assert!(!unsafe { pages.tidy(&guest.region, 0).unwrap() });
     assert_eq!(pages.layout().extents().len(), before);
 }
