@@ -138,9 +138,28 @@ impl Journal {
         file.write_all(&frame)?;
         file.sync_data()?;
         std::fs::rename(&temp, &self.path)?;
+        if self.written > 0 {
+            // The replacement is on disk before the segments only the old
+            // journal named are deleted.
+            sync_dir(&self.path)?;
+        }
         self.file = Arc::new(OpenOptions::new().append(true).open(&self.path)?);
         self.written = frame.len() as u64;
         Ok(())
+    }
+}
+
+/// Puts the directory holding `path` on disk (a rename in it); where a
+/// directory cannot be opened to be synced (Windows), the rename stands as
+/// the system keeps it.
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    match File::open(dir) {
+        Ok(dir) => dir.sync_all(),
+        Err(_) if cfg!(windows) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -227,6 +227,13 @@ impl KeptMemory {
             flushed
         };
         let whole = flushed.whole;
+        if whole
+            && journal.len() > 0
+            && let Err(e) = on_disk(&pages.sync_handles())
+        {
+            self.needs_whole = true;
+            return Err(StateError::io("putting the sandbox's pages on disk")(e));
+        }
         let record = StateRecord {
             executions,
             memory_bytes: region.size() as u64,
@@ -288,6 +295,13 @@ impl Drop for KeptMemory {
             budget.release(charged);
         }
     }
+}
+
+/// Puts `segments` on disk before a whole record replaces the journal: the
+/// segments the records before it named then go, and a machine that stopped
+/// with the record on disk and its pages not would have neither state.
+fn on_disk(segments: &[Arc<std::fs::File>]) -> std::io::Result<()> {
+    segments.iter().try_for_each(|segment| segment.sync_data())
 }
 
 /// Charges `disk` for segments that now hold `held` bytes (or gives back
