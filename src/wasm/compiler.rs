@@ -292,7 +292,9 @@ impl GuestCompiler {
                 Err(e) => Err(format!("the compiler's reply is unreadable: {e}")),
             },
             Outcome::TimedOut => Err(format!("compiling took longer than {time:?}")),
-            Outcome::Cancelled => Err("the install was stopped".into()),
+            Outcome::Cancelled | Outcome::CancelledUnstarted => {
+                Err("the install was stopped".into())
+            }
             Outcome::Exited(exit) => Err(format!("the compiler stopped: {exit}")),
         }
     }

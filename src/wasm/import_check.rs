@@ -116,7 +116,7 @@ pub(crate) async fn check_imports(
                 call_limits.timeout.as_secs()
             )),
             Outcome::Exited(exit) => Some(format!("its import stopped the interpreter: {exit}")),
-            Outcome::Cancelled => break,
+            Outcome::Cancelled | Outcome::CancelledUnstarted => break,
         };
         if let Some(error) = error {
             failures.push(ImportFailure {

@@ -115,6 +115,10 @@ pub(crate) enum Outcome {
     TimedOut,
     /// The call was cancelled; the interpreter was stopped.
     Cancelled,
+    /// The call was cancelled while it waited for the guest's thread to
+    /// finish the work after the last answer: nothing of it ran, and the
+    /// interpreter goes on as it was.
+    CancelledUnstarted,
 }
 
 /// One live CPython.
@@ -267,7 +271,7 @@ impl Interpreter {
                 stderr: stderr_note(stderr),
             }),
             Outcome::TimedOut => Err(StartError::TimedOut(start_timeout.as_secs())),
-            Outcome::Cancelled => Err(StartError::Cancelled),
+            Outcome::Cancelled | Outcome::CancelledUnstarted => Err(StartError::Cancelled),
         }
     }
 
@@ -309,11 +313,15 @@ impl Interpreter {
         } = limits;
         let budget = fuel.unwrap_or(0);
         // What the guest's thread still does for the last call (tidying a
-        // kept memory) is not this call's time.
-        tokio::select! {
+        // kept memory) is not this call's time; a cancel meanwhile ends the
+        // call before it starts, and stops nothing.
+        let cancelled = tokio::select! {
             biased;
-            () = cancel.cancelled() => {}
-            () = self.link.settling().settled() => {}
+            () = cancel.cancelled() => true,
+            () = self.link.settling().settled() => false,
+        };
+        if cancelled {
+            return (Outcome::CancelledUnstarted, stdout, stderr);
         }
         let reply = self
             .link

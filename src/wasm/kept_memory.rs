@@ -173,10 +173,13 @@ impl KeptMemory {
     /// leaves. A server killed meanwhile has the state that keep recorded.
     /// Must run before the guest runs again (nothing is done after a keep
     /// that did not record its state).
+    /// A compaction whose interpreter is being stopped meanwhile (`stopping`)
+    /// is not recorded: the journal keeps naming what that keep recorded.
     pub(crate) fn tidy(
         &mut self,
         store: &mut Store<GuestState>,
         instance: &Instance,
+        stopping: impl Fn() -> bool,
     ) -> Result<(), StateError> {
         let Some(executions) = self.to_tidy.take() else {
             return Ok(());
@@ -192,6 +195,10 @@ impl KeptMemory {
         // keep), and the store describes this memory.
         match unsafe { self.pages.tidy(&region, room) } {
             Ok(false) => Ok(()),
+            Ok(true) if stopping() => {
+                self.needs_whole = true;
+                Ok(())
+            }
             Ok(true) => {
                 let whole = self.pages.whole();
                 self.record(store, instance, &region, executions, whole)

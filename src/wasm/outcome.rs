@@ -190,6 +190,18 @@ fn ending(
             replace: facts.stop_reason == StopReason::Cancelled,
             unseen: facts.stop_reason == StopReason::Cancelled,
         }),
+        Outcome::CancelledUnstarted => {
+            execution.error = Some(ExecError {
+                name: "Cancelled".into(),
+                value: match facts.stop_reason {
+                    StopReason::Cancelled => "the call was cancelled by the client before any of its code ran: the sandbox is as it was",
+                    StopReason::Closing => "the sandbox was closed before any of the call's code ran",
+                }
+                .to_owned(),
+                traceback: String::new(),
+            });
+            Ending::Answered { fuel_used: None }
+        }
         Outcome::Exited(exit) => Ending::Lost(exit_loss(&exit, facts, memory_refused)),
     }
 }

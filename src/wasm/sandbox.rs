@@ -400,6 +400,7 @@ impl WasmSandbox {
             .await;
         let cpu = match &outcome {
             Outcome::Reply { cpu_used, .. } => *cpu_used,
+            Outcome::CancelledUnstarted => Duration::ZERO,
             _ => interpreter.cpu_used(),
         };
         Ok(FinishedCall {

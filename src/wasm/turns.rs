@@ -126,7 +126,7 @@ pub(crate) async fn serve(
                     // now, before any other control or turn is taken (not
                     // when the guest is being stopped: its memory is blocked).
                     if !interrupt.stopping()
-                        && let Err(e) = kept.tidy(&mut store, &instance)
+                        && let Err(e) = kept.tidy(&mut store, &instance, || interrupt.stopping())
                     {
                         tracing::warn!(error = %e, "could not tidy the sandbox's kept pages: its state stays as the last execution left it");
                     }

@@ -361,7 +361,7 @@ async fn pages_written_all_over_are_compacted_between_executions_and_a_kill_keep
 }
 
 #[tokio::test]
-async fn a_compaction_after_an_answer_never_counts_against_the_next_calls_time_limit() {
+async fn a_compaction_after_an_answer_neither_times_out_nor_loses_the_next_call() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     let server = scientific_server_on(
@@ -397,6 +397,42 @@ async fn a_compaction_after_an_answer_never_counts_against_the_next_calls_time_l
         .await;
     assert_eq!(structured(&next)["value"], "'hello'", "{}", text(&next));
     assert_eq!(server.run("big", "float(a[0])").await["value"], "3.0");
+
+    // A call cancelled while it waits for such a tidy ran nothing and stops
+    // nothing: the sandbox keeps its variables.
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    server.run("big", "a += 1").await;
+    server.run("big", "a += 1").await;
+    let params = CallToolRequestParams::new("execute_code").with_arguments(
+        json!({"session_id": "big", "code": "keep_me = 'changed'"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    // Within the tidy (which outlasts the 0.3 s limit above).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.cancel(Some("test".into())).await.unwrap();
+    let after = server.exec("big", "(keep_me, float(a[0]))").await;
+    assert_eq!(
+        structured(&after)["value"],
+        "('hello', 5.0)",
+        "{}",
+        text(&after)
+    );
+    assert!(
+        structured(&after)["state_lost"].is_null(),
+        "nothing was lost: {}",
+        text(&after)
+    );
     server.stop().await;
 }
 
