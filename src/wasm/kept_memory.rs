@@ -173,6 +173,7 @@ impl KeptMemory {
     /// leaves. A server killed meanwhile has the state that keep recorded.
     /// Must run before the guest runs again (nothing is done after a keep
     /// that did not record its state).
+    ///
     /// A compaction whose interpreter is being stopped meanwhile (`stopping`)
     /// is not recorded: the journal keeps naming what that keep recorded.
     pub(crate) fn tidy(
