@@ -582,26 +582,15 @@ async fn create_run_close_leaves_nothing_behind(kind: Kind) {
 }
 
 async fn a_cancelled_execution_stops_and_the_sandbox_goes_on(kind: Kind) {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
-
     let h = Harness::start(kind, &[]).await;
     let id = h.server.create().await;
-    let params = CallToolRequestParams::new("execute_code").with_arguments(
-        json!({"session_id": id, "code": "print('running', flush=True)\nwhile True: pass", "timeout_seconds": 120})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
     let handle = h
         .server
-        .client
-        .send_cancellable_request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
+        .call_cancellable(
+            "execute_code",
+            json!({"session_id": id, "code": "print('running', flush=True)\nwhile True: pass", "timeout_seconds": 120}),
         )
-        .await
-        .unwrap();
+        .await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     handle.cancel(Some("test".into())).await.unwrap();
     // The next call waits its turn behind the cancelled one, which must stop.

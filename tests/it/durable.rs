@@ -400,24 +400,14 @@ async fn a_compaction_after_an_answer_neither_times_out_nor_loses_the_next_call(
 
     // A call cancelled while it waits for such a tidy ran nothing and stops
     // nothing: the sandbox keeps its variables.
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
     server.run("big", "a += 1").await;
     server.run("big", "a += 1").await;
-    let params = CallToolRequestParams::new("execute_code").with_arguments(
-        json!({"session_id": "big", "code": "keep_me = 'changed'"})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
     let handle = server
-        .client
-        .send_cancellable_request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
+        .call_cancellable(
+            "execute_code",
+            json!({"session_id": "big", "code": "keep_me = 'changed'"}),
         )
-        .await
-        .unwrap();
+        .await;
     // Within the tidy (which outlasts the 0.3 s limit above).
     tokio::time::sleep(Duration::from_millis(100)).await;
     handle.cancel(Some("test".into())).await.unwrap();

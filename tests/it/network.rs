@@ -444,28 +444,17 @@ async fn a_runtime_without_a_door_says_it_has_no_network() {
 
 #[tokio::test]
 async fn a_guest_waiting_on_a_slow_response_is_stopped_by_a_cancel() {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-    use rmcp::service::PeerRequestOptions;
-
     let (site, server, id) = allowed_site().await;
     let code = format!(
         "import urllib.request\nurllib.request.urlopen('{}')",
         site.url("/slow")
     );
-    let params = CallToolRequestParams::new("execute_code").with_arguments(
-        json!({"session_id": id, "code": code, "timeout_seconds": 300})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
     let handle = server
-        .client
-        .send_cancellable_request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
+        .call_cancellable(
+            "execute_code",
+            json!({"session_id": id, "code": code, "timeout_seconds": 300}),
         )
-        .await
-        .unwrap();
+        .await;
     // Cancelled once the request is waiting at the server.
     while site.seen().is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;

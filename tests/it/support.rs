@@ -15,7 +15,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
     ProgressNotificationParam,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
@@ -281,6 +281,23 @@ impl<H: ClientHandler> Server<H> {
         };
         self.client
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+            .await
+            .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
+    }
+
+    /// Sends a tool call the test can cancel (its result comes through the
+    /// handle).
+    pub async fn call_cancellable(&self, tool: &str, args: Value) -> RequestHandle<RoleClient> {
+        use rmcp::model::{CallToolRequest, ClientRequest};
+        let Value::Object(args) = args else {
+            panic!("tool arguments must be an object")
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        self.client
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::no_options(),
+            )
             .await
             .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
     }
