@@ -352,29 +352,34 @@ async fn every_client_is_refused_what_the_rules_refuse_naming_the_rule() {
         .await;
     assert_ne!(setup.is_error, Some(true), "{}", text(&setup));
     let refused = format!("http://{other}/json");
-    for (client, code) in [
+    // The class is named as a traceback names it: its module, then its name.
+    for (client, class, code) in [
         (
             "requests",
+            "requests.exceptions.NetworkRefused",
             format!(
-                "try:\n    requests.get('{refused}')\nexcept requests.exceptions.ConnectionError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+                "try:\n    requests.get('{refused}')\nexcept requests.exceptions.ConnectionError as e:\n    caught = (f'{{type(e).__module__}}.{{type(e).__qualname__}}', str(e))\ncaught"
             ),
         ),
         (
             "httpx",
+            "httpx.NetworkRefused",
             format!(
-                "try:\n    httpx.get('{refused}')\nexcept httpx.ConnectError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+                "try:\n    httpx.get('{refused}')\nexcept httpx.ConnectError as e:\n    caught = (f'{{type(e).__module__}}.{{type(e).__qualname__}}', str(e))\ncaught"
             ),
         ),
         (
             "urllib3",
+            "urllib3.exceptions.NetworkRefused",
             format!(
-                "try:\n    urllib3.PoolManager().request('GET', '{refused}')\nexcept urllib3.exceptions.HTTPError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+                "try:\n    urllib3.PoolManager().request('GET', '{refused}')\nexcept urllib3.exceptions.HTTPError as e:\n    caught = (f'{{type(e).__module__}}.{{type(e).__qualname__}}', str(e))\ncaught"
             ),
         ),
         (
             "aiohttp",
+            "aiohttp.NetworkRefused",
             format!(
-                "try:\n    async with aiohttp.ClientSession() as s:\n        await s.get('{refused}')\nexcept aiohttp.ClientConnectionError as e:\n    caught = (type(e).__name__, str(e))\ncaught"
+                "try:\n    async with aiohttp.ClientSession() as s:\n        await s.get('{refused}')\nexcept aiohttp.ClientConnectionError as e:\n    caught = (f'{{type(e).__module__}}.{{type(e).__qualname__}}', str(e))\ncaught"
             ),
         ),
     ] {
@@ -389,7 +394,7 @@ async fn every_client_is_refused_what_the_rules_refuse_naming_the_rule() {
         let value = got["value"].as_str().unwrap_or_default();
         assert!(
             // A long tuple is laid out over lines, as a notebook shows it.
-            value.starts_with("('NetworkRefused',") && value.contains("SANDBOX_ALLOW_HOSTS"),
+            value.starts_with(&format!("('{class}',")) && value.contains("SANDBOX_ALLOW_HOSTS"),
             "{client}: {got}"
         );
         let records = door_requests(&got);
@@ -405,9 +410,9 @@ async fn every_client_is_refused_what_the_rules_refuse_naming_the_rule() {
 const HTTP_IDIOMS: &[Idiom] = &[Idiom {
     name: "pd.read_csv(url) still goes through urllib",
     cells: &[
-        "import pandas as pd\ntry:\n    pd.read_csv('http://192.0.2.1/x.csv')\nexcept Exception as e:\n    kind = type(e).__name__\nkind",
+        "import pandas as pd\ntry:\n    pd.read_csv('http://192.0.2.1/x.csv')\nexcept Exception as e:\n    kind = f'{type(e).__module__}.{type(e).__qualname__}'\nkind",
     ],
-    check: |o| value_is(o, "'NetworkRefused'"),
+    check: |o| value_is(o, "'urllib.error.NetworkRefused'"),
 }];
 
 #[tokio::test]

@@ -216,6 +216,8 @@ from concurrent.futures import ThreadPoolExecutor
 with ThreadPoolExecutor() as pool:
     pool.submit(precise).result()
 print(decimal.Decimal(1) / 7)
+from multiprocessing.pool import ThreadPool
+print(*(f'{c.__module__}.{c.__qualname__}' for c in (ThreadPoolExecutor, ThreadPool)))
 work = queue.Queue()
 def worker():
     while True:
@@ -235,7 +237,8 @@ print('joined')"#,
     .await;
     assert_eq!(
         stream(&got, "stdout"),
-        "False\n1\nempty\n3\nTrue\n0.1428571428571428571428571429\njoined\n",
+        "False\n1\nempty\n3\nTrue\n0.1428571428571428571428571429\n\
+         concurrent.futures.thread.ThreadPoolExecutor multiprocessing.pool.ThreadPool\njoined\n",
         "{got}"
     );
     // The interpreter lived through it: the variables are still there.

@@ -21,7 +21,7 @@ __sandbox_internal__ = True
 import io
 import math
 
-from _sandbox_http import DoorFailure, fetch
+from _sandbox_http import DoorFailure, fetch, named
 
 REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
 
@@ -104,8 +104,7 @@ def patch_urllib3(urllib3):
         """The sandbox's network rules refused the request (the message names the rule);
         urllib3 does not retry it."""
 
-    NetworkRefused.__module__ = "urllib3.exceptions"
-    exceptions.NetworkRefused = NetworkRefused
+    exceptions.NetworkRefused = named(NetworkRefused, "urllib3.exceptions")
 
     class DoorHTTPConnection:
         """An HTTP connection of urllib3 whose request goes through the door: request()
@@ -228,8 +227,7 @@ def patch_requests(requests):
     class NetworkRefused(exceptions.ConnectionError):
         """The sandbox's network rules refused the request; the message names the rule."""
 
-    NetworkRefused.__module__ = "requests.exceptions"
-    exceptions.NetworkRefused = requests.NetworkRefused = NetworkRefused
+    exceptions.NetworkRefused = requests.NetworkRefused = named(NetworkRefused, "requests.exceptions")
     through_urllib3 = adapters.HTTPAdapter.send
     # What the straight path stands in for, as it is now: anything changed later (a
     # subclass, a patched class or instance, a mock or instrumentation of urllib3's pool)
@@ -360,8 +358,7 @@ def patch_httpx(httpx):
     class NetworkRefused(httpx.ConnectError):
         """The sandbox's network rules refused the request; the message names the rule."""
 
-    NetworkRefused.__module__ = "httpx"
-    httpx.NetworkRefused = NetworkRefused
+    httpx.NetworkRefused = named(NetworkRefused, "httpx")
 
     def ask(request, body):
         timeouts = request.extensions.get("timeout") or {}
@@ -534,8 +531,7 @@ def patch_aiohttp(aiohttp):
     class NetworkRefused(aiohttp.ClientConnectionError):
         """The sandbox's network rules refused the request; the message names the rule."""
 
-    NetworkRefused.__module__ = "aiohttp"
-    aiohttp.NetworkRefused = NetworkRefused
+    aiohttp.NetworkRefused = named(NetworkRefused, "aiohttp")
 
     def failed(failure):
         if failure.kind == "timeout":

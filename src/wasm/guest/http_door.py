@@ -48,6 +48,14 @@ class NoDoor(DoorFailure):
         super().__init__("no_door", NO_NETWORK.format(url=url))
 
 
+def named(cls, module):
+    """`cls`, defined inside the function that patches `module`, named as if `module`
+    defined it: a traceback then says `module.Name`, not the patching function's locals."""
+    cls.__module__ = module
+    cls.__qualname__ = cls.__name__
+    return cls
+
+
 _frame_ids = [0]
 
 
@@ -144,8 +152,7 @@ def patch_urllib(request_module):
     class NetworkRefused(urllib.error.URLError):
         """The sandbox's network rules refused the request; the message names the rule."""
 
-    NetworkRefused.__module__ = "urllib.error"
-    urllib.error.NetworkRefused = NetworkRefused
+    urllib.error.NetworkRefused = named(NetworkRefused, "urllib.error")
 
     def door_open(self, http_class, req, **kwargs):
         headers = dict(req.unredirected_hdrs)

@@ -519,8 +519,10 @@ def executor_classes():
     class ProcessPoolExecutor(InlineExecutor):
         __doc__ = InlineExecutor.__doc__
 
+    # Named as concurrent.futures names its own (in reprs and tracebacks).
     ThreadPoolExecutor.__module__ = "concurrent.futures.thread"
     ProcessPoolExecutor.__module__ = "concurrent.futures.process"
+    ThreadPoolExecutor.__qualname__, ProcessPoolExecutor.__qualname__ = "ThreadPoolExecutor", "ProcessPoolExecutor"
     return ThreadPoolExecutor, ProcessPoolExecutor
 
 
@@ -644,4 +646,5 @@ def patch_pool(module):
         __doc__ = Pool.__doc__
 
     Pool.__module__ = ThreadPool.__module__ = "multiprocessing.pool"
+    ThreadPool.__qualname__ = "ThreadPool"
     module.Pool, module.ThreadPool = Pool, ThreadPool
