@@ -164,6 +164,20 @@ pub fn lapsed(server_dir: &Path) -> bool {
     forged || expired || gone_here
 }
 
+/// Whether the lease in `server_dir` names a process of this host and boot
+/// that has exited but is not reaped yet: its leader is a zombie, and its
+/// other threads may still be closing its files (and letting go of its
+/// lock). A process gone altogether holds nothing; one this process cannot
+/// see (another PID namespace) is not taken for an exiting one.
+pub fn holder_exiting_here(server_dir: &Path) -> bool {
+    read_regular(&server_dir.join(LEASE_FILE), 4096)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<LeaseRecord>(&bytes).ok())
+        .is_some_and(|record| {
+            record.host == host_name() && record.boot == boot_id() && exited_unreaped(record.pid)
+        })
+}
+
 /// Whether the process `pid` of this host still runs. One that has exited
 /// but that its parent has not reaped yet (a zombie: a server killed by a
 /// client that has not waited for it) runs no more: it holds no lock and

@@ -17,8 +17,8 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 
@@ -223,6 +223,33 @@ pub fn lock_file_of(server_dir: &Path) -> PathBuf {
     server_dir.join(LOCK_FILE)
 }
 
+/// How long a server waits for the lock of a server directory whose holder
+/// has exited but still holds it: a killed process with many threads is a
+/// zombie (and its lease lapses at once) a little before its last thread
+/// closes its files.
+const EXITING_HOLDER_GRACE: Duration = Duration::from_secs(1);
+
+/// Takes `lock`, the lock of `server_dir`, at once, or within
+/// [`EXITING_HOLDER_GRACE`] when its lease names a process of this host that
+/// is exiting (see [`lease::holder_exiting_here`]); false when another
+/// server holds it.
+pub(crate) fn lock_unless_held(lock: &File, server_dir: &Path) -> bool {
+    if lock.try_lock().is_ok() {
+        return true;
+    }
+    if !lease::holder_exiting_here(server_dir) {
+        return false;
+    }
+    let deadline = Instant::now() + EXITING_HOLDER_GRACE;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+        if lock.try_lock().is_ok() {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether the server directory `server_dir` belongs to no running server
 /// (its lock is free, or it never got one, and its lease has lapsed): what
 /// is left in it is nobody's.
@@ -238,10 +265,7 @@ fn claim_abandoned(server_dir: &Path) -> Option<Option<File>> {
     // Opened as a regular file only: a FIFO planted there would block, a
     // link would lock what it points to.
     let lock = match super::private_files::open_regular(&server_dir.join(LOCK_FILE)) {
-        Ok(lock) => {
-            lock.try_lock().ok()?;
-            Some(lock)
-        }
+        Ok(lock) => Some(lock_unless_held(&lock, server_dir).then_some(lock)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && made_long_ago(server_dir) => None,
         Err(_) => return None,
     };
@@ -332,6 +356,42 @@ mod tests {
             !live_sandbox.exists(),
             "a clean shutdown removes its sandboxes"
         );
+    }
+
+    /// A killed server whose leader thread is a zombie (its lease lapses at
+    /// once) while another of its threads still holds its files: the lock
+    /// is waited for, and the directory taken in, not left as a live one.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_lock_of_a_server_that_exited_is_waited_for_while_it_lets_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dying = tmp.path().join("server-dying");
+        fs::create_dir_all(dying.join("sb-1")).unwrap();
+        let still_held = File::create(dying.join(LOCK_FILE)).unwrap();
+        still_held.lock().unwrap();
+        drop(Lease::take(&dying).unwrap());
+        let lease = dying.join(lease::LEASE_FILE);
+        let mut record: lease::LeaseRecord =
+            serde_json::from_slice(&fs::read(&lease).unwrap()).unwrap();
+        // Its leader: exited, not yet reaped.
+        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        record.pid = exited.id();
+        fs::write(&lease, serde_json::to_vec(&record).unwrap()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !lease::holder_exiting_here(&dying) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(still_held);
+        });
+        let started = Instant::now();
+        let next = SandboxRoot::open(tmp.path(), None).unwrap();
+        assert!(!dying.exists(), "taken in once its lock was let go");
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        letting_go.join().unwrap();
+        exited.wait().unwrap();
+        drop(next);
     }
 
     #[cfg(unix)]

@@ -29,7 +29,7 @@ use super::{FILES, MAX_META_BYTES, META, SEAL, SavedMeta, SavedStore, read_meta,
 use crate::sandbox::lease;
 use crate::sandbox::private_files::{create_private_dir, open_regular, read_regular_in};
 use crate::sandbox::remove_tree::remove_tree_in;
-use crate::sandbox::root::{SERVER_PREFIX, lock_file_of};
+use crate::sandbox::root::{SERVER_PREFIX, lock_file_of, lock_unless_held};
 
 impl SavedStore {
     /// Moves the durable sandboxes of dead servers under the root into the
@@ -209,6 +209,6 @@ fn note_adopted(adopted: usize) {
 /// its lease has lapsed (its server is dead).
 fn take_lock(dir: &Path) -> Option<File> {
     let lock = open_regular(&lock_file_of(dir)).ok()?;
-    lock.try_lock().ok()?;
+    lock_unless_held(&lock, dir).then_some(())?;
     lease::lapsed(dir).then_some(lock)
 }
