@@ -611,14 +611,17 @@ async fn the_marker_environment_is_what_the_runtime_reports() {
 async fn closing_a_sandbox_stops_an_install_waiting_for_pip_to_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let silent = tmp.path().join("silent-python");
-    std::fs::write(&silent, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    // A command line no other process has (pgrep looks at every process
+    // on the machine): sleep's seconds end in this test process's id.
+    let marker = format!("sleep 600.{}", std::process::id());
+    std::fs::write(&silent, format!("#!/bin/sh\nexec {marker}\n")).unwrap();
     let mut permissions = std::fs::metadata(&silent).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&silent, permissions).unwrap();
     let server = Server::start_with(&[("SANDBOX_PIP_PYTHON", silent.to_str().unwrap())]).await;
     let asking = || {
         std::process::Command::new("pgrep")
-            .args(["-f", "sleep 600"])
+            .args(["-f", &marker])
             .output()
             .is_ok_and(|o| o.status.success())
     };
