@@ -8,7 +8,9 @@
 //!
 //! A server directory is dead when nobody holds its lock and its lease has
 //! lapsed (see [`crate::sandbox::lease`]: at once for a process of this host
-//! that is gone, after the lease's time for one elsewhere); the one taking
+//! that is gone, after the lease's time for one elsewhere; the lock of one
+//! that is exiting, still closing its files, is waited for up to a second:
+//! see [`crate::sandbox::root::lock_unless_held`]); the one taking
 //! it in holds that lock meanwhile, so two servers never take in the same
 //! one. Within a server, one taking-in runs at a time: a call naming a
 //! sandbox while the root's opening (at start, as the warm pool fills) is
