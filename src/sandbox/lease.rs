@@ -167,8 +167,10 @@ pub fn lapsed(server_dir: &Path) -> bool {
 /// Whether the lease in `server_dir` names a process of this host and boot
 /// that has exited but is not reaped yet: its leader is a zombie, and its
 /// other threads may still be closing its files (and letting go of its
-/// lock). A process gone altogether holds nothing; one this process cannot
-/// see (another PID namespace) is not taken for an exiting one.
+/// lock). A process gone altogether holds nothing. The id is looked up in
+/// this process's PID namespace: a holder in another one, or an id reused
+/// since, may name an unrelated zombie here; a wait for its lock is then
+/// wasted, never unsafe (the lock is still needed).
 pub fn holder_exiting_here(server_dir: &Path) -> bool {
     read_regular(&server_dir.join(LEASE_FILE), 4096)
         .ok()

@@ -223,28 +223,31 @@ pub fn lock_file_of(server_dir: &Path) -> PathBuf {
     server_dir.join(LOCK_FILE)
 }
 
-/// How long a server waits for the lock of a server directory whose holder
-/// has exited but still holds it: a killed process with many threads is a
-/// zombie (and its lease lapses at once) a little before its last thread
-/// closes its files.
-const EXITING_HOLDER_GRACE: Duration = Duration::from_secs(1);
+/// How long a starting server waits for the lock of a server directory
+/// whose holder is exiting (see [`lease::holder_exiting_here`]): a killed
+/// process is a zombie, and its lease lapses, before its last thread has
+/// given its memory back and closed its files, which takes about 60 ms per
+/// GB it held. Only a start waits (a call naming an unknown sandbox looks
+/// once, on the request path).
+const EXITING_HOLDER_GRACE: Duration = Duration::from_secs(5);
 
-/// Takes `lock`, the lock of `server_dir`, at once, or within
-/// [`EXITING_HOLDER_GRACE`] when its lease names a process of this host that
-/// is exiting (see [`lease::holder_exiting_here`]); false when another
-/// server holds it.
-pub(crate) fn lock_unless_held(lock: &File, server_dir: &Path) -> bool {
+/// Takes `lock`, the lock of `server_dir`, at once; or, when its lease names
+/// a process of this host that is exiting, as soon as that process lets go
+/// of it, within `grace`. False when another server holds it, or when the
+/// directory is gone once the lock is free (another server took it in
+/// meanwhile).
+fn lock_unless_held(lock: &File, server_dir: &Path, grace: Duration) -> bool {
     if lock.try_lock().is_ok() {
         return true;
     }
     if !lease::holder_exiting_here(server_dir) {
         return false;
     }
-    let deadline = Instant::now() + EXITING_HOLDER_GRACE;
+    let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
         if lock.try_lock().is_ok() {
-            return true;
+            return server_dir.exists();
         }
     }
     false
@@ -265,7 +268,9 @@ fn claim_abandoned(server_dir: &Path) -> Option<Option<File>> {
     // Opened as a regular file only: a FIFO planted there would block, a
     // link would lock what it points to.
     let lock = match super::private_files::open_regular(&server_dir.join(LOCK_FILE)) {
-        Ok(lock) => Some(lock_unless_held(&lock, server_dir).then_some(lock)?),
+        Ok(lock) => {
+            Some(lock_unless_held(&lock, server_dir, EXITING_HOLDER_GRACE).then_some(lock)?)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && made_long_ago(server_dir) => None,
         Err(_) => return None,
     };
@@ -358,40 +363,85 @@ mod tests {
         );
     }
 
+    /// A server directory `server-<name>` whose lock is held (by the file
+    /// returned) and whose lease names `pid`.
+    fn server_dir_held(root: &Path, name: &str, pid: u32) -> (PathBuf, File) {
+        let dir = root.join(format!("{SERVER_PREFIX}{name}"));
+        fs::create_dir_all(dir.join("sb-1")).unwrap();
+        let held = File::create(dir.join(LOCK_FILE)).unwrap();
+        held.lock().unwrap();
+        drop(Lease::take(&dir).unwrap());
+        let lease = dir.join(lease::LEASE_FILE);
+        let mut record: lease::LeaseRecord =
+            serde_json::from_slice(&fs::read(&lease).unwrap()).unwrap();
+        record.pid = pid;
+        fs::write(&lease, serde_json::to_vec(&record).unwrap()).unwrap();
+        (dir, held)
+    }
+
+    /// A process that has exited and is not reaped yet (a zombie).
+    #[cfg(target_os = "linux")]
+    fn zombie() -> std::process::Child {
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let stat = format!("/proc/{}/stat", child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z "))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
+    }
+
     /// A killed server whose leader thread is a zombie (its lease lapses at
-    /// once) while another of its threads still holds its files: the lock
-    /// is waited for, and the directory taken in, not left as a live one.
+    /// once) while another of its threads still holds its files: a starting
+    /// server waits for the lock, and takes the directory in.
     #[cfg(target_os = "linux")]
     #[test]
     fn the_lock_of_a_server_that_exited_is_waited_for_while_it_lets_go() {
         let tmp = tempfile::tempdir().unwrap();
-        let dying = tmp.path().join("server-dying");
-        fs::create_dir_all(dying.join("sb-1")).unwrap();
-        let still_held = File::create(dying.join(LOCK_FILE)).unwrap();
-        still_held.lock().unwrap();
-        drop(Lease::take(&dying).unwrap());
-        let lease = dying.join(lease::LEASE_FILE);
-        let mut record: lease::LeaseRecord =
-            serde_json::from_slice(&fs::read(&lease).unwrap()).unwrap();
-        // Its leader: exited, not yet reaped.
-        let mut exited = std::process::Command::new("true").spawn().unwrap();
-        record.pid = exited.id();
-        fs::write(&lease, serde_json::to_vec(&record).unwrap()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !lease::holder_exiting_here(&dying) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut exited = zombie();
+        let (dying, still_held) = server_dir_held(tmp.path(), "dying", exited.id());
+        assert!(lease::holder_exiting_here(&dying));
         let letting_go = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(300));
             drop(still_held);
         });
         let started = Instant::now();
+        let probe = File::open(dying.join(LOCK_FILE)).unwrap();
+        assert!(probe.try_lock().is_err(), "still held when the start looks");
+        drop(probe);
         let next = SandboxRoot::open(tmp.path(), None).unwrap();
         assert!(!dying.exists(), "taken in once its lock was let go");
-        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert!(started.elapsed() >= Duration::from_millis(250));
         letting_go.join().unwrap();
         exited.wait().unwrap();
         drop(next);
+    }
+
+    /// The lock of a live holder is not waited for at all; an exiting
+    /// holder's only for the grace.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_an_exiting_holder_is_waited_for_and_only_for_the_grace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, _held) = server_dir_held(tmp.path(), "live", std::process::id());
+        let lock = File::open(live.join(LOCK_FILE)).unwrap();
+        let started = Instant::now();
+        assert!(!lock_unless_held(&lock, &live, Duration::from_secs(5)));
+        assert!(started.elapsed() < Duration::from_secs(1), "no wait");
+
+        let mut exited = zombie();
+        let (stuck, _held) = server_dir_held(tmp.path(), "stuck", exited.id());
+        let lock = File::open(stuck.join(LOCK_FILE)).unwrap();
+        let started = Instant::now();
+        assert!(!lock_unless_held(&lock, &stuck, Duration::from_millis(200)));
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(200) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        exited.wait().unwrap();
     }
 
     #[cfg(unix)]

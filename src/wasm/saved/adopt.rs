@@ -8,9 +8,7 @@
 //!
 //! A server directory is dead when nobody holds its lock and its lease has
 //! lapsed (see [`crate::sandbox::lease`]: at once for a process of this host
-//! that is gone, after the lease's time for one elsewhere; the lock of one
-//! that is exiting, still closing its files, is waited for up to a second:
-//! see [`crate::sandbox::root::lock_unless_held`]); the one taking
+//! that is gone, after the lease's time for one elsewhere); the one taking
 //! it in holds that lock meanwhile, so two servers never take in the same
 //! one. Within a server, one taking-in runs at a time: a call naming a
 //! sandbox while the root's opening (at start, as the warm pool fills) is
@@ -31,7 +29,7 @@ use super::{FILES, MAX_META_BYTES, META, SEAL, SavedMeta, SavedStore, read_meta,
 use crate::sandbox::lease;
 use crate::sandbox::private_files::{create_private_dir, open_regular, read_regular_in};
 use crate::sandbox::remove_tree::remove_tree_in;
-use crate::sandbox::root::{SERVER_PREFIX, lock_file_of, lock_unless_held};
+use crate::sandbox::root::{SERVER_PREFIX, lock_file_of};
 
 impl SavedStore {
     /// Moves the durable sandboxes of dead servers under the root into the
@@ -211,6 +209,6 @@ fn note_adopted(adopted: usize) {
 /// its lease has lapsed (its server is dead).
 fn take_lock(dir: &Path) -> Option<File> {
     let lock = open_regular(&lock_file_of(dir)).ok()?;
-    lock_unless_held(&lock, dir).then_some(())?;
+    lock.try_lock().ok()?;
     lease::lapsed(dir).then_some(lock)
 }
