@@ -16,6 +16,7 @@ mod connections;
 mod ops;
 mod rebinding;
 mod request_log;
+mod session_end;
 mod sessions;
 mod tls;
 
@@ -119,13 +120,15 @@ fn routes(
         StreamableHttpService::new(move || Ok(server.clone()), session_manager.clone(), config);
     // A request passes authorization, gets its caller, is refused in a
     // session another caller opened (or opening one past the caps), and is
-    // logged (with its caller) and served.
+    // logged (with its caller) and served (an ended session's answer made
+    // one every client takes).
     let owners = Arc::new(sessions::SessionOwners::new(
         session_manager,
         settings.sessions,
     ));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(session_end::no_content))
         .layer(axum::middleware::from_fn(request_log::log))
         .layer(axum::middleware::from_fn_with_state(
             owners,

@@ -8,6 +8,7 @@ Usage: python tests/interop/python_sdk.py path/to/mcp-code-sandbox
 import asyncio
 import base64
 import contextlib
+import logging
 import os
 import re
 import subprocess
@@ -17,6 +18,22 @@ import tempfile
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 BINARY = sys.argv[1]
+
+
+class Warnings(logging.Handler):
+    """Keeps what the SDK warns of: a clean run warns of nothing (a session's end
+    answered with a status the client does not take is logged, not raised)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.said = []
+
+    def emit(self, record):
+        self.said.append(record.getMessage())
+
+
+WARNINGS = Warnings()
+logging.getLogger("mcp").addHandler(WARNINGS)
 
 
 def server_env(root):
@@ -108,6 +125,7 @@ async def main():
                 async with Client(url, mode=mode) as client:
                     await exercise(client.session)
                     print(f"python sdk over HTTP, {mode} ({client.session.protocol_version}): ok")
+    assert not WARNINGS.said, f"the SDK warned: {WARNINGS.said}"
 
 
 asyncio.run(main())
