@@ -128,7 +128,14 @@ pub(crate) async fn serve(
                     if !interrupt.stopping()
                         && let Err(e) = kept.tidy(&mut store, &instance, || interrupt.stopping())
                     {
-                        tracing::warn!(error = %e, "could not tidy the sandbox's kept pages: its state stays as the last execution left it");
+                        // A stop that lands during the tidy blocks the memory
+                        // it reads: expected (a close, a shutdown), not worth
+                        // a warning.
+                        if interrupt.stopping() {
+                            tracing::debug!(error = %e, "the sandbox was stopped during the tidy of its kept pages: its state stays as the last execution left it");
+                        } else {
+                            tracing::warn!(error = %e, "could not tidy the sandbox's kept pages: its state stays as the last execution left it");
+                        }
                     }
                 }
                 // The interpreter's owner is gone.
