@@ -211,6 +211,18 @@ fn exited_unreaped(pid: u32) -> bool {
         .is_some_and(|state| state == "Z" || state == "X")
 }
 
+/// A child process that has exited and is not reaped yet (a zombie), for
+/// tests of what a lease naming one means.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn zombie() -> std::process::Child {
+    let child = std::process::Command::new("true").spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !exited_unreaped(child.id()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -297,12 +309,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_process_that_exited_and_was_not_reaped_is_gone() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = zombie();
         let pid = child.id();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !exited_unreaped(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
         assert!(!process_exists(pid), "a zombie runs no more");
         child.wait().unwrap();
         assert!(!process_exists(pid));

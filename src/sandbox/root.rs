@@ -268,9 +268,8 @@ fn claim_abandoned(server_dir: &Path) -> Option<Option<File>> {
     // Opened as a regular file only: a FIFO planted there would block, a
     // link would lock what it points to.
     let lock = match super::private_files::open_regular(&server_dir.join(LOCK_FILE)) {
-        Ok(lock) => {
-            Some(lock_unless_held(&lock, server_dir, EXITING_HOLDER_GRACE).then_some(lock)?)
-        }
+        Ok(lock) if lock_unless_held(&lock, server_dir, EXITING_HOLDER_GRACE) => Some(lock),
+        Ok(_) => return None,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && made_long_ago(server_dir) => None,
         Err(_) => return None,
     };
@@ -379,20 +378,6 @@ mod tests {
         (dir, held)
     }
 
-    /// A process that has exited and is not reaped yet (a zombie).
-    #[cfg(target_os = "linux")]
-    fn zombie() -> std::process::Child {
-        let child = std::process::Command::new("true").spawn().unwrap();
-        let stat = format!("/proc/{}/stat", child.id());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z "))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child
-    }
-
     /// A killed server whose leader thread is a zombie (its lease lapses at
     /// once) while another of its threads still holds its files: a starting
     /// server waits for the lock, and takes the directory in.
@@ -400,7 +385,7 @@ mod tests {
     #[test]
     fn the_lock_of_a_server_that_exited_is_waited_for_while_it_lets_go() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut exited = zombie();
+        let mut exited = lease::zombie();
         let (dying, still_held) = server_dir_held(tmp.path(), "dying", exited.id());
         assert!(lease::holder_exiting_here(&dying));
         let letting_go = std::thread::spawn(move || {
@@ -431,7 +416,7 @@ mod tests {
         assert!(!lock_unless_held(&lock, &live, Duration::from_secs(5)));
         assert!(started.elapsed() < Duration::from_secs(1), "no wait");
 
-        let mut exited = zombie();
+        let mut exited = lease::zombie();
         let (stuck, _held) = server_dir_held(tmp.path(), "stuck", exited.id());
         let lock = File::open(stuck.join(LOCK_FILE)).unwrap();
         let started = Instant::now();
