@@ -4,7 +4,8 @@
 //! boot, and until when the claim holds. The server renews it every few
 //! seconds; another server takes in a dead server's sandboxes only once its
 //! lease has lapsed, or at once when the lease names a process of the same
-//! host and boot that is gone.
+//! host, boot and PID namespace that is gone (a process started since under
+//! the same id is another: the lease names its holder's start time too).
 //!
 //! Fencing: a server that cannot renew its lease in time must assume
 //! another replica will take its sandboxes. Guests check [`still_held`] at
@@ -41,6 +42,16 @@ pub struct LeaseRecord {
     pub boot: String,
     /// The holder's process id.
     pub pid: u32,
+    /// The holder's PID namespace (the target of `/proc/self/ns/pid` on
+    /// Linux): its process id means something only to a server in the same
+    /// one. Empty where there is none, and in leases of older servers.
+    #[serde(default)]
+    pub pid_namespace: String,
+    /// When the holder started, in clock ticks after boot (`/proc/<pid>/stat`
+    /// on Linux), so that a process given its id later is not taken for it.
+    /// 0 where it is not known, and in leases of older servers.
+    #[serde(default)]
+    pub started: u64,
     /// Until when the claim holds (milliseconds since the Unix epoch).
     pub expires_at_ms: u64,
 }
@@ -104,6 +115,8 @@ fn renew(path: &Path) -> std::io::Result<()> {
         host: host_name(),
         boot: boot_id(),
         pid: std::process::id(),
+        pid_namespace: pid_namespace(),
+        started: own_start(),
         expires_at_ms: unix_ms().saturating_add(LEASE_TIME.as_millis() as u64),
     };
     let temp = path.with_extension("new");
@@ -156,27 +169,54 @@ pub fn lapsed(server_dir: &Path) -> bool {
     // more was not written by a server, and holds nothing.
     let forged = record.expires_at_ms > now + LEASE_TIME.as_millis() as u64 + slack;
     let expired = now > record.expires_at_ms.saturating_add(slack);
-    // On the holder's own host and boot a vanished process lapses at once;
-    // a live holder renews well before expiry, so an expired lease naming a
+    // Where its holder can be looked up, a vanished holder lapses at once; a
+    // live holder renews well before expiry, so an expired lease naming a
     // live process (its id taken by another since) has lapsed too.
-    let gone_here =
-        record.host == host_name() && record.boot == boot_id() && !process_exists(record.pid);
+    let gone_here = record.names_a_process_here() && !record.holder_runs();
     forged || expired || gone_here
 }
 
-/// Whether the lease in `server_dir` names a process of this host and boot
-/// that has exited but is not reaped yet: its leader is a zombie, and its
-/// other threads may still be closing its files (and letting go of its
-/// lock). A process gone altogether holds nothing. The id is looked up in
-/// this process's PID namespace: a holder in another one, or an id reused
-/// since, may name an unrelated zombie here; a wait for its lock is then
-/// wasted, never unsafe (the lock is still needed).
+impl LeaseRecord {
+    /// Whether the holder's process id can be looked up here: it is of this
+    /// host, boot and PID namespace (a lease that does not say its namespace
+    /// is taken to share this one).
+    fn names_a_process_here(&self) -> bool {
+        self.host == host_name()
+            && self.boot == boot_id()
+            && (self.pid_namespace.is_empty() || self.pid_namespace == pid_namespace())
+    }
+
+    /// Whether the process the lease names (its id, and its start time when
+    /// the lease says it) runs here.
+    fn holder_runs(&self) -> bool {
+        process_exists(self.pid) && self.is_the_holder(self.pid)
+    }
+
+    /// Whether the process now under `pid` is the one that wrote the lease:
+    /// it started when the lease says (when the lease or this system says
+    /// nothing of start times, any process under the id is taken for it).
+    fn is_the_holder(&self, pid: u32) -> bool {
+        match (self.started, process_stat(pid)) {
+            (0, _) | (_, None) => true,
+            (started, Some(stat)) => stat.started == started,
+        }
+    }
+}
+
+/// Whether the lease in `server_dir` names a process of this host, boot and
+/// PID namespace that has exited but is not reaped yet: its leader is a
+/// zombie, and its other threads may still be closing its files (and
+/// letting go of its lock). A process gone altogether holds nothing, and a
+/// zombie that started at another time than the lease says is another
+/// process that was given the id since.
 pub fn holder_exiting_here(server_dir: &Path) -> bool {
     read_regular(&server_dir.join(LEASE_FILE), 4096)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<LeaseRecord>(&bytes).ok())
         .is_some_and(|record| {
-            record.host == host_name() && record.boot == boot_id() && exited_unreaped(record.pid)
+            record.names_a_process_here()
+                && exited_unreaped(record.pid)
+                && record.is_the_holder(record.pid)
         })
 }
 
@@ -202,13 +242,34 @@ fn process_exists(pid: u32) -> bool {
 /// `/proc`, as on macOS, a zombie counts as running until it is reaped, and
 /// its lease lapses with its time).
 fn exited_unreaped(pid: u32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // "pid (command) state ...": the command may hold spaces and parentheses.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .is_some_and(|state| state == "Z" || state == "X")
+    process_stat(pid).is_some_and(|stat| stat.state == "Z" || stat.state == "X")
+}
+
+/// What `/proc/<pid>/stat` says of a process.
+struct ProcessStat {
+    /// Its state (`R`, `S`, `Z`...).
+    state: String,
+    /// When it started, in clock ticks after boot.
+    started: u64,
+}
+
+/// `/proc/<pid>/stat` read; `None` where the process or `/proc` is missing.
+fn process_stat(pid: u32) -> Option<ProcessStat> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (command) state ...": the command may hold spaces and parentheses;
+    // the state is the third field and the start time the twenty-second.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.to_owned();
+    let started = fields.nth(18)?.parse().ok()?;
+    Some(ProcessStat { state, started })
+}
+
+/// When `pid` started (clock ticks after boot), for tests that write leases
+/// naming other processes.
+#[cfg(test)]
+pub(crate) fn start_of(pid: u32) -> u64 {
+    process_stat(pid).map_or(0, |stat| stat.started)
 }
 
 /// A child process that has exited and is not reaped yet (a zombie), for
@@ -237,6 +298,23 @@ fn host_name() -> String {
             .into_owned()
     });
     NAME.clone()
+}
+
+/// This process's PID namespace, or empty where there is none to read.
+fn pid_namespace() -> String {
+    static NAMESPACE: LazyLock<String> = LazyLock::new(|| {
+        fs::read_link("/proc/self/ns/pid")
+            .map(|target| target.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    NAMESPACE.clone()
+}
+
+/// When this process started (clock ticks after boot), or 0 where unknown.
+fn own_start() -> u64 {
+    static STARTED: LazyLock<u64> =
+        LazyLock::new(|| process_stat(std::process::id()).map_or(0, |stat| stat.started));
+    *STARTED
 }
 
 fn boot_id() -> String {
@@ -270,6 +348,8 @@ mod tests {
             host: "another-host".into(),
             boot: "another-boot".into(),
             pid: 1,
+            pid_namespace: String::new(),
+            started: 0,
             expires_at_ms: unix_ms() + 10_000,
         };
         write(&elsewhere);
@@ -284,6 +364,7 @@ mod tests {
             boot: boot_id(),
             pid: u32::MAX - 7,
             expires_at_ms: unix_ms() + 10_000,
+            ..elsewhere.clone()
         });
         assert!(lapsed(tmp.path()), "a process of this host that is gone");
         write(&LeaseRecord {
@@ -291,6 +372,7 @@ mod tests {
             boot: boot_id(),
             pid: 1,
             expires_at_ms: unix_ms() - CLOCK_SLACK.as_millis() as u64 - 1,
+            ..elsewhere.clone()
         });
         assert!(
             lapsed(tmp.path()),
@@ -304,6 +386,100 @@ mod tests {
         fs::write(tmp.path().join(LEASE_FILE), b"not json").unwrap();
         assert!(lapsed(tmp.path()));
         drop(lease);
+    }
+
+    /// A lease as this process would write it, naming `pid`.
+    fn naming(pid: u32) -> LeaseRecord {
+        LeaseRecord {
+            host: host_name(),
+            boot: boot_id(),
+            pid,
+            pid_namespace: pid_namespace(),
+            started: start_of(pid),
+            expires_at_ms: unix_ms() + 10_000,
+        }
+    }
+
+    fn written(dir: &Path, record: &LeaseRecord) -> bool {
+        fs::write(dir.join(LEASE_FILE), serde_json::to_vec(record).unwrap()).unwrap();
+        lapsed(dir)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_holder_is_its_id_in_its_namespace_and_its_start_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let me = naming(std::process::id());
+        assert!(!me.pid_namespace.is_empty() && me.started > 0);
+        assert!(!written(dir, &me), "this process holds it");
+        let reused = LeaseRecord {
+            started: me.started + 1,
+            ..me.clone()
+        };
+        assert!(
+            written(dir, &reused),
+            "the id names a process that started after the holder: the holder is gone"
+        );
+        let unseen = LeaseRecord {
+            pid: u32::MAX - 7,
+            pid_namespace: "pid:[1]".into(),
+            ..me.clone()
+        };
+        assert!(
+            !written(dir, &unseen),
+            "a holder in another PID namespace cannot be looked up here: its lease holds until it expires"
+        );
+        let gone = LeaseRecord {
+            pid: u32::MAX - 7,
+            ..me.clone()
+        };
+        assert!(written(dir, &gone), "gone from this namespace");
+        // A lease written by an older server says neither.
+        let older = |pid: u32| {
+            let text = format!(
+                r#"{{"host":{:?},"boot":{:?},"pid":{pid},"expires_at_ms":{}}}"#,
+                me.host, me.boot, me.expires_at_ms
+            );
+            fs::write(dir.join(LEASE_FILE), text).unwrap();
+            lapsed(dir)
+        };
+        assert!(!older(std::process::id()));
+        assert!(older(u32::MAX - 7));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_the_holder_itself_exiting_is_waited_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let mut child = zombie();
+        let exiting = naming(child.id());
+        written(dir, &exiting);
+        assert!(holder_exiting_here(dir));
+        written(
+            dir,
+            &LeaseRecord {
+                started: exiting.started.saturating_sub(1),
+                ..exiting.clone()
+            },
+        );
+        assert!(
+            !holder_exiting_here(dir),
+            "a zombie given the holder's id after it is not the holder"
+        );
+        written(
+            dir,
+            &LeaseRecord {
+                pid_namespace: "pid:[1]".into(),
+                ..exiting.clone()
+            },
+        );
+        assert!(
+            !holder_exiting_here(dir),
+            "the id means another process in another namespace"
+        );
+        child.wait().unwrap();
     }
 
     #[cfg(target_os = "linux")]

@@ -374,6 +374,7 @@ mod tests {
         let mut record: lease::LeaseRecord =
             serde_json::from_slice(&fs::read(&lease).unwrap()).unwrap();
         record.pid = pid;
+        record.started = lease::start_of(pid);
         fs::write(&lease, serde_json::to_vec(&record).unwrap()).unwrap();
         (dir, held)
     }

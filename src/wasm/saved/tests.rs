@@ -316,6 +316,8 @@ fn lease_elsewhere(dir: &Path, expires_at_ms: u64) {
         host: "another-host".into(),
         boot: "another-boot".into(),
         pid: 1,
+        pid_namespace: String::new(),
+        started: 0,
         expires_at_ms,
     };
     fs::write(
