@@ -48,10 +48,15 @@ pub struct LeaseRecord {
     #[serde(default)]
     pub pid_namespace: String,
     /// When the holder started, in clock ticks after boot (`/proc/<pid>/stat`
-    /// on Linux), so that a process given its id later is not taken for it.
+    /// on Linux), so that a process given its id since is not taken for it.
     /// 0 where it is not known, and in leases of older servers.
     #[serde(default)]
     pub started: u64,
+    /// The holder's time namespace (`/proc/self/ns/time`), which shifts the
+    /// start times its processes read: a start time is compared only by a
+    /// server in the same one.
+    #[serde(default)]
+    pub time_namespace: String,
     /// Until when the claim holds (milliseconds since the Unix epoch).
     pub expires_at_ms: u64,
 }
@@ -117,6 +122,7 @@ fn renew(path: &Path) -> std::io::Result<()> {
         pid: std::process::id(),
         pid_namespace: pid_namespace(),
         started: own_start(),
+        time_namespace: time_namespace(),
         expires_at_ms: unix_ms().saturating_add(LEASE_TIME.as_millis() as u64),
     };
     let temp = path.with_extension("new");
@@ -155,7 +161,7 @@ fn keep_renewing(path: &Path, stop: &std::sync::atomic::AtomicBool) {
 
 /// Whether the lease in `server_dir` lets another server take it over: it
 /// is missing, unreadable, lapsed (past its expiry and the clocks' slack),
-/// or names a process of this host and boot that is gone.
+/// or names a process of this host, boot and PID namespace that is gone.
 pub fn lapsed(server_dir: &Path) -> bool {
     let Ok(bytes) = read_regular(&server_dir.join(LEASE_FILE), 4096) else {
         return true;
@@ -193,13 +199,14 @@ impl LeaseRecord {
     }
 
     /// Whether the process now under `pid` is the one that wrote the lease:
-    /// it started when the lease says (when the lease or this system says
-    /// nothing of start times, any process under the id is taken for it).
+    /// it started when the lease says. Where start times cannot be compared
+    /// (the lease or this system says nothing of them, or they were read in
+    /// another time namespace) any process under the id is taken for it.
     fn is_the_holder(&self, pid: u32) -> bool {
-        match (self.started, process_stat(pid)) {
-            (0, _) | (_, None) => true,
-            (started, Some(stat)) => stat.started == started,
+        if self.started == 0 || self.time_namespace != time_namespace() {
+            return true;
         }
+        process_stat(pid).is_none_or(|stat| stat.started == self.started)
     }
 }
 
@@ -253,16 +260,38 @@ struct ProcessStat {
     started: u64,
 }
 
-/// `/proc/<pid>/stat` read; `None` where the process or `/proc` is missing.
+/// `/proc/<pid>/stat` read; `None` where the process or `/proc` is missing,
+/// or where the `/proc` mounted is another PID namespace's (its ids are not
+/// this process's).
 fn process_stat(pid: u32) -> Option<ProcessStat> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (command) state ...": the command may hold spaces and parentheses;
-    // the state is the third field and the start time the twenty-second.
-    let (_, rest) = stat.rsplit_once(')')?;
+    if !proc_is_ours() {
+        return None;
+    }
+    parse_stat(&fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// "pid (command) state ...": the command may hold any bytes, spaces and
+/// parentheses too; the state is the third field and the start time the
+/// twenty-second.
+fn parse_stat(stat: &[u8]) -> Option<ProcessStat> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.to_owned();
     let started = fields.nth(18)?.parse().ok()?;
     Some(ProcessStat { state, started })
+}
+
+/// Whether `/proc` shows this process under its own id (not so when the
+/// `/proc` mounted belongs to another PID namespace).
+fn proc_is_ours() -> bool {
+    static OURS: LazyLock<bool> = LazyLock::new(|| {
+        fs::read("/proc/self/stat").ok().is_some_and(|stat| {
+            let id = stat.split(|&b| b == b' ').next().unwrap_or_default();
+            id == std::process::id().to_string().as_bytes()
+        })
+    });
+    *OURS
 }
 
 /// When `pid` started (clock ticks after boot), for tests that write leases
@@ -310,6 +339,16 @@ fn pid_namespace() -> String {
     NAMESPACE.clone()
 }
 
+/// This process's time namespace, or empty where there is none to read.
+fn time_namespace() -> String {
+    static NAMESPACE: LazyLock<String> = LazyLock::new(|| {
+        fs::read_link("/proc/self/ns/time")
+            .map(|target| target.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    NAMESPACE.clone()
+}
+
 /// When this process started (clock ticks after boot), or 0 where unknown.
 fn own_start() -> u64 {
     static STARTED: LazyLock<u64> =
@@ -350,6 +389,7 @@ mod tests {
             pid: 1,
             pid_namespace: String::new(),
             started: 0,
+            time_namespace: String::new(),
             expires_at_ms: unix_ms() + 10_000,
         };
         write(&elsewhere);
@@ -396,6 +436,7 @@ mod tests {
             pid,
             pid_namespace: pid_namespace(),
             started: start_of(pid),
+            time_namespace: time_namespace(),
             expires_at_ms: unix_ms() + 10_000,
         }
     }
@@ -420,6 +461,14 @@ mod tests {
         assert!(
             written(dir, &reused),
             "the id names a process that started after the holder: the holder is gone"
+        );
+        let other_clock = LeaseRecord {
+            time_namespace: "time:[1]".into(),
+            ..reused.clone()
+        };
+        assert!(
+            !written(dir, &other_clock),
+            "a start time read in another time namespace is not compared"
         );
         let unseen = LeaseRecord {
             pid: u32::MAX - 7,
@@ -480,6 +529,25 @@ mod tests {
             "the id means another process in another namespace"
         );
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_stat_line_is_read_whatever_the_command_holds() {
+        let rest = " S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21";
+        for command in [
+            &b"a) b (c) 1 2 3"[..],
+            b") ) ) )",
+            b"\xff\xfe bad)",
+            b"x\ny)z",
+        ] {
+            let mut line = b"77 (".to_vec();
+            line.extend_from_slice(command);
+            line.extend_from_slice(b")");
+            line.extend_from_slice(rest.as_bytes());
+            let stat = parse_stat(&line).unwrap();
+            assert_eq!((stat.state.as_str(), stat.started), ("S", 4242));
+        }
+        assert!(parse_stat(b"77 (cut) S 1 2").is_none());
     }
 
     #[cfg(target_os = "linux")]

@@ -318,6 +318,7 @@ fn lease_elsewhere(dir: &Path, expires_at_ms: u64) {
         pid: 1,
         pid_namespace: String::new(),
         started: 0,
+        time_namespace: String::new(),
         expires_at_ms,
     };
     fs::write(
