@@ -421,3 +421,64 @@ async fn urllib_keeps_its_refusals() {
     let server: Server = server(&index.url, &[]).await;
     run_corpus(&server, HTTP_IDIOMS).await;
 }
+
+/// Code written against http.client (and what is built on it, such as
+/// xmlrpc.client) goes through the door too, one connection serving several
+/// requests; a refused host raises ConnectionRefusedError naming the rule; a
+/// raw socket says there are none, and what to use.
+#[tokio::test]
+async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
+    let http = serve_http().await;
+    let other = serve_http().await;
+    let server = server(
+        "none",
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &format!("http://{http}")),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+        ],
+    )
+    .await;
+    let id = server.create_with(json!({})).await;
+    let (host, port) = (http.ip(), http.port());
+    let code = format!(
+        "import http.client, json, socket\n\
+         c = http.client.HTTPConnection('{host}', {port}, timeout=30)\n\
+         c.request('GET', '/json')\n\
+         r = c.getresponse()\n\
+         first = (r.status, json.loads(r.read()))\n\
+         c.request('POST', '/echo', body=b'a=1', headers={{'Content-Type': 'text/plain'}})\n\
+         r = c.getresponse()\n\
+         echo = json.loads(r.read())\n\
+         c.request('GET', '/missing')\n\
+         r = c.getresponse()\n\
+         missing = (r.status, r.read())\n\
+         c.close()\n\
+         try:\n    d = http.client.HTTPConnection('{other_host}', {other_port}, timeout=30)\n    d.request('GET', '/json')\n    refused = None\n\
+         except ConnectionRefusedError as e:\n    refused = str(e)\n\
+         try:\n    socket.create_connection(('{host}', {port}))\n    raw = None\n\
+         except OSError as e:\n    raw = str(e)\n\
+         (first, (echo['method'], echo['body']), missing, 'SANDBOX_ALLOW_HOSTS' in refused, raw)",
+        other_host = other.ip(),
+        other_port = other.port(),
+    );
+    let result = server
+        .call(
+            "execute_code",
+            json!({"session_id": id, "code": code, "timeout_seconds": 120}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let got = structured(&result);
+    let value = got["value"].as_str().unwrap_or_default();
+    assert!(
+        value.starts_with("((200, {'hello': 'world', 'n': 3}),")
+            && value.contains("('POST', 'a=1')")
+            && value.contains("(404, b'no such thing')")
+            && value.contains("True")
+            && value.contains("there are no network sockets in this sandbox"),
+        "{got}"
+    );
+    let records = door_requests(&got);
+    assert_eq!(records.len(), 4, "three fetched, one refused: {got}");
+    assert!(records[3]["refused"].is_string(), "{got}");
+}

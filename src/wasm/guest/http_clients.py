@@ -551,3 +551,109 @@ def patch_aiohttp(aiohttp):
         return transport, protocol
 
     connector.TCPConnector._create_direct_connection = _create_direct_connection
+
+
+# ---- http.client and socket ---------------------------------------------------------------
+
+class DoorSocket:
+    """The socket of an http.client connection: each HTTP/1.1 request the connection
+    writes is asked of the door, and the response is read back as HTTP/1.1 bytes by
+    http.client's own parser."""
+
+    def __init__(self, origin, timeout):
+        self._origin, self._timeout = origin, seconds(timeout)
+        self._written, self._answers = b"", bytearray()
+
+    def sendall(self, data):
+        self._written += bytes(data)
+        while (request := take_request(self._written)) is not None:
+            method, target, headers, body, self._written = request
+            url = target if target.startswith(("http://", "https://")) else self._origin + target
+            try:
+                got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)
+            except DoorFailure as failure:
+                raise socket_error(failure) from None
+            self._answers += response_bytes(method, got)
+
+    def send(self, data):
+        self.sendall(data)
+        return len(data)
+
+    def makefile(self, mode="rb", buffering=None, **kwargs):
+        return io.BufferedReader(AnswerReader(self._answers))
+
+    def settimeout(self, timeout):
+        self._timeout = seconds(timeout)
+
+    def setsockopt(self, *args):
+        pass
+
+    def close(self):
+        self._answers.clear()
+
+
+class AnswerReader(io.RawIOBase):
+    """Reads what a DoorSocket has been answered, taking it out as it goes."""
+
+    def __init__(self, answers):
+        self._answers = answers
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer), len(self._answers))
+        buffer[:n] = self._answers[:n]
+        del self._answers[:n]
+        return n
+
+
+def socket_error(failure):
+    """The OSError a socket would raise for a failed fetch; the message names the rule."""
+    if failure.kind == "timeout":
+        return TimeoutError(str(failure))
+    if failure.kind == "denied":
+        return ConnectionRefusedError(str(failure))
+    return ConnectionError(str(failure))
+
+
+def patch_http_client(client):
+    """http.client's connections (and so xmlrpc.client and code written against
+    http.client) send their requests through the door; an HTTPS connection's TLS is the
+    host's."""
+
+    def connect(self):
+        host, port = self.host, self.port
+        if self._tunnel_host:
+            proxy_not_used(f"{self.host}:{self.port}")
+            host, port = self._tunnel_host, self._tunnel_port
+        scheme = "https" if isinstance(self, client.HTTPSConnection) else "http"
+        host = f"[{host}]" if ":" in host else host
+        self.sock = DoorSocket(f"{scheme}://{host}:{port}", self.timeout)
+
+    client.HTTPConnection.connect = connect
+    client.HTTPSConnection.connect = connect
+
+
+NO_SOCKETS = ("there are no network sockets in this sandbox: HTTP goes through the host, with "
+              "urllib, requests, httpx, aiohttp, urllib3 or http.client, to the hosts "
+              "SANDBOX_ALLOW_HOSTS allows")
+
+
+def patch_socket(socket):
+    """Looking a name up or opening a connection says there are no sockets here, and what
+    to use instead (WASI's socket module has neither)."""
+
+    lookup_failed = getattr(socket, "gaierror", OSError)
+
+    def refusing(name, error):
+        def refused(*args, **kwargs):
+            raise error(NO_SOCKETS)
+
+        refused.__name__ = refused.__qualname__ = name
+        refused.__module__ = "socket"
+        return refused
+
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
+        setattr(socket, name, refusing(name, lookup_failed))
+    socket.create_connection = refusing("create_connection", OSError)

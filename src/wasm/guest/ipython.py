@@ -434,7 +434,8 @@ def fill(module):
     if builder is None:
         raise ModuleNotFoundError(
             f"No module named {name!r}: the sandbox's IPython is a stand-in that has "
-            "IPython.display, IPython.core.magic, IPython.lib.pretty, IPython.utils.capture (and .io) "
+            "IPython.display, IPython.core.magic (and .magic_arguments), IPython.lib.pretty, "
+            "IPython.utils.capture (and .io), IPython.core.debugger.set_trace "
             "and get_ipython()", name=name)
     module.__dict__.update(builder())
     if name == "IPython":
@@ -510,6 +511,114 @@ def error_module():
         pass
 
     return {"UsageError": _sandbox_shell.UsageError, "TryNext": TryNext}
+
+
+def debugger_module():
+    """IPython.core.debugger: its set_trace() says there is no debugger, as breakpoint()
+    does here (see notebook.py), and the code goes on."""
+    import pdb
+    import sys
+
+    class Pdb(pdb.Pdb):
+        def set_trace(self, frame=None):
+            sys.breakpointhook()
+
+    def set_trace(frame=None):
+        sys.breakpointhook()
+
+    return {"Pdb": Pdb, "set_trace": set_trace}
+
+
+def magic_arguments_module():
+    """IPython.core.magic_arguments: argparse options for magics of one's own, declared
+    with decorators (@magic_arguments() above @argument(...) lines, read top to bottom)
+    and parsed with parse_argstring(magic, line); a bad line raises UsageError."""
+    import argparse
+    import shlex
+
+    import _sandbox_shell
+
+    class MagicArgumentParser(argparse.ArgumentParser):
+        def __init__(self, prog=None, **kwargs):
+            kwargs.setdefault("add_help", False)
+            super().__init__(prog=prog, **kwargs)
+
+        def error(self, message):
+            raise _sandbox_shell.UsageError(message)
+
+        def parse_argstring(self, argstring):
+            return self.parse_args(shlex.split(argstring))
+
+    def declared(func):
+        if not getattr(func, "has_arguments", False):
+            func.has_arguments, func.decorators = True, []
+        return func
+
+    def magic_name(func):
+        name = func.__name__.removeprefix("magic_")
+        return getattr(func, "argcmd_name", name)
+
+    class ArgDecorator:
+        """A decorator that adds to the magic's parser (in source order)."""
+
+        def __call__(self, func):
+            declared(func).decorators.append(self)
+            return func
+
+        def add_to_parser(self, parser, group):
+            return None
+
+    class argument(ArgDecorator):
+        def __init__(self, *args, **kwds):
+            self.args, self.kwds = args, kwds
+
+        def add_to_parser(self, parser, group):
+            (group or parser).add_argument(*self.args, **self.kwds)
+
+    class argument_group(argument):
+        def add_to_parser(self, parser, group):
+            return parser.add_argument_group(*self.args, **self.kwds)
+
+    class defaults(argument):
+        def add_to_parser(self, parser, group):
+            parser.set_defaults(*self.args, **self.kwds)
+
+    class kwds(ArgDecorator):
+        def __init__(self, **kwds):
+            self.kwds = kwds
+
+        def __call__(self, func):
+            func.argcmd_kwds = self.kwds
+            return func
+
+    class magic_arguments(ArgDecorator):
+        def __init__(self, name=None):
+            self.name = name
+
+        def __call__(self, func):
+            declared(func)
+            if self.name is not None:
+                func.argcmd_name = self.name
+            func.parser = construct_parser(func)
+            return func
+
+    def construct_parser(func):
+        options = dict(getattr(func, "argcmd_kwds", {}))
+        options.setdefault("description", func.__doc__)
+        parser = MagicArgumentParser("%" + magic_name(func), **options)
+        group = None
+        for decorator in reversed(func.decorators):
+            group = decorator.add_to_parser(parser, group) or group
+        func.__doc__ = parser.format_help()
+        return parser
+
+    def parse_argstring(magic_func, argstring):
+        return magic_func.parser.parse_argstring(argstring)
+
+    return {"MagicArgumentParser": MagicArgumentParser, "ArgDecorator": ArgDecorator,
+            "argument": argument, "argument_group": argument_group, "defaults": defaults,
+            "kwds": kwds, "magic_arguments": magic_arguments, "construct_parser": construct_parser,
+            "parse_argstring": parse_argstring, "real_name": magic_name}
 
 
 def capture_module():
@@ -591,6 +700,8 @@ BUILDERS = {
     "IPython.core.interactiveshell": shell_module,
     "IPython.core.magic": magic_module,
     "IPython.core.error": error_module,
+    "IPython.core.debugger": debugger_module,
+    "IPython.core.magic_arguments": magic_arguments_module,
     "IPython.utils": dict,
     "IPython.utils.capture": capture_module,
     "IPython.utils.io": capture_module,

@@ -8,7 +8,8 @@
 #   (subprocess, os.system) goes to the host's installer too;
 # - threading, concurrent.futures and multiprocessing's pools work on one core (threads.py),
 #   and so do multiprocessing's processes, queues, pipes and managers (processes.py);
-# - urllib3, requests, httpx and aiohttp go through the door (http_clients.py);
+# - urllib3, requests, httpx, aiohttp and http.client go through the door (http_clients.py),
+#   and a socket's lookup or connection says there are none;
 # - os has the user facts packages look up at import (posix_user.py);
 # - breakpoint() and pdb.set_trace() say there is no debugger here, and the code goes on.
 
@@ -31,6 +32,8 @@ IMPORT_PATCHES = (
     ("requests", "_sandbox_http_clients", "patch_requests"),
     ("httpx", "_sandbox_http_clients", "patch_httpx"),
     ("aiohttp", "_sandbox_http_clients", "patch_aiohttp"),
+    ("http.client", "_sandbox_http_clients", "patch_http_client"),
+    ("socket", "_sandbox_http_clients", "patch_socket"),
     ("tqdm.notebook", "_sandbox_display", "patch_tqdm_notebook"),
     ("plotly.io", "_sandbox_display", "patch_plotly"),
     ("pdb", "_sandbox_notebook", "patch_pdb"),

@@ -15,11 +15,17 @@ NAMES = ("python", "python3", f"python3.{sys.version_info[1]}")
 IGNORED = ("-u", "-B", "-q", "-s", "-S", "-E", "-I", "-O", "-OO", "-X", "-W")
 
 
+def names_python(word):
+    """Whether a command's first word names python: by name, or as sys.executable
+    (`!{sys.executable} script.py`)."""
+    return word.rsplit("/", 1)[-1] in NAMES or (bool(sys.executable) and word == sys.executable)
+
+
 def program(argv):
     """What a python command line runs: ("file", path, args), ("code", code, args),
     ("module", name, args), ("stdin", None, args) or ("version",), or None for one it
     cannot run here."""
-    if not argv or argv[0].rsplit("/", 1)[-1] not in NAMES:
+    if not argv or not names_python(argv[0]):
         return None
     words = argv[1:]
     while words and words[0] in IGNORED:

@@ -8,6 +8,7 @@
 
 __sandbox_internal__ = True
 
+import re
 import string
 import sys
 
@@ -332,6 +333,46 @@ class Kernel:
         return {"status": "ok", "restart": restart}
 
 
+# A closing `> file` or `>> file` after a space (so `pip install x>=1` keeps its version).
+OUTPUT_REDIRECT = re.compile(r"^(?P<command>.*\S)\s+(?P<op>1?>>?)\s*(?P<path>[^\s<>|&;'\"]+)\s*$")
+
+
+def run_redirected_line(cmd):
+    """Runs the command line `cmd` if it is pip or python, its output going to the file a
+    closing `> file` or `>> file` names: its exit status; None for any other command."""
+    match = OUTPUT_REDIRECT.match(cmd)
+    if match is None or not runs_here(match["command"]):
+        return run_line(cmd)
+    mode = "a" if match["op"].endswith(">>") else "w"
+    with open(match["path"], mode, encoding="utf-8") as out:
+        return run_line(match["command"], stdout=out)
+
+
+def runs_here(cmd):
+    """Whether the command line `cmd` is one this interpreter runs (pip, python)."""
+    import shlex
+
+    import _sandbox_pip
+    import _sandbox_python_cmd
+
+    try:
+        argv = shlex.split(cmd)
+    except ValueError:
+        return False
+    return _sandbox_pip.pip_args(argv) is not None or _sandbox_python_cmd.program(argv) is not None
+
+
+def run_line(cmd, stdout=None):
+    """Runs `cmd` if it is pip or python: its exit status, else None."""
+    import _sandbox_pip
+    import _sandbox_python_cmd
+
+    status = _sandbox_pip.run_command(cmd, stdout=stdout)
+    if status is None:
+        status = _sandbox_python_cmd.run(cmd, stdout=stdout)
+    return status
+
+
 class ExecutionResult:
     def __init__(self, result=None, error=None):
         self.result, self.error_in_exec, self.error_before_exec = result, error, None
@@ -366,6 +407,9 @@ class SandboxShell:
         self.dir_stack = []
         self.home_dir = "/"
         self.custom_exceptions = ()
+        # IPython's colour scheme, which libraries read to pick their own colours
+        # (sympy's init_printing does).
+        self.colors = "neutral"
 
     @property
     def user_ns(self):
@@ -443,15 +487,11 @@ class SandboxShell:
     # ---- commands -----------------------------------------------------------------------
     def system(self, cmd):
         """Runs `!cmd`: pip through the host's installer, python in this interpreter
-        (see python_cmd.py); anything else says there is no shell. The exit status is kept in `_exit_code`, as IPython keeps it."""
-        import _sandbox_pip
-
-        import _sandbox_python_cmd
-
+        (see python_cmd.py); anything else says there is no shell. The exit status is kept in `_exit_code`, as IPython keeps it.
+        Their output goes to a file named after a closing `> file` or `>> file`, as a shell
+        would send it (`!pip freeze > requirements.txt`)."""
         cmd = self.var_expand(cmd, sys._getframe(1))
-        status = _sandbox_pip.run_command(cmd)
-        if status is None:
-            status = _sandbox_python_cmd.run(cmd)
+        status = run_redirected_line(cmd)
         if status is None:
             sys.stderr.write(no_shell_line(cmd) + "\n")
             status = 127

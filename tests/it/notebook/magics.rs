@@ -504,4 +504,57 @@ pub const IDIOMS: &[Idiom] = &[
             )
         },
     },
+    Idiom {
+        name: "!{sys.executable} script.py runs the script",
+        cells: &[
+            "import sys\nopen('s.py', 'w').write('import sys\\nprint(\"args\", sys.argv[1:])\\n')\n!{sys.executable} s.py --b 2",
+        ],
+        check: |o| stdout_is(o, "args ['--b', '2']\n"),
+    },
+    Idiom {
+        name: "!pip freeze > requirements.txt writes the file, and >> appends",
+        cells: &[
+            "!pip freeze > requirements.txt\nopen('s.py', 'w').write('print(1)\\n')\n!python s.py >> out.txt\n!python s.py >> out.txt\nfrozen = open('requirements.txt').read().splitlines()\n(len(frozen) > 10, all('==' in line for line in frozen), open('out.txt').read())",
+        ],
+        check: |o| {
+            stdout_is(o, "")?;
+            value_is(o, "(True, True, '1\\n1\\n')")
+        },
+    },
+    Idiom {
+        name: "%time expr; hides the value",
+        cells: &["%time sum(range(1000));"],
+        check: |o| {
+            stdout_has(o, &["Wall time:"])?;
+            expect(!o.has_value(), || format!("a value: {}", o.value()))
+        },
+    },
+    Idiom {
+        name: "IPython.core.debugger.set_trace() says there is no debugger, and the code goes on",
+        cells: &["from IPython.core.debugger import set_trace\nset_trace()\n'went on'"],
+        check: |o| {
+            stderr_has(o, "breakpoint ignored")?;
+            value_is(o, "'went on'")
+        },
+    },
+    Idiom {
+        name: "a magic of one's own parses its options with magic_arguments",
+        cells: &[
+            "from IPython.core.magic import register_line_magic\nfrom IPython.core.magic_arguments import argument, magic_arguments, parse_argstring\n@magic_arguments()\n@argument('-n', type=int, default=1)\n@argument('word')\n@register_line_magic\ndef shout(line):\n    \"\"\"Shouts.\"\"\"\n    args = parse_argstring(shout, line)\n    print((args.word.upper() + ' ') * args.n)\n%shout hey -n 2\ntry:\n    %shout\nexcept Exception as e:\n    caught = (type(e).__name__, str(e))\n(caught, shout.__doc__.splitlines()[0])",
+        ],
+        check: |o| {
+            stdout_is(o, "HEY HEY \n")?;
+            value_is(
+                o,
+                "(('UsageError', 'the following arguments are required: word'),\n 'usage: %shout [-n N] word')",
+            )
+        },
+    },
+    Idiom {
+        name: "sympy's init_printing shows expressions pretty-printed",
+        cells: &[
+            "import sympy as sp\nsp.init_printing()\nx = sp.symbols('x')\nsp.integrate(x**2, x)",
+        ],
+        check: |o| value_is(o, " 3\nx \n──\n3 "),
+    },
 ];
