@@ -424,8 +424,9 @@ async fn urllib_keeps_its_refusals() {
 
 /// Code written against http.client (and what is built on it, such as
 /// xmlrpc.client) goes through the door too, one connection serving several
-/// requests; a refused host raises ConnectionRefusedError naming the rule; a
-/// raw socket says there are none, and what to use.
+/// requests; a refused host raises ConnectionRefusedError naming the rule, and
+/// a body larger than the door carries is refused as it is written; a raw
+/// socket says there are none, and what to use.
 #[tokio::test]
 async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
     let http = serve_http().await;
@@ -457,7 +458,9 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
          except ConnectionRefusedError as e:\n    refused = str(e)\n\
          try:\n    socket.create_connection(('{host}', {port}))\n    raw = None\n\
          except OSError as e:\n    raw = str(e)\n\
-         (first, (echo['method'], echo['body']), missing, 'SANDBOX_ALLOW_HOSTS' in refused, raw)",
+         try:\n    http.client.HTTPConnection('{host}', {port}).request('POST', '/echo', body=b'x' * 4_000_000)\n    big = None\n\
+         except ConnectionError as e:\n    big = 'the door carries at most' in str(e)\n\
+         (first, (echo['method'], echo['body']), missing, ('SANDBOX_ALLOW_HOSTS' in refused, big), raw)",
         other_host = other.ip(),
         other_port = other.port(),
     );
@@ -474,7 +477,7 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
         value.starts_with("((200, {'hello': 'world', 'n': 3}),")
             && value.contains("('POST', 'a=1')")
             && value.contains("(404, b'no such thing')")
-            && value.contains("True")
+            && value.contains("(True, True)")
             && value.contains("there are no network sockets in this sandbox"),
         "{got}"
     );

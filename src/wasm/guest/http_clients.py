@@ -21,7 +21,7 @@ __sandbox_internal__ = True
 import io
 import math
 
-from _sandbox_http import DoorFailure, fetch, named
+from _sandbox_http import MAX_BODY_BYTES, DoorFailure, fetch, named
 
 REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
 
@@ -562,12 +562,19 @@ class DoorSocket:
 
     def __init__(self, origin, timeout):
         self._origin, self._timeout = origin, seconds(timeout)
-        self._written, self._answers = b"", bytearray()
+        self._written, self._answers = bytearray(), bytearray()
 
     def sendall(self, data):
-        self._written += bytes(data)
-        while (request := take_request(self._written)) is not None:
-            method, target, headers, body, self._written = request
+        self._written += data
+        if len(self._written) > MAX_WRITTEN_BYTES:
+            # Refused as it grows, not parsed again for every block until it ends.
+            self._written.clear()
+            raise ConnectionError(
+                f"the request is over {MAX_WRITTEN_BYTES} bytes; a request through the door "
+                f"carries at most {MAX_BODY_BYTES} bytes of body (about 760 KiB)")
+        while (request := take_request(bytes(self._written))) is not None:
+            method, target, headers, body, rest = request
+            self._written = bytearray(rest)
             url = target if target.startswith(("http://", "https://")) else self._origin + target
             try:
                 got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)
@@ -590,6 +597,11 @@ class DoorSocket:
 
     def close(self):
         self._answers.clear()
+
+
+# Most bytes a DoorSocket holds of requests not yet whole: a body the door takes, and room
+# for the head and a chunked body's framing.
+MAX_WRITTEN_BYTES = MAX_BODY_BYTES + 64 * 1024
 
 
 class AnswerReader(io.RawIOBase):
@@ -620,19 +632,21 @@ def socket_error(failure):
 def patch_http_client(client):
     """http.client's connections (and so xmlrpc.client and code written against
     http.client) send their requests through the door; an HTTPS connection's TLS is the
-    host's."""
+    host's. (A runtime without ssl has no HTTPSConnection.)"""
+    secure = getattr(client, "HTTPSConnection", None)
 
     def connect(self):
         host, port = self.host, self.port
         if self._tunnel_host:
             proxy_not_used(f"{self.host}:{self.port}")
             host, port = self._tunnel_host, self._tunnel_port
-        scheme = "https" if isinstance(self, client.HTTPSConnection) else "http"
+        scheme = "https" if secure is not None and isinstance(self, secure) else "http"
         host = f"[{host}]" if ":" in host else host
         self.sock = DoorSocket(f"{scheme}://{host}:{port}", self.timeout)
 
-    client.HTTPConnection.connect = connect
-    client.HTTPSConnection.connect = connect
+    for connection in (client.HTTPConnection, secure):
+        if connection is not None:
+            connection.connect = connect
 
 
 NO_SOCKETS = ("there are no network sockets in this sandbox: HTTP goes through the host, with "

@@ -333,8 +333,10 @@ class Kernel:
         return {"status": "ok", "restart": restart}
 
 
-# A closing `> file` or `>> file` after a space (so `pip install x>=1` keeps its version).
-OUTPUT_REDIRECT = re.compile(r"^(?P<command>.*\S)\s+(?P<op>1?>>?)\s*(?P<path>[^\s<>|&;'\"]+)\s*$")
+# A closing `> file` or `>> file` after a space (so `pip install x>=1` keeps its version),
+# with `2>&1` after it sending the errors there too.
+OUTPUT_REDIRECT = re.compile(
+    r"^(?P<command>.*\S)\s+(?P<op>1?>>?)\s*(?P<path>[^\s<>|&;'\"]+)(?P<both>\s+2>&1)?\s*$")
 
 
 def run_redirected_line(cmd):
@@ -344,8 +346,13 @@ def run_redirected_line(cmd):
     if match is None or not runs_here(match["command"]):
         return run_line(cmd)
     mode = "a" if match["op"].endswith(">>") else "w"
-    with open(match["path"], mode, encoding="utf-8") as out:
-        return run_line(match["command"], stdout=out)
+    try:
+        out = open(match["path"], mode, encoding="utf-8")
+    except OSError as error:
+        sys.stderr.write(f"{match['path']}: {error.strerror or error}\n")
+        return 1
+    with out:
+        return run_line(match["command"], stdout=out, stderr=out if match["both"] else None)
 
 
 def runs_here(cmd):
@@ -362,14 +369,14 @@ def runs_here(cmd):
     return _sandbox_pip.pip_args(argv) is not None or _sandbox_python_cmd.program(argv) is not None
 
 
-def run_line(cmd, stdout=None):
+def run_line(cmd, stdout=None, stderr=None):
     """Runs `cmd` if it is pip or python: its exit status, else None."""
     import _sandbox_pip
     import _sandbox_python_cmd
 
-    status = _sandbox_pip.run_command(cmd, stdout=stdout)
+    status = _sandbox_pip.run_command(cmd, stdout=stdout, stderr=stderr)
     if status is None:
-        status = _sandbox_python_cmd.run(cmd, stdout=stdout)
+        status = _sandbox_python_cmd.run(cmd, stdout=stdout, stderr=stderr)
     return status
 
 

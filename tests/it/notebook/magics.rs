@@ -512,13 +512,14 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| stdout_is(o, "args ['--b', '2']\n"),
     },
     Idiom {
-        name: "!pip freeze > requirements.txt writes the file, and >> appends",
+        name: "!pip freeze > requirements.txt writes the file, >> appends, 2>&1 takes the errors too",
         cells: &[
-            "!pip freeze > requirements.txt\nopen('s.py', 'w').write('print(1)\\n')\n!python s.py >> out.txt\n!python s.py >> out.txt\nfrozen = open('requirements.txt').read().splitlines()\n(len(frozen) > 10, all('==' in line for line in frozen), open('out.txt').read())",
+            "!pip freeze > requirements.txt\nopen('s.py', 'w').write('import sys\\nprint(1)\\nprint(2, file=sys.stderr)\\n')\n!python s.py >> out.txt\n!python s.py >> out.txt 2>&1\nfrozen = open('requirements.txt').read().splitlines()\n(len(frozen) > 10, all('==' in line for line in frozen), open('out.txt').read())",
         ],
         check: |o| {
             stdout_is(o, "")?;
-            value_is(o, "(True, True, '1\\n1\\n')")
+            stderr_has(o, "2")?;
+            value_is(o, "(True, True, '1\\n1\\n2\\n')")
         },
     },
     Idiom {
