@@ -464,14 +464,7 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
         other_host = other.ip(),
         other_port = other.port(),
     );
-    let result = server
-        .call(
-            "execute_code",
-            json!({"session_id": id, "code": code, "timeout_seconds": 120}),
-        )
-        .await;
-    assert_ne!(result.is_error, Some(true), "{}", text(&result));
-    let got = structured(&result);
+    let got = server.run(&id, &code).await;
     let value = got["value"].as_str().unwrap_or_default();
     assert!(
         value.starts_with("((200, {'hello': 'world', 'n': 3}),")

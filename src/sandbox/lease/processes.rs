@@ -105,22 +105,21 @@ pub(super) fn host_name() -> String {
 
 /// This process's PID namespace, or empty where there is none to read.
 pub(super) fn pid_namespace() -> String {
-    static NAMESPACE: LazyLock<String> = LazyLock::new(|| {
-        fs::read_link("/proc/self/ns/pid")
-            .map(|target| target.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
+    static NAMESPACE: LazyLock<String> = LazyLock::new(|| own_namespace("pid"));
     NAMESPACE.clone()
 }
 
 /// This process's time namespace, or empty where there is none to read.
 pub(super) fn time_namespace() -> String {
-    static NAMESPACE: LazyLock<String> = LazyLock::new(|| {
-        fs::read_link("/proc/self/ns/time")
-            .map(|target| target.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
+    static NAMESPACE: LazyLock<String> = LazyLock::new(|| own_namespace("time"));
     NAMESPACE.clone()
+}
+
+/// What `/proc/self/ns/<kind>` names (`pid:[4026531836]`), or empty.
+fn own_namespace(kind: &str) -> String {
+    fs::read_link(format!("/proc/self/ns/{kind}"))
+        .map(|target| target.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// When this process started (clock ticks after boot), or 0 where unknown.
