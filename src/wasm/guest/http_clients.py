@@ -572,9 +572,8 @@ class DoorSocket:
             raise ConnectionError(
                 f"the request is over {MAX_WRITTEN_BYTES} bytes; a request through the door "
                 f"carries at most {MAX_BODY_BYTES} bytes of body (about 760 KiB)")
-        while (request := take_request(bytes(self._written))) is not None:
-            method, target, headers, body, rest = request
-            self._written = bytearray(rest)
+        while (request := take_request(self._written)) is not None:
+            method, target, headers, body, self._written = request
             url = target if target.startswith(("http://", "https://")) else self._origin + target
             try:
                 got = fetch(method, url, headers, body, self._timeout, follow_redirects=False)

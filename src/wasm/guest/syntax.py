@@ -1,7 +1,7 @@
 # IPython's input syntax, read the way IPython's input transformers read it, into plain
 # Python that calls the sandbox's shell (see shell.py):
 #
-#   %name args           -> get_ipython().run_line_magic('name', 'args')
+#   %name args           -> get_ipython().run_line_magic('name', 'args')  (a closing `;` kept after it)
 #   %%name args (line 1) -> get_ipython().run_cell_magic('name', 'args', body)
 #   !cmd / !!cmd         -> get_ipython().system('cmd') / get_ipython().getoutput('cmd')
 #   x = %name args       -> x = get_ipython().run_line_magic('name', 'args')
@@ -190,7 +190,9 @@ def escaped_call(text):
         return help_call(content.strip(), escape)
     name, _, args = content.partition(" ")
     if escape == "%":
-        return f"get_ipython().run_line_magic({name!r}, {args!r})"
+        # A closing `;` hides the magic's value (`%time f();`), as after any last expression.
+        quiet = ";" if args.rstrip().endswith(";") else ""
+        return f"get_ipython().run_line_magic({name!r}, {args!r}){quiet}"
     if escape == ",":
         return "{}({})".format(name, ", ".join(repr(a) for a in args.split()))
     if escape == ";":

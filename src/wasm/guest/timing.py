@@ -55,8 +55,7 @@ def time_(line="", cell=None, frame=None):
         # clock as user time, no system time.
         print(f"CPU times: user {format_time(cpu)}, sys: {format_time(0.0)}, total: {format_time(cpu)}")
         print(f"Wall time: {format_time(wall)}")
-    # `%time expr;` hides the value, as a `;` after a cell's last expression does.
-    return None if cell is None and line.rstrip().endswith(";") else value
+    return value
 
 
 class TimeitResult:
