@@ -1,6 +1,6 @@
 use std::ops::Range;
 
-use crate::{Relocation, mach_reloc_to_reloc, mach_trap_to_trap};
+use crate::{CompactBuffer, Relocation, mach_reloc_to_reloc, mach_trap_to_trap};
 use cranelift_codegen::{
     Final, MachBufferFinalized, MachBufferFrameLayout, MachSrcLoc, ValueLabelsRanges, ir,
     isa::unwind::CfaUnwindInfo, isa::unwind::UnwindInfo,
@@ -58,7 +58,7 @@ pub struct CompiledFunctionMetadata {
 /// Compiled function: machine code body, jump table offsets, and unwind information.
 pub struct CompiledFunction {
     /// The machine code buffer for this function.
-    pub buffer: MachBufferFinalized<Final>,
+    pub buffer: CompactBuffer,
     /// What names each name ref corresponds to.
     name_map: PrimaryMap<ir::UserExternalNameRef, ir::UserExternalName>,
     /// The alignment for the compiled function.
@@ -77,32 +77,32 @@ impl CompiledFunction {
     /// This function uses the information in the machine buffer to derive the traps and relocations
     /// fields. The compiled function metadata is loaded with the default values.
     pub fn new(
-        buffer: MachBufferFinalized<Final>,
+        buffer: &MachBufferFinalized<Final>,
         name_map: PrimaryMap<ir::UserExternalNameRef, ir::UserExternalName>,
         alignment: u32,
     ) -> Self {
-        let mut this = Self {
-            buffer,
+        // Patched by mcp-code-sandbox: the buffer is kept as a `CompactBuffer`;
+        // the breakpoints' patch points are read from the full one.
+        Self {
+            buffer: CompactBuffer::new(buffer),
             name_map,
             alignment,
             metadata: Default::default(),
             debug_slot_descriptor: None,
-            breakpoint_patch_points: vec![],
-        };
-        this.finalize_breakpoints();
-
-        this
+            breakpoint_patch_points: Self::breakpoint_patch_points(buffer),
+        }
     }
 
     /// Finalize breakpoint patches: edit the buffer to have NOPs by
     /// default, and place patch data in the debug breakpoint data
-    /// tables.
-    fn finalize_breakpoints(&mut self) {
+    /// tables. (Patched by mcp-code-sandbox: reads `buffer`, returns them.)
+    fn breakpoint_patch_points(buffer: &MachBufferFinalized<Final>) -> Vec<(ModulePC, Range<u32>)> {
+        let mut points = vec![];
         // Traverse debug tags and patchable callsites together. All
         // patchable callsites should have debug tags. Given both, we
         // can know the Wasm PC and we can emit a breakpoint record.
-        let mut tags = self.buffer.debug_tags().peekable();
-        let mut patchable_callsites = self.buffer.patchable_call_sites().peekable();
+        let mut tags = buffer.debug_tags().peekable();
+        let mut patchable_callsites = buffer.patchable_call_sites().peekable();
 
         while let (Some(tag), Some(patchable_callsite)) = (tags.peek(), patchable_callsites.peek())
         {
@@ -128,12 +128,12 @@ impl CompiledFunction {
             let patchable_start = patchable_callsite.ret_addr - patchable_callsite.len;
             let patchable_end = patchable_callsite.ret_addr;
 
-            self.breakpoint_patch_points
-                .push((ModulePC::new(wasm_pc_raw), patchable_start..patchable_end));
+            points.push((ModulePC::new(wasm_pc_raw), patchable_start..patchable_end));
 
             tags.next();
             patchable_callsites.next();
         }
+        points
     }
 
     /// Returns an iterator to the function's relocation information.
@@ -162,13 +162,18 @@ impl CompiledFunction {
 
     /// Create and return the compiled function address map from the original source offset
     /// and length.
-    pub fn set_address_map(&mut self, offset: u32, length: u32, with_instruction_addresses: bool) {
+    pub fn set_address_map(
+        &mut self,
+        offset: u32,
+        length: u32,
+        with_instruction_addresses: bool,
+        srclocs: &[MachSrcLoc<Final>],
+    ) {
         assert!((offset + length) <= u32::MAX);
         let len = self.buffer.data().len();
-        let srclocs = self
-            .buffer
-            .get_srclocs_sorted()
-            .into_iter()
+        // Patched by mcp-code-sandbox: the full buffer's source locations.
+        let srclocs = srclocs
+            .iter()
             .map(|&MachSrcLoc { start, end, loc }| (loc, start, (end - start)));
         let instructions = if with_instruction_addresses {
             collect_address_maps(len.try_into().unwrap(), srclocs)

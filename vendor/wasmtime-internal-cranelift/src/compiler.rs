@@ -1660,7 +1660,7 @@ impl FunctionCompiler<'_> {
 
         let alignment = compiled_code.buffer.alignment.max(preferred_alignment);
         let mut compiled_function = CompiledFunction::new(
-            compiled_code.buffer.clone(),
+            &compiled_code.buffer,
             context.func.params.user_named_funcs().clone(),
             alignment,
         );
@@ -1673,6 +1673,7 @@ impl FunctionCompiler<'_> {
                 offset.try_into().unwrap(),
                 len.try_into().unwrap(),
                 tunables.generate_address_map,
+                compiled_code.buffer.get_srclocs_sorted(),
             );
         }
 

@@ -36,6 +36,9 @@ mod obj;
 pub use obj::*;
 mod compiled_function;
 pub use compiled_function::*;
+// Patched in by mcp-code-sandbox.
+mod compact_buffer;
+pub use compact_buffer::CompactBuffer;
 
 mod alias_region;
 mod bounds_checks;
