@@ -284,7 +284,7 @@ impl HttpTool {
         let headers: Vec<Value> = response
             .headers()
             .iter()
-            .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(v.as_bytes())]))
+            .map(|(k, v)| json!([k.as_str(), latin1_text(v.as_bytes())]))
             .collect();
         // Sized once from Content-Length (within the cap, and at most 8 MiB
         // before the bytes arrive), not grown chunk by chunk.
@@ -398,7 +398,7 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
                 "the header {name:?} is set by the host, not by the guest"
             )));
         }
-        let value = HeaderValue::from_str(value).map_err(|_| {
+        let value = header_value(value).ok_or_else(|| {
             denied(format!(
                 "header injection refused: the value of {name:?} holds a line break or another control character"
             ))
@@ -441,6 +441,25 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
 }
 
 /// Where a redirect response points, resolved against `url`.
+/// Header bytes as text, one character per byte (latin-1): what http.client
+/// reads a header as, and what gives the guest back the bytes unchanged.
+fn latin1_text(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+/// A header value as the guest's clients write it: text whose characters all
+/// lie below U+0100 is latin-1, the bytes HTTP/1.1 reads header text as (so
+/// http.client's bytes go out unchanged); other text goes as UTF-8. None when
+/// it holds a line break or another control character.
+fn header_value(text: &str) -> Option<HeaderValue> {
+    let latin1: Option<Vec<u8>> = text
+        .chars()
+        .map(|c| u8::try_from(u32::from(c)).ok())
+        .collect();
+    let bytes = latin1.unwrap_or_else(|| text.as_bytes().to_vec());
+    HeaderValue::from_bytes(&bytes).ok()
+}
+
 fn redirect_target(url: &Url, response: &reqwest::Response) -> Option<Url> {
     let status = response.status();
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
@@ -565,6 +584,27 @@ mod tests {
                 panic!("{bad} must be refused")
             };
             assert_eq!(failure.kind, FailureKind::Denied, "{bad}");
+        }
+    }
+
+    #[test]
+    fn header_text_goes_out_as_the_bytes_http_reads_it_as() {
+        // http.client writes a str header as latin-1: the same bytes go out.
+        let latin1 = header_value("caf\u{e9}").unwrap();
+        assert_eq!(latin1.as_bytes(), b"caf\xe9");
+        // Text past latin-1 goes as UTF-8.
+        assert_eq!(
+            header_value("\u{20ac}5").unwrap().as_bytes(),
+            "\u{20ac}5".as_bytes()
+        );
+        // An answer's header bytes (any a header may hold) come back as the
+        // same bytes.
+        let bytes: Vec<u8> = (0x20..0x7f).chain(0x80..=0xff).collect();
+        let text = latin1_text(&bytes);
+        assert_eq!(header_value(&text).unwrap().as_bytes(), &bytes[..]);
+        // Control characters stay refused, whatever else the text holds.
+        for bad in ["caf\u{e9}\r\nX-Evil: 1", "\u{20ac}\n", "a\u{0}b", "a\u{7f}"] {
+            assert!(header_value(bad).is_none(), "{bad:?}");
         }
     }
 

@@ -52,6 +52,7 @@ fn site() -> Router {
             }),
         )
         .route("/flaky", get(flaky))
+        .route("/headers", get(header_echo))
         .route(
             "/slow",
             get(|| async {
@@ -59,6 +60,17 @@ fn site() -> Router {
                 "late"
             }),
         )
+}
+
+/// `X-Name`'s bytes back as `X-Echo`, and `X-Utf8: café` in UTF-8 bytes.
+async fn header_echo(request: Request) -> Response {
+    let mut answer = Response::new(Body::from("ok"));
+    if let Some(name) = request.headers().get("x-name") {
+        answer.headers_mut().insert("x-echo", name.clone());
+    }
+    let utf8 = header::HeaderValue::from_bytes("caf\u{e9}".as_bytes()).unwrap();
+    answer.headers_mut().insert("x-utf8", utf8);
+    answer
 }
 
 /// Every other answer a 503: the first request of each pair fails.
@@ -290,6 +302,17 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
         "{got}"
     );
 
+    // Header bytes as each client reads them natively: requests (http.client)
+    // as latin-1, httpx as UTF-8 when every value is.
+    let got = run(format!(
+        "r = requests.get('{base}/headers', headers={{'X-Name': 'caf\\xe9'}})\n(r.headers['x-echo'], r.headers['x-utf8'], httpx.get('{base}/headers').headers['x-utf8'])"
+    ))
+    .await;
+    assert_eq!(
+        got["value"], "('caf\u{e9}', 'caf\u{c3}\u{a9}', 'caf\u{e9}')",
+        "{got}"
+    );
+
     // HTTPS: the host does TLS.
     let got = run(format!("requests.get('{secure}/json').json()['hello']")).await;
     assert_eq!(got["value"], "'world'", "{got}");
@@ -453,6 +476,10 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
          c.request('GET', '/missing')\n\
          r = c.getresponse()\n\
          missing = (r.status, r.read())\n\
+         c.request('GET', '/headers', headers={{'X-Name': 'caf\\xe9'}})\n\
+         r = c.getresponse()\n\
+         r.read()\n\
+         marks = (r.getheader('X-Echo'), r.getheader('X-Utf8'))\n\
          c.close()\n\
          try:\n    d = http.client.HTTPConnection('{other_host}', {other_port}, timeout=30)\n    d.request('GET', '/json')\n    refused = None\n\
          except ConnectionRefusedError as e:\n    refused = str(e)\n\
@@ -460,7 +487,7 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
          except OSError as e:\n    raw = str(e)\n\
          try:\n    http.client.HTTPConnection('{host}', {port}).request('POST', '/echo', body=b'x' * 4_000_000)\n    big = None\n\
          except ConnectionError as e:\n    big = 'the door carries at most' in str(e)\n\
-         (first, (echo['method'], echo['body']), missing, ('SANDBOX_ALLOW_HOSTS' in refused, big), raw)",
+         (first, (echo['method'], echo['body']), missing, marks, ('SANDBOX_ALLOW_HOSTS' in refused, big), raw)",
         other_host = other.ip(),
         other_port = other.port(),
     );
@@ -470,11 +497,14 @@ async fn http_client_goes_through_the_door_and_sockets_say_what_to_use() {
         value.starts_with("((200, {'hello': 'world', 'n': 3}),")
             && value.contains("('POST', 'a=1')")
             && value.contains("(404, b'no such thing')")
+            // As native http.client: the header's latin-1 byte goes out and comes
+            // back as itself, UTF-8 bytes read as latin-1.
+            && value.contains("('caf\u{e9}', 'caf\u{c3}\u{a9}')")
             && value.contains("(True, True)")
             && value.contains("there are no network sockets in this sandbox"),
         "{got}"
     );
     let records = door_requests(&got);
-    assert_eq!(records.len(), 4, "three fetched, one refused: {got}");
-    assert!(records[3]["refused"].is_string(), "{got}");
+    assert_eq!(records.len(), 5, "four fetched, one refused: {got}");
+    assert!(records[4]["refused"].is_string(), "{got}");
 }

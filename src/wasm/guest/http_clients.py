@@ -374,7 +374,9 @@ def patch_httpx(httpx):
             raise httpx.ConnectError(str(failure), request=request) from None
         return httpx.Response(
             got.status,
-            headers=got.headers,
+            # As bytes, which httpx decodes as it does a server's (ASCII, UTF-8, latin-1).
+            headers=[(name.encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+                     for name, value in got.headers],
             stream=httpx.ByteStream(got.body),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": got.reason.encode("latin-1", "replace")},
         )
@@ -517,7 +519,8 @@ def response_bytes(method, got):
               if keep_length or name.lower() != "content-length"]
     if not keep_length:
         lines.append(f"Content-Length: {len(got.body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "replace")
+    # The door gives header bytes as latin-1 text: the same bytes go back.
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
     return head if keep_length else head + got.body
 
 
