@@ -336,11 +336,13 @@ async fn pages_written_all_over_are_compacted_between_executions_and_a_kill_keep
             .await;
     }
     // A compaction records the whole state it leaves, which replaces the
-    // journal: it no longer holds a record for each execution.
+    // journal: it no longer holds a record for each of the 13 executions
+    // (how many came after the last compaction depends on when the pieces
+    // passed the limit, which the allocator's layout decides).
     let records = state_records(&root);
     assert!(
-        (1..6).contains(&records),
-        "{records} state records: the journal was not rewritten"
+        (1..12).contains(&records),
+        "{records} state records for 13 executions: the journal was not rewritten"
     );
     kill_outright(first).await;
 
