@@ -343,17 +343,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
                      f"SystemExit: {exc}\n" if str(exc) else "SystemExit\n"]
         else:
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        if isinstance(exc, ModuleNotFoundError):
-            try:
-                hint = guest("_sandbox_missing").hint(exc)
-            except Exception:  # noqa: BLE001 - the error is told without the hint
-                hint = ""
-            lines = [line.replace(SITE_HINT, hint) for line in lines]
         return {"n": clip(type(exc).__name__), "m": clip(str(exc)), "t": clip("".join(lines))}
-
-    # CPython's hint when `site` was not imported, which points the wrong way here.
-    SITE_HINT = (". Site initialization is disabled, did you forget to add the site-packages "
-                 "directory to sys.path or to enable your virtual environment?")
 
     # ---- asyncio -------------------------------------------------------------------------
     # WASI has no sockets, so asyncio's default loop cannot even start (it makes a socket

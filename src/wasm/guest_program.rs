@@ -20,6 +20,11 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_shell", include_str!("guest/shell.py")),
     ("_sandbox_cell_code", include_str!("guest/cell_code.py")),
     ("_sandbox_magics", include_str!("guest/magics.py")),
+    (
+        "_sandbox_shell_magics",
+        include_str!("guest/shell_magics.py"),
+    ),
+    ("_sandbox_history", include_str!("guest/history.py")),
     ("_sandbox_timing", include_str!("guest/timing.py")),
     ("_sandbox_help", include_str!("guest/help.py")),
     ("_sandbox_autoreload", include_str!("guest/autoreload.py")),

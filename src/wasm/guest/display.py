@@ -199,11 +199,18 @@ def text_of(data):
     return str(plain)
 
 
+def keeper():
+    """The innermost open %%capture that keeps displays, or None (displays are shown)."""
+    return next((capture for capture in reversed(_captures) if capture.displays), None)
+
+
 def publish(data, value_text=False):
     """Shows a bundle: its image goes back as an image; else its text is printed (or,
-    for a cell's value, returned). Inside %%capture it is kept aside instead."""
-    if _captures and _captures[-1].displays:
-        _captures[-1].outputs.append(RichOutput(data))
+    for a cell's value, returned). Inside %%capture it is kept aside instead; inside a
+    %%capture --no-display it is shown, past what the capture keeps of stdout."""
+    kept_by = keeper()
+    if kept_by is not None:
+        kept_by.outputs.append(RichOutput(data))
         return None
     for mime in IMAGES:
         if mime in data:
@@ -212,7 +219,7 @@ def publish(data, value_text=False):
     text = text_of(data)
     if value_text:
         return text
-    print(text)
+    print(text, file=_captures[0].saved[0] if _captures else sys.stdout)
     return None
 
 
@@ -252,9 +259,7 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
         if raw and isinstance(obj, dict):
             publish(obj)
         elif _values.is_figure(obj):
-            if _captures and _captures[-1].displays:
-                _captures[-1].outputs.append(RichOutput({"text/plain": _values.format_value(obj)}, figure=obj))
-            else:
+            if not capture_figure(obj):
                 _images.take_and_close(obj)
         else:
             try:
@@ -278,8 +283,9 @@ def clear_output(wait=False):
     (anything written to stdout or stderr, an image, its value or error), so a loop that
     clears and then prints or draws ends showing its last round; if nothing comes,
     nothing is cleared. The host sees what is written, and makes a waiting clear itself."""
-    if _captures and _captures[-1].displays:
-        _captures[-1].outputs.clear()
+    kept_by = keeper()
+    if kept_by is not None:
+        kept_by.outputs.clear()
         return
     programs = sys.modules.get("_sandbox_python_cmd")
     if programs is not None and programs.programs_running[0]:
@@ -439,9 +445,10 @@ def open_figures():
 def capture_figure(figure):
     """Keeps `figure` in the innermost %%capture that keeps displays (plt.show() inside
     one); False when there is none, and the figure is shown."""
-    if not (_captures and _captures[-1].displays):
+    kept_by = keeper()
+    if kept_by is None:
         return False
-    _captures[-1].outputs.append(RichOutput({"text/plain": _values.format_value(figure)}, figure=figure))
+    kept_by.outputs.append(RichOutput({"text/plain": _values.format_value(figure)}, figure=figure))
     return True
 
 

@@ -672,4 +672,6 @@ def patch_socket(socket):
 
     for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
         setattr(socket, name, refusing(name, lookup_failed))
+    # getfqdn() asks it, and falls back to the host name on its error.
+    socket.gethostbyaddr = refusing("gethostbyaddr", getattr(socket, "herror", OSError))
     socket.create_connection = refusing("create_connection", OSError)

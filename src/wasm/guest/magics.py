@@ -8,9 +8,8 @@ import os
 import sys
 
 import _sandbox_api as api
-import _sandbox_values as _values
 from _sandbox_cell_code import compiled, magic, parse_at, run_compiled, run_source, where
-from _sandbox_shell import UsageError, no_shell_line
+from _sandbox_shell import UsageError
 
 
 # ---- output capture -----------------------------------------------------------------------
@@ -196,7 +195,9 @@ def cd(line=""):
     """%cd [dir]: changes the working directory (to / alone) and prints it."""
     from _sandbox_shell import shell
 
-    target = line.strip().strip("'\"")
+    words = line.split()
+    quiet = "-q" in words
+    target = " ".join(word for word in words if word != "-q").strip("'\"")
     dir_stack = shell().dir_stack
     if target == "-":
         target = dir_stack[-1] if dir_stack else "/"
@@ -207,7 +208,8 @@ def cd(line=""):
         print(exc)
         return
     dir_stack.append(previous)
-    if "-q" not in line.split():
+    shell().dir_history.append(os.getcwd())
+    if not quiet:
         print(os.getcwd())
 
 
@@ -550,87 +552,6 @@ def magic_(line=""):
           "the whole cell. %lsmagic lists them, %name? describes one.")
 
 
-def cell_range(text, newest):
-    """The cell numbers a range names: 4, 1-3 (both ends), 2:5 (the end left out)."""
-    first, dash, last = text.partition("-")
-    if not dash:
-        first, dash, last = text.partition(":")
-        if dash:
-            last = str(int(last) - 1) if last else str(newest)
-    try:
-        low, high = int(first or 1), int(last) if dash else int(first)
-    except ValueError:
-        raise UsageError(f"{text!r} is not a range of cells (4, 1-3 or 2:5; only this "
-                         "session's cells are kept)") from None
-    return list(range(max(low, 1), min(high, newest) + 1))
-
-
-def chosen_cells(ranges, newest):
-    if not ranges:
-        return list(range(1, newest + 1))
-    return [n for text in ranges for n in cell_range(text, newest)]
-
-
-@magic("line")
-def history(line=""):
-    """%history [-n] [-o] [-p] [-l [n]] [-g pattern] [-f file] [range ...]: the cells this
-    session ran (In), as IPython lists them; ranges are 4, 1-3 or 2:5."""
-    import fnmatch
-    import shlex
-
-    args, options = shlex.split(line), {}
-    ranges = []
-    while args:
-        arg = args.pop(0)
-        if arg in ("-n", "-o", "-p", "-r", "-t", "-u"):
-            options[arg] = True
-        elif arg in ("-l", "-g", "-f"):
-            options[arg] = args.pop(0) if args and not args[0].startswith("-") else None
-        else:
-            ranges.append(arg)
-    inputs = api.inputs
-    numbers = chosen_cells(ranges, len(inputs) - 1)
-    if "-g" in options:
-        pattern = f"*{options['-g'] or ''}*"
-        numbers = [n for n in numbers if fnmatch.fnmatch(inputs[n], pattern)]
-    if "-l" in options:
-        numbers = numbers[-int(options["-l"] or 10):]
-    lines = []
-    for n in numbers:
-        code = inputs[n]
-        if "-p" in options:
-            code = ">>> " + code.replace("\n", "\n... ")
-        if "-n" in options:
-            code = f"{n:>4}:" + ("\n" if "\n" in code else " ") + code
-        lines.append(code)
-        if "-o" in options and n in api.outputs:
-            lines.append(_values.format_value(api.outputs[n]))
-    text = "\n".join(lines)
-    if options.get("-f"):
-        with open(options["-f"], "w") as file:
-            file.write(text + "\n")
-    elif text:
-        print(text)
-
-
-@magic("line")
-def save(line=""):
-    """%save [-a] file range ...: writes those cells' code to file (.py added if it has no
-    extension), as IPython does."""
-    import shlex
-
-    args = shlex.split(line)
-    append = "-a" in args
-    args = [a for a in args if a not in ("-a", "-f", "-r")]
-    if len(args) < 2:
-        raise UsageError("%save needs a file name and the cells to write (e.g. %save analysis.py 1-4)")
-    path = args[0] if os.path.splitext(args[0])[1] else args[0] + ".py"
-    code = "\n".join(api.inputs[n] for n in chosen_cells(args[1:], len(api.inputs) - 1))
-    with open(path, "a" if append else "w") as file:
-        file.write(code + "\n")
-    print(f"The following commands were written to file `{path}`:\n{code}")
-
-
 @magic("line")
 def debug(line="", cell=None):
     """%debug: not available (the debugger needs input)."""
@@ -664,50 +585,68 @@ def xmode(line=""):
     print(f"Exception reporting mode: {asked}")
 
 
-# ---- shells and other languages ------------------------------------------------------------
+@magic("line")
+def tb(line=""):
+    """%tb: the last error's traceback again, as IPython prints it."""
+    import traceback
 
-@magic("cell")
-def no_shell(line, cell):
-    sys.stderr.write(no_shell_line(cell.strip().splitlines()[0] if cell.strip() else line) + "\n")
-
-
-@magic("cell")
-def python(line, cell):
-    """%%python (also %%python3): the cell as a python program, run in this interpreter
-    as a fresh process's __main__ (see python_cmd.py)."""
-    import _sandbox_python_cmd
-
-    _sandbox_python_cmd.cell_program(line, cell)
-
-
-@magic("cell")
-def script(line, cell):
-    """%%script python ...: as %%python; %%script with any other command: no shell."""
-    import _sandbox_python_cmd
-
-    if _sandbox_python_cmd.cell_program(line, cell, command="") is None:
-        no_shell(line, cell)
+    exc = getattr(sys, "last_exc", None)
+    if exc is None:
+        sys.stderr.write("No traceback available to show.\n")
+        return
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
 
 @magic("line")
-def system(line):
-    """%system cmd (also %sx): what cmd prints, as a list of lines."""
+def pylab(line=""):
+    """%pylab: numpy and matplotlib's pylab names in the namespace, as IPython's
+    (deprecated) %pylab puts them; figures come back as images whatever the backend."""
+    before = dict(api.namespace)
+    exec("import numpy\nimport matplotlib\nfrom matplotlib import pylab, mlab, pyplot\n"
+         "np = numpy\nplt = pyplot\n", api.namespace)
+    if "--no-import-all" not in line.split():
+        exec("from matplotlib.pylab import *\nfrom numpy import *\n", api.namespace)
+    from IPython.display import display
+
+    api.namespace["display"] = display
+    print("%pylab is deprecated, use %matplotlib inline and import the required libraries.")
+    print("Populating the interactive namespace from numpy and matplotlib")
+    clobbered = sorted(name for name, value in before.items()
+                       if not name.startswith("_") and api.namespace.get(name) is not value)
+    if clobbered:
+        sys.stderr.write(f"UserWarning: pylab import has clobbered these variables: {clobbered}\n"
+                         "`%matplotlib` prevents importing * from pylab and numpy\n")
+
+
+@magic("line")
+def dhist(line=""):
+    """%dhist: the directories %cd has visited, first the one the session started in."""
     from _sandbox_shell import shell
 
-    return shell().getoutput(line)
+    print("Directory history:")
+    for number, directory in enumerate(shell().dir_history):
+        print(f"{number}: {directory}")
 
 
-def alias_magic(name):
-    """A shell alias IPython defines (ls, cat, mkdir...): a shell line."""
-    def alias(line=""):
-        from _sandbox_shell import shell
+@magic("line")
+def quickref(line=""):
+    """%quickref: a short reference of the notebook syntax that works here."""
+    print(QUICKREF)
 
-        shell().system(f"{name} {line}".strip())
 
-    alias.__name__ = name
-    alias.__doc__ = f"%{name}: a shell command (there is no shell here: a line says what to use)."
-    return magic("line", name)(alias)
+QUICKREF = """IPython -- quick reference (as it works in this sandbox)
 
+obj?, obj??      : details about obj (?? with its source)
+%magic args      : a line magic; %%magic as a cell's first line runs the whole cell
+%lsmagic         : the magics there are; %name? describes one
+!pip install x   : installs through the sandbox's installer (also %pip); other shell
+                   commands get a line saying what to use instead (there is no shell)
+_, __, ___       : the last three values shown; _N and Out[N] the value of cell N
+_i, _ii, In[N]   : the code of earlier cells; %history lists them, %rerun runs them
+%time, %timeit   : time a statement (%%time, %%timeit for a cell)
+%who, %whos      : the names the code defined
+%run file.py     : runs a file in this interpreter
+%matplotlib      : accepted; figures come back as images"""
 
 def register(shell, *functions):
     for fn in functions:
@@ -719,33 +658,30 @@ def register_all(shell):
     """Registers the built-in magics on the shell."""
     import _sandbox_display
     import _sandbox_help
+    import _sandbox_history
     import _sandbox_pip
+    import _sandbox_shell_magics
     import _sandbox_store
     import _sandbox_timing
 
     register(shell, _sandbox_timing.time_, _sandbox_timing.timeit, _sandbox_timing.prun)
     register(shell, capture, who, whos, who_ls, reset, xdel, precision, env, set_env, pwd, cd, pushd, popd, dirs, writefile, run_, matplotlib, config,
              load_ext, reload_ext, unload_ext, lsmagic, magic_,
-             history, save, debug, load, system, xmode, reset_selective, autosave)
+             debug, load, xmode, reset_selective, autosave, tb, pylab, dhist, quickref)
+    register(shell, _sandbox_history.history, _sandbox_history.save, _sandbox_history.rerun,
+             _sandbox_history.recall, _sandbox_history.macro)
     register(shell, _sandbox_help.pinfo, _sandbox_help.pinfo2, _sandbox_help.psearch,
              _sandbox_help.pdoc, _sandbox_help.psource, _sandbox_help.pfile, _sandbox_help.pycat)
-    shell.magics_manager.register_function(system, "line", "sx")
     shell.magics_manager.register_function(writefile, "cell", "file")
-    shell.magics_manager.register_function(script, "cell", "script")
-    for name in ("bash", "sh", "system", "sx", "perl", "ruby", "!"):
-        shell.magics_manager.register_function(no_shell, "cell", name)
-    for name in ("python", "python3", "pypy"):
-        shell.magics_manager.register_function(python, "cell", name)
     shell.magics_manager.register_function(debug, "cell", "debug")
-    for name in ("ls", "ll", "cat", "mkdir", "rmdir", "mv", "rm", "cp", "ldir", "lf", "lk", "lx"):
-        register(shell, alias_magic(name))
+    _sandbox_shell_magics.register_magics(shell)
     for name, said in (("automagic", "Automagic is ON, % prefix IS NOT needed for line magics."),
                        ("autocall", None), ("autoawait", None), ("doctest_mode", None),
                        ("colors", None),
-                       ("pprint", None), ("gui", None), ("alias", None), ("unalias", None),
+                       ("pprint", None), ("gui", None), ("unalias", None),
                        ("rehashx", None), ("killbgscripts", None), ("page", None),
                        ("pdb", "Automatic pdb calling has been turned OFF (there is no debugger here)"),
-                       ("tb", None), ("logstart", None), ("logstop", None),
+                       ("logstart", None), ("logstop", None),
                        ("notebook", None), ("qtconsole", None), ("connect_info", None)):
         register(shell, accepted(name, said))
     _sandbox_display.register_magics(shell)

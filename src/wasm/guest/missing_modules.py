@@ -35,6 +35,34 @@ def hint(exc):
             "compiled code cannot be installed in the sandbox")
 
 
+# CPython's hint when `site` was not imported, which points the wrong way here.
+SITE_HINT = (". Site initialization is disabled, did you forget to add the site-packages "
+             "directory to sys.path or to enable your virtual environment?")
+
+
+def patch_traceback(traceback):
+    """Every traceback traceback's module formats (the sandbox's own, print_exc,
+    format_exc, logging's exception) says what to do about a missing module here, in
+    place of CPython's hint about `site`."""
+    import functools
+
+    init = traceback.TracebackException.__init__
+
+    @functools.wraps(init)
+    def __init__(self, exc_type, exc_value, *args, **kwargs):
+        init(self, exc_type, exc_value, *args, **kwargs)
+        text = getattr(self, "_str", None)
+        if isinstance(exc_value, ModuleNotFoundError) and isinstance(text, str) \
+                and SITE_HINT in text:
+            try:
+                said = hint(exc_value)
+            except Exception:  # noqa: BLE001 - the error is told without the hint
+                said = ""
+            self._str = text.replace(SITE_HINT, said)
+
+    traceback.TracebackException.__init__ = __init__
+
+
 def failing_line(exc):
     """The text of the line `exc` was raised on ("" when it is not known)."""
     import linecache

@@ -8,6 +8,7 @@
 
 __sandbox_internal__ = True
 
+import os
 import re
 import string
 import sys
@@ -412,6 +413,8 @@ class SandboxShell:
         self.autocall = 0
         self.execution_count = 0
         self.dir_stack = []
+        # The directories %cd visited, first the one the session started in (%dhist).
+        self.dir_history = [os.getcwd()]
         self.home_dir = "/"
         self.custom_exceptions = ()
         # IPython's colour scheme, which libraries read to pick their own colours

@@ -558,4 +558,119 @@ pub const IDIOMS: &[Idiom] = &[
         ],
         check: |o| value_is(o, " 3\nx \n──\n3 "),
     },
+    Idiom {
+        name: "%tb shows the last error's traceback again",
+        cells: &["def f():\n    return 1 / 0\nf()", "%tb"],
+        check: |o| {
+            stderr_has(o, "ZeroDivisionError: division by zero")?;
+            stderr_has(o, "return 1 / 0")
+        },
+    },
+    Idiom {
+        name: "%rerun runs the cell before again, after printing it",
+        cells: &["x = 1", "x += 1", "%rerun\nx"],
+        check: |o| {
+            stdout_has(o, &["=== Executing: ===\nx += 1\n=== Output: ===\n"])?;
+            value_is(o, "3")
+        },
+    },
+    Idiom {
+        name: "%recall and %macro say what to use instead",
+        cells: &["%recall 1"],
+        check: |o| {
+            expect(o.error() == "UsageError", || o.error_text())?;
+            expect(o.error_text().contains("%rerun"), || o.error_text())
+        },
+    },
+    Idiom {
+        name: "%pylab puts numpy and pyplot's names in the namespace",
+        cells: &["%pylab inline\n(linspace(0, 1, 3).tolist(), plt.__name__, np.__name__)"],
+        check: |o| {
+            stdout_has(
+                o,
+                &["Populating the interactive namespace from numpy and matplotlib"],
+            )?;
+            value_is(o, "([0.0, 0.5, 1.0], 'matplotlib.pyplot', 'numpy')")
+        },
+    },
+    Idiom {
+        name: "%alias_magic makes %t stand for %timeit",
+        cells: &["%alias_magic t timeit\n%t -n1 -r1 sum(range(10))"],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "Created `%t` as an alias for `%timeit`.",
+                    "Created `%%t` as an alias for `%%timeit`.",
+                    "per loop",
+                ],
+            )
+        },
+    },
+    Idiom {
+        name: "%%script false --no-raise-error keeps a cell from running",
+        cells: &["%%script false --no-raise-error\nprint('never')"],
+        check: |o| {
+            stdout_is(o, "")?;
+            expect(o.stderr().is_empty(), || o.stderr().to_owned())
+        },
+    },
+    Idiom {
+        name: "%%script false fails, as in IPython",
+        cells: &["%%script false\nprint('never')"],
+        check: |o| {
+            expect(o.error() == "CalledProcessError", || o.error_text())?;
+            expect(!o.stdout().contains("never"), || o.stdout().to_owned())
+        },
+    },
+    Idiom {
+        name: "%%capture --no-display keeps the printing and shows the value",
+        cells: &[
+            "%%capture c --no-display\nprint('kept')\n40 + 2",
+            "c.stdout",
+        ],
+        check: |o| value_is(o, "'kept\\n'"),
+    },
+    Idiom {
+        name: "the value of a %%capture --no-display cell is shown",
+        cells: &["%%capture c --no-display\nprint('kept')\n40 + 2"],
+        check: |o| stdout_is(o, "42\n"),
+    },
+    Idiom {
+        name: "traceback.print_exc() of a missing module says how it installs",
+        cells: &[
+            "import traceback\ntry:\n    import humanize\nexcept ImportError:\n    traceback.print_exc()",
+        ],
+        check: |o| {
+            stderr_has(o, "No module named 'humanize': it is neither built into")?;
+            expect(!o.stderr().contains("Site initialization"), || {
+                o.stderr().to_owned()
+            })
+        },
+    },
+    Idiom {
+        name: "socket.getfqdn() falls back to the host name",
+        cells: &["import socket\nsocket.getfqdn() == socket.gethostname()"],
+        check: |o| value_is(o, "True"),
+    },
+    Idiom {
+        name: "%dhist lists the directories %cd visited",
+        cells: &["import os\nos.makedirs('d', exist_ok=True)\n%cd -q d\n%cd -q /\n%dhist"],
+        check: |o| stdout_is(o, "Directory history:\n0: /\n1: /d\n2: /\n"),
+    },
+    Idiom {
+        name: "%alias says there is no shell for the command",
+        cells: &["%alias hello echo hi"],
+        check: |o| {
+            stderr_has(
+                o,
+                "there is no shell in this sandbox, so `echo hi` cannot run",
+            )
+        },
+    },
+    Idiom {
+        name: "%quickref prints a reference",
+        cells: &["%quickref"],
+        check: |o| stdout_has(o, &["quick reference", "%lsmagic"]),
+    },
 ];
