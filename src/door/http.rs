@@ -400,7 +400,7 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
         }
         let value = header_value(value).ok_or_else(|| {
             denied(format!(
-                "header injection refused: the value of {name:?} holds a line break or another control character"
+                "header injection refused: the value of {name:?} holds a line break or another ASCII control character"
             ))
         })?;
         headers.append(header, value);
@@ -440,7 +440,6 @@ fn read_args(args: &Map<String, Value>) -> Result<Asked, ToolFailure> {
     })
 }
 
-/// Where a redirect response points, resolved against `url`.
 /// Header bytes as text, one character per byte (latin-1): what http.client
 /// reads a header as, and what gives the guest back the bytes unchanged.
 fn latin1_text(bytes: &[u8]) -> String {
@@ -450,7 +449,8 @@ fn latin1_text(bytes: &[u8]) -> String {
 /// A header value as the guest's clients write it: text whose characters all
 /// lie below U+0100 is latin-1, the bytes HTTP/1.1 reads header text as (so
 /// http.client's bytes go out unchanged); other text goes as UTF-8. None when
-/// it holds a line break or another control character.
+/// it holds a line break or another ASCII control character (bytes 0x80-0xFF
+/// are HTTP's obs-text, which a header value may hold).
 fn header_value(text: &str) -> Option<HeaderValue> {
     let latin1: Option<Vec<u8>> = text
         .chars()
@@ -460,6 +460,7 @@ fn header_value(text: &str) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&bytes).ok()
 }
 
+/// Where a redirect response points, resolved against `url`.
 fn redirect_target(url: &Url, response: &reqwest::Response) -> Option<Url> {
     let status = response.status();
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {

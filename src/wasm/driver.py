@@ -474,6 +474,8 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     # IPython's history names: In[n] and _i, _ii, _iii, _i<n> for the cells' code, Out[n]
     # and _, __, ___, _<n> for the values they showed (Out holds them, as in IPython).
     inputs, outputs = [""], {}
+    # The directories %cd visited, first the one the session started in (IPython's _dh).
+    dir_history = [posix.getcwd()]
 
     def cell_number(filename):
         digits = filename[len("<cell-"):-1] if filename.startswith("<cell-") else ""
@@ -483,7 +485,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
         while len(inputs) < number:
             inputs.append("")
         inputs.append(code)
-        namespace.update({"In": inputs, "_ih": inputs, "Out": outputs, "_oh": outputs,
+        namespace.update({"In": inputs, "_ih": inputs, "Out": outputs, "_oh": outputs, "_dh": dir_history,
                           "_iii": inputs[-4] if len(inputs) > 3 else "",
                           "_ii": inputs[-3] if len(inputs) > 2 else "",
                           "_i": inputs[-2], f"_i{number}": code})
@@ -659,6 +661,7 @@ def _sandbox_driver(turns, guest_sources, guest_compiled):
     api.output_control, api.user_traceback = output_control, without_driver_frames
     api.refresh_packages, api.patch_on_import, api.run_awaitable = refresh_packages, patch_on_import, run_awaitable
     api.float_format, api.inputs, api.outputs = float_format, inputs, outputs
+    api.dir_history = dir_history
     sys.modules["_sandbox_api"] = api
 
     def get_ipython():

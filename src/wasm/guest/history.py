@@ -38,9 +38,8 @@ def history(line=""):
     """%history [-n] [-o] [-p] [-l [n]] [-g pattern] [-f file] [range ...]: the cells this
     session ran (In), as IPython lists them; ranges are 4, 1-3 or 2:5."""
     import fnmatch
-    import shlex
 
-    args, options = shlex.split(line), {}
+    args, options = words(line), {}
     ranges = []
     while args:
         arg = args.pop(0)
@@ -79,9 +78,7 @@ def history(line=""):
 def save(line=""):
     """%save [-a] file range ...: writes those cells' code to file (.py added if it has no
     extension), as IPython does."""
-    import shlex
-
-    args = shlex.split(line)
+    args = words(line)
     append = "-a" in args
     args = [a for a in args if a not in ("-a", "-f", "-r")]
     if len(args) < 2:
@@ -97,9 +94,10 @@ def save(line=""):
 def rerun(line=""):
     """%rerun [-l n] [-g pattern] [range ...]: runs earlier cells again, as IPython does
     (no range: the cell before this one), after printing their code."""
-    import shlex
-
-    args = shlex.split(line)
+    if _rerunning:
+        raise UsageError("%rerun inside a %rerun: a cell that reruns cells is not run again "
+                         "(it would run itself over and over)")
+    args = words(line)
     current = len(api.inputs) - 1
     earlier = list(range(1, current))
     if "-l" in args:
@@ -132,7 +130,24 @@ def rerun(line=""):
     print("=== Output: ===")
     from _sandbox_shell import shell
 
-    shell().run_cell(code)
+    _rerunning.append(True)
+    try:
+        shell().run_cell(code)
+    finally:
+        _rerunning.pop()
+
+
+_rerunning = []  # a mark while %rerun runs cells
+
+
+def words(line):
+    """A magic's line split as a shell splits it; a UsageError for an unclosed quote."""
+    import shlex
+
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {line!r}") from None
 
 
 @magic("line")

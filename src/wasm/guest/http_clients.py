@@ -364,7 +364,8 @@ def patch_httpx(httpx):
         timeouts = request.extensions.get("timeout") or {}
         timeout = seconds(timeouts.get("read")) or seconds(timeouts.get("connect"))
         try:
-            got = fetch(request.method, str(request.url), request.headers.multi_items(), body,
+            # The header bytes httpx would send (its text form guesses one encoding).
+            got = fetch(request.method, str(request.url), request.headers.raw, body,
                         timeout, follow_redirects=False)
         except DoorFailure as failure:
             if failure.kind == "timeout":
@@ -573,8 +574,8 @@ class DoorSocket:
             # Refused as it grows, not parsed again for every block until it ends.
             self._written.clear()
             raise ConnectionError(
-                f"the request is over {MAX_WRITTEN_BYTES} bytes; a request through the door "
-                f"carries at most {MAX_BODY_BYTES} bytes of body (about 760 KiB)")
+                f"the request is over {MAX_WRITTEN_BYTES} bytes, more than the door carries: "
+                f"a body of at most {MAX_BODY_BYTES} bytes (about 760 KiB) and its headers")
         while (request := take_request(self._written)) is not None:
             method, target, headers, body, self._written = request
             url = target if target.startswith(("http://", "https://")) else self._origin + target

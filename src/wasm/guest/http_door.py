@@ -105,8 +105,14 @@ def body_bytes(data):
 
 
 def header_text(value):
-    """A header name or value as text (bytes as HTTP reads them, latin-1)."""
-    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
+    """A header name or value as text (bytes as HTTP reads them, latin-1). Text that
+    cannot be encoded (a lone surrogate) raises UnicodeEncodeError here, as a client's
+    own encoding of it would."""
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("latin-1")
+    text = str(value)
+    text.encode("utf-8")
+    return text
 
 
 def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=True):

@@ -23,11 +23,14 @@ def capture(line, cell, frame=None):
     words = line.split()
     name = next((w for w in words if not w.startswith("--")), None)
     filename, at = where(frame)
+    displays = "--no-display" not in words
     with _sandbox_display.capture_output("--no-stdout" not in words, "--no-stderr" not in words,
-                                         "--no-display" not in words) as captured:
-        run_source(cell, filename, at, display_last=True)
+                                         displays) as captured:
+        value = run_source(cell, filename, at, display_last=displays)
     if name and not cell.rstrip().endswith(";"):
         api.namespace[name] = captured
+    # Displays not captured: the value is the cell's, as IPython's displayhook shows it.
+    return None if displays or cell.rstrip().endswith(";") else value
 
 
 # ---- namespace ------------------------------------------------------------------------------
@@ -101,7 +104,8 @@ def reset(line=""):
     api.outputs.clear()
     for name in [n for n in namespace if not n.startswith("__") and n not in HIDDEN]:
         del namespace[name]
-    namespace.update({"In": api.inputs, "_ih": api.inputs, "Out": api.outputs, "_oh": api.outputs})
+    namespace.update({"In": api.inputs, "_ih": api.inputs, "Out": api.outputs, "_oh": api.outputs,
+                      "_dh": api.dir_history})
 
 
 @magic("line")
@@ -201,6 +205,12 @@ def cd(line=""):
     dir_stack = shell().dir_stack
     if target == "-":
         target = dir_stack[-1] if dir_stack else "/"
+    elif target[:1] == "-" and target[1:].isdigit():
+        # %cd -N: the directory %dhist numbers N.
+        if int(target[1:]) >= len(api.dir_history):
+            print("The requested directory does not exist in history.")
+            return
+        target = api.dir_history[int(target[1:])]
     previous = os.getcwd()
     try:
         os.chdir(os.path.expanduser(target) if target else "/")
@@ -208,7 +218,8 @@ def cd(line=""):
         print(exc)
         return
     dir_stack.append(previous)
-    shell().dir_history.append(os.getcwd())
+    if os.getcwd() != previous:
+        api.dir_history.append(os.getcwd())
     if not quiet:
         print(os.getcwd())
 
@@ -609,6 +620,8 @@ def pylab(line=""):
     from IPython.display import display
 
     api.namespace["display"] = display
+    if not [word for word in line.split() if not word.startswith("-")]:
+        print("Using matplotlib backend: module://matplotlib_inline.backend_inline")
     print("%pylab is deprecated, use %matplotlib inline and import the required libraries.")
     print("Populating the interactive namespace from numpy and matplotlib")
     clobbered = sorted(name for name, value in before.items()
@@ -620,11 +633,10 @@ def pylab(line=""):
 
 @magic("line")
 def dhist(line=""):
-    """%dhist: the directories %cd has visited, first the one the session started in."""
-    from _sandbox_shell import shell
-
-    print("Directory history:")
-    for number, directory in enumerate(shell().dir_history):
+    """%dhist: the directories %cd has visited, first the one the session started in
+    (%cd -N goes back to number N)."""
+    print("Directory history (kept in _dh)")
+    for number, directory in enumerate(api.dir_history):
         print(f"{number}: {directory}")
 
 

@@ -53,12 +53,12 @@ def patch_traceback(traceback):
         init(self, exc_type, exc_value, *args, **kwargs)
         text = getattr(self, "_str", None)
         if isinstance(exc_value, ModuleNotFoundError) and isinstance(text, str) \
-                and SITE_HINT in text:
+                and text.endswith(SITE_HINT):
             try:
                 said = hint(exc_value)
             except Exception:  # noqa: BLE001 - the error is told without the hint
                 said = ""
-            self._str = text.replace(SITE_HINT, said)
+            self._str = text[:-len(SITE_HINT)] + said
 
     traceback.TracebackException.__init__ = __init__
 

@@ -8,7 +8,6 @@
 
 __sandbox_internal__ = True
 
-import os
 import re
 import string
 import sys
@@ -413,8 +412,6 @@ class SandboxShell:
         self.autocall = 0
         self.execution_count = 0
         self.dir_stack = []
-        # The directories %cd visited, first the one the session started in (%dhist).
-        self.dir_history = [os.getcwd()]
         self.home_dir = "/"
         self.custom_exceptions = ()
         # IPython's colour scheme, which libraries read to pick their own colours
@@ -533,15 +530,23 @@ class SandboxShell:
     def run_cell(self, raw_cell, store_history=False, silent=False, shell_futures=True, cell_id=None):
         """Runs a cell in the user's namespace, magics and all; its last expression is
         displayed (unless silent). Errors are kept in the result, and shown."""
+        import linecache
         import traceback
 
         import _sandbox_cell_code
 
+        # Its own name, with its lines where tracebacks look (as a cell's are).
+        filename = f"<run_cell-{len(api.sources)}>"
+        api.sources[filename] = raw_cell
+        linecache.cache[filename] = (len(raw_cell), None, raw_cell.splitlines(True), filename)
         try:
-            value = _sandbox_cell_code.run_source(raw_cell, "<run_cell>", 0, display_last=not silent)
+            value = _sandbox_cell_code.run_source(raw_cell, filename, 0, display_last=not silent)
         except Exception as exc:  # noqa: BLE001 - IPython shows it and carries on
+            exc.__traceback__ = api.user_traceback(exc.__traceback__)
+            sys.last_exc, sys.last_type, sys.last_value, sys.last_traceback = \
+                exc, type(exc), exc, exc.__traceback__
             if not silent:
-                traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
             return ExecutionResult(error=exc)
         return ExecutionResult(result=value)
 
@@ -602,8 +607,14 @@ class SandboxShell:
         pass
 
     def __repr__(self):
-        return f"<SandboxShell: the sandbox's IPython-like shell at {id(self):#x}>"
+        return f"<ipykernel.zmqshell.ZMQInteractiveShell at {id(self):#x}>"
 
+
+# Named as a Jupyter kernel's shell, which is what code asks when it checks for a
+# notebook (`type(get_ipython()).__name__ == "ZMQInteractiveShell"`, or "zmq" in its
+# type, as pandas' in_ipython_frontend() does).
+SandboxShell.__name__ = SandboxShell.__qualname__ = "ZMQInteractiveShell"
+SandboxShell.__module__ = "ipykernel.zmqshell"
 
 _shell = []
 

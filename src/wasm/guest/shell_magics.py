@@ -10,6 +10,9 @@ from _sandbox_cell_code import magic
 from _sandbox_shell import UsageError, no_shell_line
 
 
+# Shells, whose cells are commands (%%script bash).
+SHELLS = ("bash", "sh", "zsh", "dash", "ksh", "fish")
+
 # The shell aliases IPython defines.
 ALIASES = ("cat", "cp", "ldir", "lf", "lk", "ll", "ls", "lx", "mkdir", "mv", "rm", "rmdir")
 
@@ -27,19 +30,11 @@ def alias(line=""):
 
 @magic("line")
 def alias_magic(line=""):
-    """%alias_magic [-l] [-c] [-p params] name target: %name (and %%name) run %target,
-    as in IPython."""
-    import shlex
-
+    """%alias_magic [-l|--line] [-c|--cell] [-p|--params params] name target: %name (and
+    %%name) run %target with params before their own line, as in IPython."""
     from _sandbox_shell import shell
 
-    words, params = shlex.split(line), ""
-    if "-p" in words:
-        at = words.index("-p")
-        params = words[at + 1] if at + 1 < len(words) else ""
-        del words[at:at + 2]
-    kinds = [kind for flag, kind in (("-l", "line"), ("-c", "cell")) if flag in words] or ["line", "cell"]
-    names = [w.lstrip("%") for w in words if not w.startswith("-")]
+    kinds, params, names = alias_options(line)
     if len(names) != 2:
         raise UsageError("%alias_magic needs a new name and the magic it stands for "
                          "(e.g. %alias_magic t timeit)")
@@ -56,6 +51,32 @@ def alias_magic(line=""):
         made += 1
     if not made:
         raise UsageError(f"{target} is not a magic")
+
+
+def alias_options(line):
+    """(the kinds of magic asked for, the params, the other words) of %alias_magic's line."""
+    import shlex
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {line!r}") from None
+    kinds, params, names = [], "", []
+    while words:
+        word = words.pop(0)
+        if word in ("-l", "--line"):
+            kinds.append("line")
+        elif word in ("-c", "--cell"):
+            kinds.append("cell")
+        elif word in ("-p", "--params"):
+            params = words.pop(0) if words else ""
+        elif word.startswith("--params="):
+            params = word.partition("=")[2]
+        elif word.startswith("-"):
+            raise UsageError(f"%alias_magic: unrecognized option {word}")
+        else:
+            names.append(word.lstrip("%"))
+    return kinds or ["line", "cell"], params, names
 
 
 def aliased(fn, kind, params):
@@ -97,18 +118,31 @@ def script(line, cell):
     """%%script python ...: as %%python; %%script false (or true), the way to keep a
     cell from running: nothing runs, and false fails as in IPython unless
     --no-raise-error; %%script with any other command: no shell."""
+    import os
+    import shlex
+
     import _sandbox_python_cmd
 
-    words = line.split()
-    command = [w for w in words if not w.startswith("--")]
-    if command and command[0] in ("false", "true"):
-        if command[0] == "false" and "--no-raise-error" not in words:
+    try:
+        options, command = _sandbox_python_cmd.script_options(shlex.split(line), UsageError)
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {line!r}") from None
+    name = os.path.basename(command[0]) if command else ""
+    if name in ("false", "true"):
+        # Nothing runs; false's status fails the cell unless told not to (or in the
+        # background, where IPython does not wait for it).
+        if name == "false" and options.get("--raise-error", True) and not options.get("--bg"):
             import subprocess
 
             raise subprocess.CalledProcessError(1, cell.encode())
         return
     if _sandbox_python_cmd.cell_program(line, cell, command="") is None:
-        no_shell(line, cell)
+        if command and name not in SHELLS:
+            # Another language's interpreter: it is what cannot run.
+            sys.stderr.write(no_shell_line(" ".join(command)) + "\n")
+        else:
+            # A shell: the cell's first command is what the line names.
+            no_shell(line, cell)
 
 
 @magic("line")

@@ -348,7 +348,7 @@ pub const IDIOMS: &[Idiom] = &[
             "%reset -f",
             "(len(In), 'x' in globals(), type(get_ipython()).__name__, len(Out))",
         ],
-        check: |o| value_is(o, "(4, False, 'SandboxShell', 0)"),
+        check: |o| value_is(o, "(4, False, 'ZMQInteractiveShell', 0)"),
     },
     Idiom {
         name: "%history of a huge range lists what there is at once",
@@ -616,6 +616,29 @@ pub const IDIOMS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "%%script false keeps a cell from running whatever its options or path",
+        cells: &[
+            "%%script --out o /bin/false --no-raise-error\nprint('never')\n",
+            "%%script --bg false\nprint('never')",
+        ],
+        check: |o| {
+            stdout_is(o, "")?;
+            expect(o.stderr().is_empty(), || o.stderr().to_owned())
+        },
+    },
+    Idiom {
+        name: "a %rerun of a %rerun does not run itself over and over",
+        cells: &["x = 1", "%rerun", "%rerun\nx"],
+        check: |o| {
+            stderr_has(o, "%rerun inside a %rerun")?;
+            expect(
+                o.stdout().matches("=== Executing: ===").count() == 1,
+                || o.stdout().to_owned(),
+            )?;
+            value_is(o, "1")
+        },
+    },
+    Idiom {
         name: "%%script false fails, as in IPython",
         cells: &["%%script false\nprint('never')"],
         check: |o| {
@@ -632,9 +655,12 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "'kept\\n'"),
     },
     Idiom {
-        name: "the value of a %%capture --no-display cell is shown",
-        cells: &["%%capture c --no-display\nprint('kept')\n40 + 2"],
-        check: |o| stdout_is(o, "42\n"),
+        name: "the value of a %%capture --no-display cell is the cell's",
+        cells: &[
+            "%%capture c --no-display\nprint('kept')\n40 + 2",
+            "(_, Out[1])",
+        ],
+        check: |o| value_is(o, "(42, 42)"),
     },
     Idiom {
         name: "traceback.print_exc() of a missing module says how it installs",
@@ -656,7 +682,37 @@ pub const IDIOMS: &[Idiom] = &[
     Idiom {
         name: "%dhist lists the directories %cd visited",
         cells: &["import os\nos.makedirs('d', exist_ok=True)\n%cd -q d\n%cd -q /\n%dhist"],
-        check: |o| stdout_is(o, "Directory history:\n0: /\n1: /d\n2: /\n"),
+        check: |o| stdout_is(o, "Directory history (kept in _dh)\n0: /\n1: /d\n2: /\n"),
+    },
+    Idiom {
+        name: "%cd -N goes to the directory %dhist numbers N, and _dh lists them",
+        cells: &[
+            "import os\nos.makedirs('d', exist_ok=True)\n%cd -q d\n%cd -q /\n%cd -q .\n%cd -q -1\n(_dh, os.getcwd())",
+        ],
+        check: |o| value_is(o, "(['/', '/d', '/', '/d'], '/d')"),
+    },
+    Idiom {
+        name: "%rerun of a failing cell shows the error at the user's line",
+        cells: &["def f():\n    return 1 / 0", "f()", "%rerun"],
+        check: |o| {
+            stderr_has(o, "ZeroDivisionError: division by zero")?;
+            stderr_has(o, "return 1 / 0")?;
+            expect(!o.stderr().contains("<sandbox"), || o.stderr().to_owned())
+        },
+    },
+    Idiom {
+        name: "%alias_magic --line --params keeps its parameters and makes a line magic only",
+        cells: &["%alias_magic --line --params \"-n 1 -r 1\" t2 timeit\n%t2 sum(range(10))"],
+        check: |o| {
+            stdout_has(
+                o,
+                &[
+                    "Created `%t2` as an alias for `%timeit -n 1 -r 1`.",
+                    "of 1 run, 1 loop each",
+                ],
+            )?;
+            expect(!o.stdout().contains("%%t2"), || o.stdout().to_owned())
+        },
     },
     Idiom {
         name: "%alias says there is no shell for the command",
@@ -667,6 +723,13 @@ pub const IDIOMS: &[Idiom] = &[
                 "there is no shell in this sandbox, so `echo hi` cannot run",
             )
         },
+    },
+    Idiom {
+        name: "a notebook check finds a notebook",
+        cells: &[
+            "def in_notebook():\n    try:\n        return get_ipython().__class__.__name__ == 'ZMQInteractiveShell'\n    except NameError:\n        return False\nin_notebook()",
+        ],
+        check: |o| value_is(o, "True"),
     },
     Idiom {
         name: "%quickref prints a reference",
