@@ -505,12 +505,22 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
         FailureKind::ToolError
     };
     let mut text = e.to_string();
+    let mut malformed = false;
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {
         text.push_str(&format!(": {inner}"));
+        malformed |= inner
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse);
         source = inner.source();
     }
-    ToolFailure::new(kind, format!("could not reach {}: {text}", origin(url)))
+    let message = if malformed {
+        // The server was reached: it is its answer that cannot be read.
+        format!("the answer of {} is not valid HTTP: {text}", origin(url))
+    } else {
+        format!("could not reach {}: {text}", origin(url))
+    };
+    ToolFailure::new(kind, message)
 }
 
 /// Whether `e`, or an error under it, is a timeout.

@@ -407,6 +407,48 @@ async fn a_slow_response_is_stopped_by_the_execution_timeout() {
     assert_eq!(run(&server, &id, "1 + 1").await["value"], "2");
 }
 
+/// A loopback server whose every answer carries a header HTTP does not allow
+/// (a DEL byte in its value); its address.
+async fn malformed_server() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nX-Bad: a\x7fb\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_said_to_be_one_not_an_unreachable_server() {
+    let addr = malformed_server().await;
+    let origin = format!("http://{addr}");
+    let server = start(&[
+        ("SANDBOX_ALLOW_HOSTS", &origin),
+        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+    ])
+    .await;
+    let id = server.create_with(json!({})).await;
+    let got = run(
+        &server,
+        &id,
+        &caught(&format!("urllib.request.urlopen('{origin}/')")),
+    )
+    .await;
+    let said = got["stdout"]["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(&format!("the answer of {origin} is not valid HTTP")),
+        "{got}"
+    );
+}
+
 #[tokio::test]
 async fn a_runtime_without_a_door_says_it_has_no_network() {
     let site = Site::start("/").await;
