@@ -339,20 +339,21 @@ OUTPUT_REDIRECT = re.compile(
     r"^(?P<command>.*\S)\s+(?P<op>1?>>?)\s*(?P<path>[^\s<>|&;'\"]+)(?P<both>\s+2>&1)?\s*$")
 
 
-def run_redirected_line(cmd):
+def run_redirected_line(cmd, stdout=None, stderr=None):
     """Runs the command line `cmd` if it is pip or python, its output going to the file a
-    closing `> file` or `>> file` names: its exit status; None for any other command."""
+    closing `> file` or `>> file` names (else to `stdout`), its errors to `stderr` (or that
+    file, after `2>&1`): its exit status; None for any other command."""
     match = OUTPUT_REDIRECT.match(cmd)
     if match is None or not runs_here(match["command"]):
-        return run_line(cmd)
+        return run_line(cmd, stdout=stdout, stderr=stderr)
     mode = "a" if match["op"].endswith(">>") else "w"
     try:
         out = open(match["path"], mode, encoding="utf-8")
     except OSError as error:
-        sys.stderr.write(f"{match['path']}: {error.strerror or error}\n")
+        (stderr or sys.stderr).write(f"{match['path']}: {error.strerror or error}\n")
         return 1
     with out:
-        return run_line(match["command"], stdout=out, stderr=out if match["both"] else None)
+        return run_line(match["command"], stdout=out, stderr=out if match["both"] else stderr)
 
 
 def runs_here(cmd):
@@ -509,18 +510,13 @@ class SandboxShell:
     def getoutput(self, cmd, split=True, depth=0):
         """What `cmd` prints, as the lines of an SList (`x = !cmd`); NoShellError for a
         command other than pip (its output would be a file list, say, and the message
-        taken for one)."""
+        taken for one). A closing `> file` sends the output there instead."""
         import io
-
-        import _sandbox_pip
-
-        import _sandbox_python_cmd
 
         cmd = self.var_expand(cmd, sys._getframe(depth + 1))
         out = io.StringIO()
-        status = _sandbox_pip.run_command(cmd, stdout=out, stderr=out)
-        if status is None:
-            status = _sandbox_python_cmd.run(cmd, stdout=out, stderr=out)
+        # What a `> file` sends to the file is not among the lines, as in a shell.
+        status = run_redirected_line(cmd, stdout=out, stderr=out)
         if status is None:
             raise NoShellError(no_shell_line(cmd))
         text = out.getvalue()

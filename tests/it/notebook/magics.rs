@@ -523,6 +523,11 @@ pub const IDIOMS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "y = !pip freeze > file writes the file, and y holds none of it",
+        cells: &["y = !pip freeze > reqs.txt\n(y, len(open('reqs.txt').read().splitlines()) > 10)"],
+        check: |o| value_is(o, "([], True)"),
+    },
+    Idiom {
         name: "%time expr; hides the value",
         cells: &["%time sum(range(1000));"],
         check: |o| {
