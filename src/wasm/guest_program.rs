@@ -31,6 +31,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_images", include_str!("guest/images.py")),
     ("_sandbox_values", include_str!("guest/values.py")),
     ("_sandbox_missing", include_str!("guest/missing_modules.py")),
+    ("_sandbox_numpy_flags", include_str!("guest/numpy_flags.py")),
     ("_sandbox_display", include_str!("guest/display.py")),
     ("_sandbox_pretty", include_str!("guest/pretty.py")),
     ("_sandbox_ipython", include_str!("guest/ipython.py")),

@@ -737,6 +737,27 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "True"),
     },
     Idiom {
+        name: "numpy asked to raise on floating-point errors says once that it cannot",
+        cells: &[
+            "import numpy as np\nwith np.errstate(divide='raise'):\n    r = np.array([1.0]) / 0\nold = np.seterr(all='raise')\nnp.seterr(**old)\nr.tolist()",
+        ],
+        check: |o| {
+            stderr_has(o, "numpy cannot see floating-point errors in this sandbox")?;
+            expect(o.stderr().matches("numpy cannot see").count() == 1, || {
+                o.stderr().to_owned()
+            })?;
+            value_is(o, "[inf]")
+        },
+    },
+    Idiom {
+        name: "numpy's own error settings inside libraries say nothing",
+        cells: &["import pandas as pd, numpy as np\n(pd.Series([1.0, 0.0]) / 0).tolist()"],
+        check: |o| {
+            expect(o.stderr().is_empty(), || o.stderr().to_owned())?;
+            value_is(o, "[inf, nan]")
+        },
+    },
+    Idiom {
         name: "%quickref prints a reference",
         cells: &["%quickref"],
         check: |o| stdout_has(o, &["quick reference", "%lsmagic"]),
