@@ -23,16 +23,21 @@ def tell(settings, depth):
     """The notice, once, when the code (not a library) asks for visible handling."""
     if _told:
         return
-    asked = {name: mode for name, mode in settings.items() if mode in VISIBLE}
+    asked = {name: mode for name, mode in settings.items()
+             if isinstance(mode, str) and mode in VISIBLE}
     if not asked or sys._getframe(depth + 1).f_globals.get("__name__") != "__main__":
         return
     _told.append(True)
     said = ", ".join(f"{name}={mode!r}" for name, mode in asked.items())
-    sys.stderr.write(NOTICE.format(asked=said))
+    try:
+        sys.stderr.write(NOTICE.format(asked=said))
+    except Exception:  # noqa: BLE001 - a stderr the code replaced: the notice is skipped
+        pass
 
 
 def patch_numpy(numpy):
-    """numpy.seterr and numpy.errstate tell the notice; they work as before."""
+    """numpy.seterr and numpy.errstate tell the notice; they work as before (errstate
+    stays numpy's own class: only its __init__ is wrapped)."""
     import functools
 
     seterr = numpy.seterr
@@ -42,12 +47,15 @@ def patch_numpy(numpy):
         tell({**dict(zip(("all", "divide", "over", "under", "invalid"), args)), **kwargs}, 1)
         return seterr(*args, **kwargs)
 
-    class errstate(numpy.errstate):
-        __doc__ = numpy.errstate.__doc__
+    init = numpy.errstate.__init__
 
-        def __init__(self, **kwargs):
-            tell(kwargs, 1)
-            super().__init__(**kwargs)
+    @functools.wraps(init)
+    def told_init(self, *args, **kwargs):
+        tell(kwargs, 1)
+        init(self, *args, **kwargs)
 
-    errstate.__module__ = numpy.errstate.__module__
-    numpy.seterr, numpy.errstate = told_seterr, errstate
+    try:
+        numpy.errstate.__init__ = told_init
+    except TypeError:  # a numpy whose errstate is a compiled type: no notice for it
+        pass
+    numpy.seterr = told_seterr

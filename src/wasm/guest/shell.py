@@ -357,7 +357,8 @@ def run_redirected_line(cmd, stdout=None, stderr=None):
 
 
 def runs_here(cmd):
-    """Whether the command line `cmd` is one this interpreter runs (pip, python)."""
+    """Whether the command line `cmd` is one this interpreter runs (pip, python; not one
+    that joins commands with a shell operator, which is refused before any file opens)."""
     import shlex
 
     import _sandbox_pip
@@ -366,6 +367,8 @@ def runs_here(cmd):
     try:
         argv = shlex.split(cmd)
     except ValueError:
+        return False
+    if _sandbox_pip.shell_operator(cmd) is not None:
         return False
     return _sandbox_pip.pip_args(argv) is not None or _sandbox_python_cmd.program(argv) is not None
 

@@ -528,6 +528,13 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "([], True)"),
     },
     Idiom {
+        name: "a refused command line leaves the file its redirect names as it was",
+        cells: &[
+            "open('p', 'w').write('precious\\n')\nx = !pip freeze | head > p\n(open('p').read(), 'shell command line' in x.s)",
+        ],
+        check: |o| value_is(o, "('precious\\n', True)"),
+    },
+    Idiom {
         name: "%time expr; hides the value",
         cells: &["%time sum(range(1000));"],
         check: |o| {
@@ -739,14 +746,14 @@ pub const IDIOMS: &[Idiom] = &[
     Idiom {
         name: "numpy asked to raise on floating-point errors says once that it cannot",
         cells: &[
-            "import numpy as np\nwith np.errstate(divide='raise'):\n    r = np.array([1.0]) / 0\nold = np.seterr(all='raise')\nnp.seterr(**old)\nr.tolist()",
+            "import numpy as np, pickle\nwith np.errstate(divide='raise'):\n    r = np.array([1.0]) / 0\nold = np.seterr(all='raise')\nnp.seterr(**old)\n(r.tolist(), type(pickle.loads(pickle.dumps(np.errstate(all='ignore')))) is np.errstate)",
         ],
         check: |o| {
             stderr_has(o, "numpy cannot see floating-point errors in this sandbox")?;
             expect(o.stderr().matches("numpy cannot see").count() == 1, || {
                 o.stderr().to_owned()
             })?;
-            value_is(o, "[inf]")
+            value_is(o, "([inf], True)")
         },
     },
     Idiom {
