@@ -18,6 +18,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_notebook", include_str!("guest/notebook.py")),
     ("_sandbox_syntax", include_str!("guest/syntax.py")),
     ("_sandbox_shell", include_str!("guest/shell.py")),
+    ("_sandbox_redirects", include_str!("guest/redirects.py")),
     ("_sandbox_cell_code", include_str!("guest/cell_code.py")),
     ("_sandbox_magics", include_str!("guest/magics.py")),
     (

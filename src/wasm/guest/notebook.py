@@ -44,7 +44,7 @@ IMPORT_PATCHES = (
     ("numpy", "_sandbox_numpy_flags", "patch_numpy"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
-AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_cell_code", "_sandbox_magics",
+AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_redirects", "_sandbox_cell_code", "_sandbox_magics",
          "_sandbox_shell_magics", "_sandbox_history", "_sandbox_numpy_flags",
          "_sandbox_timing", "_sandbox_help", "_sandbox_images", "_sandbox_values", "_sandbox_missing", "_sandbox_display", "_sandbox_pretty", "_sandbox_ipython",
          "_sandbox_pip", "_sandbox_threads", "_sandbox_processes", "_sandbox_python_cmd", "_sandbox_store",

@@ -354,8 +354,13 @@ def register_magics(shell):
     import shlex
 
     def pip(line):
-        """%pip install NAME...: installs through the sandbox's installer (as install_package)."""
-        status = main(shlex.split(line), magic=True)
+        """%pip install NAME...: installs through the sandbox's installer (as install_package);
+        the line is read as `!pip` reads it (`> /dev/null 2>&1` and the like)."""
+        import _sandbox_shell
+
+        status = _sandbox_shell.run_redirected_line(f"pip {line}")
+        if status is None:
+            raise _sandbox_shell.UsageError(f"%pip cannot read {line!r} (an unclosed quote?)")
         shell.user_ns["_exit_code"] = status
 
     def uv(line):

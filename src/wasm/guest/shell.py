@@ -8,7 +8,6 @@
 
 __sandbox_internal__ = True
 
-import re
 import string
 import sys
 
@@ -333,27 +332,21 @@ class Kernel:
         return {"status": "ok", "restart": restart}
 
 
-# A closing `> file` or `>> file` after a space (so `pip install x>=1` keeps its version),
-# with `2>&1` after it sending the errors there too.
-OUTPUT_REDIRECT = re.compile(
-    r"^(?P<command>.*\S)\s+(?P<op>1?>>?)\s*(?P<path>[^\s<>|&;'\"]+)(?P<both>\s+2>&1)?\s*$")
-
-
 def run_redirected_line(cmd, stdout=None, stderr=None):
-    """Runs the command line `cmd` if it is pip or python, its output going to the file a
-    closing `> file` or `>> file` names (else to `stdout`), its errors to `stderr` (or that
-    file, after `2>&1`): its exit status; None for any other command."""
-    match = OUTPUT_REDIRECT.match(cmd)
-    if match is None or not runs_here(match["command"]):
+    """Runs the command line `cmd` if it is pip or python, its output and errors going
+    where its closing redirections send them (see redirects.py), else to `stdout` and
+    `stderr`: its exit status; None for any other command."""
+    import _sandbox_redirects as redirects
+
+    command, sent = redirects.split(cmd)
+    if not sent or not runs_here(command):
         return run_line(cmd, stdout=stdout, stderr=stderr)
-    mode = "a" if match["op"].endswith(">>") else "w"
     try:
-        out = open(match["path"], mode, encoding="utf-8")
+        with redirects.Streams(sent, stdout, stderr) as streams:
+            return run_line(command, stdout=streams.stdout, stderr=streams.stderr)
     except OSError as error:
-        (stderr or sys.stderr).write(f"{match['path']}: {error.strerror or error}\n")
+        (stderr or sys.stderr).write(f"{error}\n")
         return 1
-    with out:
-        return run_line(match["command"], stdout=out, stderr=out if match["both"] else stderr)
 
 
 def runs_here(cmd):

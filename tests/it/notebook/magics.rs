@@ -528,6 +528,37 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "([], True)"),
     },
     Idiom {
+        name: "!pip install -q x > /dev/null 2>&1 installs and says nothing",
+        cells: &[
+            "!pip install -q humanize > /dev/null 2>&1\nimport humanize\nhumanize.intcomma(1234567)",
+        ],
+        check: |o| {
+            stdout_is(o, "")?;
+            expect(o.stderr().is_empty(), || o.stderr().to_owned())?;
+            value_is(o, "'1,234,567'")
+        },
+    },
+    Idiom {
+        name: "%pip install x 2>/dev/null installs, its output shown",
+        cells: &["%pip install humanize 2>/dev/null\nimport humanize\nhumanize.intcomma(1234567)"],
+        check: |o| {
+            stdout_has(o, &["humanize"])?;
+            value_is(o, "'1,234,567'")
+        },
+    },
+    Idiom {
+        name: "a pip line's output and errors go where each redirection says, left to right",
+        cells: &[
+            "open('s.py', 'w').write('import sys\\nprint(1)\\nprint(2, file=sys.stderr)\\n')\n!python s.py > out.txt 2> err.txt\n!python s.py &> both.txt\n!python s.py 2>&1 > late.txt\n(open('out.txt').read(), open('err.txt').read(), open('both.txt').read(), open('late.txt').read())",
+        ],
+        check: |o| {
+            // `2>&1 > late.txt`: the errors go where the output went before it.
+            stdout_is(o, "2\n")?;
+            expect(o.stderr().is_empty(), || o.stderr().to_owned())?;
+            value_is(o, "('1\\n', '2\\n', '1\\n2\\n', '1\\n')")
+        },
+    },
+    Idiom {
         name: "a refused command line leaves the file its redirect names as it was",
         cells: &[
             "open('p', 'w').write('precious\\n')\nx = !pip freeze | head > p\n(open('p').read(), 'shell command line' in x.s)",
