@@ -351,8 +351,6 @@ def show(args, out, err):
 
 def register_magics(shell):
     """%pip (and %uv pip); %conda and its cousins say to use %pip."""
-    import shlex
-
     def pip(line):
         """%pip install NAME...: installs through the sandbox's installer (as install_package);
         the line is read as `!pip` reads it (`> /dev/null 2>&1` and the like)."""
@@ -364,12 +362,12 @@ def register_magics(shell):
         shell.user_ns["_exit_code"] = status
 
     def uv(line):
-        """%uv pip install NAME...: as %pip."""
-        words = shlex.split(line)
-        if words[:1] != ["pip"]:
+        """%uv pip install NAME...: as %pip (the rest of the line read as %pip reads it)."""
+        first, _, rest = line.strip().partition(" ")
+        if first != "pip":
             print("ERROR: only `%uv pip ...` is available here", file=sys.stderr)
             return
-        pip(" ".join(shlex.quote(w) for w in words[1:]))
+        pip(rest)
 
     def conda(line):
         from _sandbox_shell import UsageError

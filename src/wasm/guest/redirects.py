@@ -1,31 +1,44 @@
 # The redirections a shell reads at the end of a command line, for the pip and python
 # lines the sandbox runs itself (`!pip freeze > requirements.txt`,
 # `!pip install -q x > /dev/null 2>&1`, `%pip install x 2>/dev/null`): `>`, `>>`, `1>`,
-# `2>`, `2>>`, `&>`, `&>>` to a path, and `2>&1`, each after a space (so `pip install
-# x>=1` keeps its version), applied left to right as a shell applies them. /dev/null (which
-# the sandbox's files do not have) takes what is sent to it and keeps nothing.
+# `2>`, `2>>`, `&>`, `&>>` to a path (quoted or not), `2>&1` and `1>&2`, each after a space
+# (so `pip install x>=1` keeps its version), applied left to right as a shell applies
+# them. /dev/null (which the sandbox's files do not have) takes what is sent to it and
+# keeps nothing.
 
 __sandbox_internal__ = True
 
+import io
 import re
 import sys
 
 # One redirection closing a command line.
 TRAILING = re.compile(
-    r"^(?P<rest>.*\S)\s+(?P<redirect>2>&1|(?:[12&]?>>?)\s*[^\s<>|&;'\"]+)\s*$")
+    r"^(?P<rest>.*\S)\s+(?P<redirect>2>&1|1?>&2|(?:[12&]?>>?)\s*"
+    r"(?:\"[^\"]*\"|'[^']*'|[^\s<>|&;'\"]+))\s*$")
 TARGET = re.compile(r"^(?P<fd>[12&]?)(?P<op>>>?)\s*(?P<path>.+)$")
 
-NULL = "/dev/null"
+
+class Nowhere(io.RawIOBase):
+    """Bytes written to /dev/null."""
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        return len(data)
 
 
-class Discard:
-    """What /dev/null is here: a stream that keeps nothing."""
+def discard():
+    """What /dev/null is here: a text stream, as a file is, that keeps nothing."""
+    return io.TextIOWrapper(io.BufferedWriter(Nowhere()), encoding="utf-8", write_through=True)
 
-    def write(self, text):
-        return len(text)
 
-    def flush(self):
-        pass
+def is_null(path):
+    """Whether `path` names /dev/null (`//dev/null`, `/dev/../dev/null` too)."""
+    import posixpath
+
+    return posixpath.normpath("/" + path.lstrip("/")) == "/dev/null"
 
 
 def split(cmd):
@@ -58,16 +71,24 @@ class Streams:
         if redirect == "2>&1":
             self.stderr = self.stdout if self.stdout is not None else sys.stdout
             return
+        if redirect.endswith(">&2"):
+            self.stdout = self.stderr if self.stderr is not None else sys.stderr
+            return
         target = TARGET.match(redirect)
-        stream = self.open(target["path"], "a" if target["op"] == ">>" else "w")
+        path = target["path"]
+        if len(path) > 1 and path[0] == path[-1] and path[0] in "'\"":
+            path = path[1:-1]
+        stream = self.open(path, "a" if target["op"] == ">>" else "w")
         if target["fd"] in ("", "1", "&"):
             self.stdout = stream
         if target["fd"] in ("2", "&"):
             self.stderr = stream
 
     def open(self, path, mode):
-        if path == NULL:
-            return Discard()
+        if is_null(path):
+            stream = discard()
+            self.files.append(stream)
+            return stream
         try:
             stream = open(path, mode, encoding="utf-8")
         except OSError as error:

@@ -559,6 +559,17 @@ pub const IDIOMS: &[Idiom] = &[
         },
     },
     Idiom {
+        name: "/dev/null is a stream as a file is; 1>&2, quoted paths and %uv pip read too",
+        cells: &[
+            "!python -c \"import sys; sys.stdout.buffer.write(b'x'); print(sys.stdout.isatty())\" > /dev/null\nok = _exit_code\n!python -c \"print('to err')\" 1>&2\n!python -c \"print('quoted')\" > \"out file.txt\"\n%uv pip install humanize > /dev/null\n(ok, _exit_code, open('out file.txt').read())",
+        ],
+        check: |o| {
+            stdout_is(o, "")?;
+            stderr_has(o, "to err")?;
+            value_is(o, "(0, 0, 'quoted\\n')")
+        },
+    },
+    Idiom {
         name: "a refused command line leaves the file its redirect names as it was",
         cells: &[
             "open('p', 'w').write('precious\\n')\nx = !pip freeze | head > p\n(open('p').read(), 'shell command line' in x.s)",
