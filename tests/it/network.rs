@@ -123,13 +123,20 @@ pub(crate) async fn start(env: &[(&str, &str)]) -> Server {
 /// it), and a sandbox there.
 async fn allowed_site() -> (Site, Server, String) {
     let site = Site::start("/").await;
+    let (server, id) = sandbox_allowing(&site.origin()).await;
+    (site, server, id)
+}
+
+/// A scientific server that allows `origin` (and loopback for it), and a
+/// sandbox there.
+async fn sandbox_allowing(origin: &str) -> (Server, String) {
     let server = start(&[
-        ("SANDBOX_ALLOW_HOSTS", &site.origin()),
+        ("SANDBOX_ALLOW_HOSTS", origin),
         ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
     ])
     .await;
     let id = server.create_with(json!({})).await;
-    (site, server, id)
+    (server, id)
 }
 
 /// Runs code with a generous timeout; the structured result.
@@ -430,12 +437,7 @@ async fn malformed_server() -> SocketAddr {
 async fn a_malformed_answer_is_said_to_be_one_not_an_unreachable_server() {
     let addr = malformed_server().await;
     let origin = format!("http://{addr}");
-    let server = start(&[
-        ("SANDBOX_ALLOW_HOSTS", &origin),
-        ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
-    ])
-    .await;
-    let id = server.create_with(json!({})).await;
+    let (server, id) = sandbox_allowing(&origin).await;
     let got = run(
         &server,
         &id,
