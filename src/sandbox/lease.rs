@@ -254,13 +254,7 @@ mod tests {
         let lease = Lease::take(tmp.path()).unwrap();
         assert!(!lapsed(tmp.path()), "this process holds it");
         assert!(still_held());
-        let write = |record: &LeaseRecord| {
-            fs::write(
-                tmp.path().join(LEASE_FILE),
-                serde_json::to_vec(record).unwrap(),
-            )
-            .unwrap()
-        };
+        let write = |record: &LeaseRecord| put(tmp.path(), record);
         let elsewhere = LeaseRecord {
             host: "another-host".into(),
             boot: "another-boot".into(),
@@ -319,9 +313,9 @@ mod tests {
         }
     }
 
-    fn written(dir: &Path, record: &LeaseRecord) -> bool {
+    /// Puts `record` in `dir` as its lease.
+    fn put(dir: &Path, record: &LeaseRecord) {
         fs::write(dir.join(LEASE_FILE), serde_json::to_vec(record).unwrap()).unwrap();
-        lapsed(dir)
     }
 
     #[cfg(target_os = "linux")]
@@ -331,37 +325,49 @@ mod tests {
         let dir = tmp.path();
         let me = naming(std::process::id());
         assert!(!me.pid_namespace.is_empty() && me.started > 0);
-        assert!(!written(dir, &me), "this process holds it");
+        put(dir, &me);
+        assert!(!lapsed(dir), "this process holds it");
         let reused = LeaseRecord {
             started: me.started + 1,
             ..me.clone()
         };
-        assert!(
-            written(dir, &reused),
-            "the id names a process that started after the holder: the holder is gone"
-        );
-        let other_clock = LeaseRecord {
-            time_namespace: "time:[1]".into(),
-            ..reused.clone()
-        };
-        assert!(
-            !written(dir, &other_clock),
-            "a start time read in another time namespace is not compared"
-        );
-        let unseen = LeaseRecord {
-            pid: u32::MAX - 7,
-            pid_namespace: "pid:[1]".into(),
-            ..me.clone()
-        };
-        assert!(
-            !written(dir, &unseen),
-            "a holder in another PID namespace cannot be looked up here: its lease holds until it expires"
-        );
-        let gone = LeaseRecord {
-            pid: u32::MAX - 7,
-            ..me.clone()
-        };
-        assert!(written(dir, &gone), "gone from this namespace");
+        // (the lease, whether it has lapsed, why)
+        let cases = [
+            (
+                reused.clone(),
+                true,
+                "the id names a process that started after the holder: the holder is gone",
+            ),
+            (
+                LeaseRecord {
+                    time_namespace: "time:[1]".into(),
+                    ..reused
+                },
+                false,
+                "a start time read in another time namespace is not compared",
+            ),
+            (
+                LeaseRecord {
+                    pid: u32::MAX - 7,
+                    pid_namespace: "pid:[1]".into(),
+                    ..me.clone()
+                },
+                false,
+                "a holder in another PID namespace cannot be looked up here: its lease holds until it expires",
+            ),
+            (
+                LeaseRecord {
+                    pid: u32::MAX - 7,
+                    ..me.clone()
+                },
+                true,
+                "gone from this namespace",
+            ),
+        ];
+        for (record, lapses, why) in cases {
+            put(dir, &record);
+            assert_eq!(lapsed(dir), lapses, "{why}");
+        }
         // A lease written by an older server says neither.
         let older = |pid: u32| {
             let text = format!(
@@ -382,9 +388,9 @@ mod tests {
         let dir = tmp.path();
         let mut child = zombie();
         let exiting = naming(child.id());
-        written(dir, &exiting);
+        put(dir, &exiting);
         assert!(holder_exiting_here(dir));
-        written(
+        put(
             dir,
             &LeaseRecord {
                 started: exiting.started.saturating_sub(1),
@@ -395,7 +401,7 @@ mod tests {
             !holder_exiting_here(dir),
             "a zombie given the holder's id after it is not the holder"
         );
-        written(
+        put(
             dir,
             &LeaseRecord {
                 pid_namespace: "pid:[1]".into(),

@@ -73,9 +73,7 @@ fn proc_is_ours() -> bool {
     *OURS
 }
 
-/// When `pid` started (clock ticks after boot), for tests that write leases
-/// naming other processes.
-#[cfg(test)]
+/// When `pid` started (clock ticks after boot), or 0 where unknown.
 pub(crate) fn start_of(pid: u32) -> u64 {
     process_stat(pid).map_or(0, |stat| stat.started)
 }
@@ -84,8 +82,9 @@ pub(crate) fn start_of(pid: u32) -> u64 {
 /// tests of what a lease naming one means.
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) fn zombie() -> std::process::Child {
-    let child = std::process::Command::new("true").spawn().unwrap();
     use std::time::{Duration, Instant};
+
+    let child = std::process::Command::new("true").spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !exited_unreaped(child.id()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
@@ -93,6 +92,7 @@ pub(crate) fn zombie() -> std::process::Child {
     child
 }
 
+/// This host's name.
 pub(super) fn host_name() -> String {
     static NAME: LazyLock<String> = LazyLock::new(|| {
         rustix::system::uname()
@@ -124,11 +124,11 @@ fn own_namespace(kind: &str) -> String {
 
 /// When this process started (clock ticks after boot), or 0 where unknown.
 pub(super) fn own_start() -> u64 {
-    static STARTED: LazyLock<u64> =
-        LazyLock::new(|| process_stat(std::process::id()).map_or(0, |stat| stat.started));
+    static STARTED: LazyLock<u64> = LazyLock::new(|| start_of(std::process::id()));
     *STARTED
 }
 
+/// This boot's id (empty where the system does not say it).
 pub(super) fn boot_id() -> String {
     static BOOT: LazyLock<String> = LazyLock::new(|| {
         fs::read_to_string("/proc/sys/kernel/random/boot_id")

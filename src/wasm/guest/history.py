@@ -9,7 +9,7 @@ import os
 import _sandbox_api as api
 import _sandbox_values as _values
 from _sandbox_cell_code import magic
-from _sandbox_shell import UsageError
+from _sandbox_shell import UsageError, magic_words
 
 
 def cell_range(text, newest):
@@ -39,7 +39,7 @@ def history(line=""):
     session ran (In), as IPython lists them; ranges are 4, 1-3 or 2:5."""
     import fnmatch
 
-    args, options = words(line), {}
+    args, options = magic_words(line), {}
     ranges = []
     while args:
         arg = args.pop(0)
@@ -78,7 +78,7 @@ def history(line=""):
 def save(line=""):
     """%save [-a] file range ...: writes those cells' code to file (.py added if it has no
     extension), as IPython does."""
-    args = words(line)
+    args = magic_words(line)
     append = "-a" in args
     args = [a for a in args if a not in ("-a", "-f", "-r")]
     if len(args) < 2:
@@ -97,7 +97,7 @@ def rerun(line=""):
     if _rerunning:
         raise UsageError("%rerun inside a %rerun: a cell that reruns cells is not run again "
                          "(it would run itself over and over)")
-    args = words(line)
+    args = magic_words(line)
     current = len(api.inputs) - 1
     earlier = list(range(1, current))
     if "-l" in args:
@@ -139,15 +139,6 @@ def rerun(line=""):
 
 _rerunning = []  # a mark while %rerun runs cells
 
-
-def words(line):
-    """A magic's line split as a shell splits it; a UsageError for an unclosed quote."""
-    import shlex
-
-    try:
-        return shlex.split(line)
-    except ValueError as exc:
-        raise UsageError(f"{exc} in {line!r}") from None
 
 
 @magic("line")

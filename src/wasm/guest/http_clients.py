@@ -575,7 +575,8 @@ class DoorSocket:
             self._written.clear()
             raise ConnectionError(
                 f"the request is over {MAX_WRITTEN_BYTES} bytes, more than the door carries: "
-                f"a body of at most {MAX_BODY_BYTES} bytes (about 760 KiB) and its headers")
+                f"a body of at most {MAX_BODY_BYTES} bytes (about {MAX_BODY_BYTES // 1024} KiB) "
+                "and its headers")
         while (request := take_request(self._written)) is not None:
             method, target, headers, body, self._written = request
             url = target if target.startswith(("http://", "https://")) else self._origin + target

@@ -22,6 +22,16 @@ class UsageError(Exception):
 
 UsageError.__module__ = "IPython.core.error"
 
+
+def magic_words(line):
+    """A magic's line split as a shell splits it; a UsageError for an unclosed quote."""
+    import shlex
+
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {line!r}") from None
+
 # What to use instead of a shell command, for the commands notebooks run most.
 INSTEAD = {
     "ls": "os.listdir('.') or pathlib.Path('.').iterdir() (or the list_files tool)",

@@ -7,7 +7,7 @@ __sandbox_internal__ = True
 import sys
 
 from _sandbox_cell_code import magic
-from _sandbox_shell import UsageError, no_shell_line
+from _sandbox_shell import UsageError, magic_words, no_shell_line
 
 
 # Shells, whose cells are commands (%%script bash).
@@ -55,13 +55,7 @@ def alias_magic(line=""):
 
 def alias_options(line):
     """(the kinds of magic asked for, the params, the other words) of %alias_magic's line."""
-    import shlex
-
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise UsageError(f"{exc} in {line!r}") from None
-    kinds, params, names = [], "", []
+    words, kinds, params, names = magic_words(line), [], "", []
     while words:
         word = words.pop(0)
         if word in ("-l", "--line"):
@@ -119,14 +113,10 @@ def script(line, cell):
     cell from running: nothing runs, and false fails as in IPython unless
     --no-raise-error; %%script with any other command: no shell."""
     import os
-    import shlex
 
     import _sandbox_python_cmd
 
-    try:
-        options, command = _sandbox_python_cmd.script_options(shlex.split(line), UsageError)
-    except ValueError as exc:
-        raise UsageError(f"{exc} in {line!r}") from None
+    options, command = _sandbox_python_cmd.script_options(magic_words(line), UsageError)
     name = os.path.basename(command[0]) if command else ""
     if name in ("false", "true"):
         # Nothing runs; false's status fails the cell unless told not to (or in the
