@@ -272,6 +272,17 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
         format!("('application/x-www-form-urlencoded', 'a=b+c', {MIB}, 'text')"),
         "{got}"
     );
+    // A stream read in chunks of no fixed size ends once the body is read (it
+    // went on asking for more, until the execution's time ran out).
+    let got = run(format!(
+        "r = requests.get('{base}/1mb', stream=True)\nn = sum(len(c) for c in r.iter_content(None))\np = urllib3.PoolManager().request('GET', '{base}/1mb', preload_content=False)\n(n, [len(c) for c in p.stream(None)], r.raw.read(), r.raw.closed, p.closed)"
+    ))
+    .await;
+    assert_eq!(
+        got["value"],
+        format!("({MIB}, [{MIB}], b'', True, True)"),
+        "{got}"
+    );
     let got = run(format!(
         "r = requests.get('{base}/missing')\ntry:\n    r.raise_for_status()\nexcept requests.HTTPError as e:\n    err = str(e)\n(r.status_code, r.text, err[:13])"
     ))

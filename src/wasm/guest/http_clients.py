@@ -71,14 +71,30 @@ class Original:
         self.closed = True
 
 
+class Body(io.BytesIO):
+    """A response's body in memory, read as urllib3 reads http.client's response: it
+    says it is closed (`isclosed()`) once every byte has been read, so a stream of
+    chunks of no fixed size (`stream(None)`, requests' `iter_content(None)`) ends."""
+
+    def __init__(self, data):
+        super().__init__(data)
+        self.size = len(data)
+
+    def isclosed(self):
+        return self.closed or self.tell() >= self.size
+
+
 def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None):
     """The door's answer as urllib3's HTTPResponse, read from memory."""
     from urllib3._collections import HTTPHeaderDict
     from urllib3.response import HTTPResponse
 
+    headers = HTTPHeaderDict()
+    for name, value in got.headers:  # what HTTPHeaderDict(pairs) does, without its type checks
+        headers.add(name, value)
     return HTTPResponse(
-        body=io.BytesIO(got.body),
-        headers=HTTPHeaderDict(got.headers),
+        body=Body(got.body),
+        headers=headers,
         status=got.status,
         version=11,
         version_string="HTTP/1.1",
