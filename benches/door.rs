@@ -163,8 +163,36 @@ fn door(c: &mut Criterion) {
     group.bench_function("get_1mb_requests_guest", |b| {
         b.iter_custom(|iters| common::guest_loop(&rt, &sandbox, &setup, &body, iters))
     });
+    // The two in turn, in one loop, so what the machine does meanwhile weighs
+    // on both alike (each bench above runs at a moment of its own).
+    let (with_requests, with_urllib) = interleaved(&rt, &sandbox, &origin, 300);
+    eprintln!(
+        "note: requests / urllib, in turn over 300 GETs each: {:.2} ({:.0} / {:.0} us)",
+        with_requests / with_urllib,
+        with_requests / 300e3,
+        with_urllib / 300e3
+    );
     group.finish();
     rt.block_on(app.manager.close_all());
+}
+
+/// Nanoseconds `pairs` GETs of `/1mb` took with requests and with urllib,
+/// one of each in turn.
+fn interleaved(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &mcp_code_sandbox::sandbox::manager::Sandbox,
+    origin: &str,
+    pairs: u32,
+) -> (f64, f64) {
+    let code = format!(
+        "import time, urllib.request, requests\n_u = '{origin}/1mb'\n_r = _l = 0\nfor _ in range({pairs}):\n    _t = time.perf_counter_ns()\n    requests.get(_u).content\n    _r += time.perf_counter_ns() - _t\n    _t = time.perf_counter_ns()\n    urllib.request.urlopen(_u).read()\n    _l += time.perf_counter_ns() - _t\nf'{{_r}} {{_l}}'"
+    );
+    let value = rt.block_on(common::run_ok(sandbox, &code)).value.unwrap();
+    let mut times = value
+        .trim_matches('\'')
+        .split(' ')
+        .map(|t| t.parse::<f64>().unwrap());
+    (times.next().unwrap(), times.next().unwrap())
 }
 
 criterion_group!(benches, door);

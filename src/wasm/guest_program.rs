@@ -50,6 +50,7 @@ const MODULES: &[(&str, &str)] = &[
     ("_sandbox_posix", include_str!("guest/posix_user.py")),
     ("_sandbox_asyncio", include_str!("guest/asyncio_loop.py")),
     ("_sandbox_built_ins", include_str!("guest/built_ins.py")),
+    ("_sandbox_url_parse", include_str!("guest/url_parse.py")),
 ];
 
 /// The whole program: `_sandbox_sources = {...}` on its first line, then the

@@ -11,7 +11,8 @@
 # - urllib3, requests, httpx, aiohttp and http.client go through the door (http_clients.py),
 #   and a socket's lookup or connection says there are none;
 # - os has the user facts packages look up at import (posix_user.py);
-# - breakpoint() and pdb.set_trace() say there is no debugger here, and the code goes on.
+# - breakpoint() and pdb.set_trace() say there is no debugger here, and the code goes on;
+# - urlparse() keeps the URLs it splits, as before CPython 3.15 (url_parse.py).
 
 __sandbox_internal__ = True
 
@@ -42,13 +43,14 @@ IMPORT_PATCHES = (
     ("time", "_sandbox_posix", "patch_time"),
     ("traceback", "_sandbox_missing", "patch_traceback"),
     ("numpy", "_sandbox_numpy_flags", "patch_numpy"),
+    ("urllib.parse", "_sandbox_url_parse", "patch_urllib_parse"),
 )
 # Compiled ahead of time in a runtime's snapshot, so no cell pays for them.
 AHEAD = ("_sandbox_syntax", "_sandbox_shell", "_sandbox_redirects", "_sandbox_cell_code", "_sandbox_magics",
          "_sandbox_shell_magics", "_sandbox_history", "_sandbox_numpy_flags",
          "_sandbox_timing", "_sandbox_help", "_sandbox_images", "_sandbox_values", "_sandbox_missing", "_sandbox_display", "_sandbox_pretty", "_sandbox_ipython",
          "_sandbox_pip", "_sandbox_threads", "_sandbox_processes", "_sandbox_python_cmd", "_sandbox_store",
-         "_sandbox_http", "_sandbox_http_clients", "_sandbox_ssl", "_sandbox_asyncio")
+         "_sandbox_http", "_sandbox_http_clients", "_sandbox_ssl", "_sandbox_asyncio", "_sandbox_url_parse")
 
 _api = []
 

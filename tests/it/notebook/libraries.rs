@@ -68,6 +68,16 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "(1000, 1000, 'user', 'user')"),
     },
     Idiom {
+        name: "urlparse splits as natively, each time (an error too)",
+        cells: &[
+            "from urllib.parse import urlparse, urlsplit\nout = []\nfor u in ['HTTP://User:Pw@[::1]:80/x;p?q=1#f', 'http://[::1', b'//h/p?q'] * 2:\n    try:\n        out.append(tuple(urlparse(u)))\n    except ValueError as e:\n        out.append(str(e))\nprint(out + [tuple(urlsplit('x' * 3000 + '?q'))[3]])",
+        ],
+        check: |o| {
+            let once = "('http', 'User:Pw@[::1]:80', '/x', 'p', 'q=1', 'f'), 'Invalid IPv6 URL', (b'', b'h', b'/p', b'', b'q', b'')";
+            stdout_is(o, &format!("[{once}, {once}, 'q']\n"))
+        },
+    },
+    Idiom {
         name: "ssl and http.client import complete",
         cells: &[
             "import ssl, http.client\nctx = ssl.create_default_context()\n(ctx.verify_mode == ssl.CERT_REQUIRED, ctx.check_hostname, hasattr(http.client, 'HTTPSConnection'))",

@@ -124,7 +124,6 @@ pub fn stdout_has(o: &Outcome, parts: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// Clean, and stderr holds `part`.
 /// The run finished cleanly and printed exactly `wanted`.
 pub fn stdout_is(o: &Outcome, wanted: &str) -> Result<(), String> {
     clean(o)?;
@@ -133,6 +132,7 @@ pub fn stdout_is(o: &Outcome, wanted: &str) -> Result<(), String> {
     })
 }
 
+/// Clean, and stderr holds `part`.
 pub fn stderr_has(o: &Outcome, part: &str) -> Result<(), String> {
     clean(o)?;
     expect(o.stderr().contains(part), || {
