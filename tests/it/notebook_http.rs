@@ -283,6 +283,17 @@ async fn requests_httpx_urllib3_and_aiohttp_go_through_the_door() {
         format!("({MIB}, [{MIB}], b'', True, True)"),
         "{got}"
     );
+    // urllib's response has what http.client's has: the length left, whether
+    // it is read to its end, a peek, and it passes for one.
+    let got = run(format!(
+        "import urllib.request, http.client\nr = urllib.request.urlopen('{base}/1mb')\nbefore = (r.length, r.isclosed(), r.peek(3)[:3], r.version, r.will_close)\nr.read()\n(before, r.length, r.isclosed(), isinstance(r, http.client.HTTPResponse), r.seekable())"
+    ))
+    .await;
+    assert_eq!(
+        got["value"],
+        format!("(({MIB}, False, b'xxx', 11, True), 0, True, True, False)"),
+        "{got}"
+    );
     let got = run(format!(
         "r = requests.get('{base}/missing')\ntry:\n    r.raise_for_status()\nexcept requests.HTTPError as e:\n    err = str(e)\n(r.status_code, r.text, err[:13])"
     ))

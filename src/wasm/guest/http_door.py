@@ -179,6 +179,7 @@ def patch_urllib(request_module):
         return DoorResponse(got.body, message, got.url, got.status, got.reason)
 
     request_module.AbstractHTTPHandler.do_open = door_open
+    http.client.HTTPResponse.register(DoorResponse)
     if not hasattr(request_module, "HTTPSHandler"):
 
         class HTTPSHandler(request_module.AbstractHTTPHandler):
@@ -193,18 +194,53 @@ def patch_urllib(request_module):
 
 class DoorResponse(io.BytesIO):
     """A response the host fetched, its body in memory, with the interface urllib's HTTP
-    responses have (status, reason, headers, info(), geturl(), getheader()...). A plain
-    BytesIO underneath: read() hands back the body without a copy, and no file wrapper
-    warns when it is left unclosed."""
+    responses have (status, reason, headers, info(), geturl(), getheader(), length,
+    isclosed(), peek()...). A plain BytesIO underneath: read() hands back the body without
+    a copy, and no file wrapper warns when it is left unclosed. isinstance() takes it for
+    an http.client.HTTPResponse (registered as one)."""
+
+    version = 11
+    will_close = True  # urllib asks for "Connection: close"
 
     def __init__(self, body, headers, url, status, reason):
         super().__init__(body)
         self.headers, self.url, self.status, self.reason = headers, url, status, reason
         self.msg = reason  # what urllib leaves in .msg of an HTTP response
+        self.size = len(body)
+        self.sized = headers.get("Content-Length") is not None
 
     @property
     def code(self):
         return self.status
+
+    @property
+    def length(self):
+        """Bytes of the body not read yet, or None when the server gave no length."""
+        if not self.sized:
+            return None
+        return 0 if self.closed else self.size - self.tell()
+
+    def isclosed(self):
+        """Whether the body has been read to its end (or closed), as http.client says."""
+        return self.closed or self.tell() >= self.size
+
+    def peek(self, n=0):
+        """Bytes ahead, left to be read."""
+        if self.closed:
+            return b""
+        at = self.tell()
+        ahead = self.read(n if n > 0 else 8192)
+        self.seek(at)
+        return ahead
+
+    def seekable(self):
+        return False
+
+    def writable(self):
+        return False
+
+    def write(self, data):
+        raise io.UnsupportedOperation("write")
 
     def info(self):
         return self.headers
