@@ -135,7 +135,7 @@ def precision(line=""):
     """%precision [n | format]: how floats shown as values look ("%.nf", or a format of
     your own such as %e; none resets to repr), and numpy's printing precision, as in IPython."""
     said = line.strip()
-    numpy = sys.modules.get("numpy")
+    numpy = sys.modules.get("numpy") if numpy_in_use() else None
     if "%" in said:
         said % 3.14159  # a format that cannot format a float fails here, as in IPython
         chosen = said
@@ -151,6 +151,30 @@ def precision(line=""):
             numpy.set_printoptions(precision=8)
     api.float_format[0] = None if chosen == "%r" else chosen
     return chosen
+
+
+# Packages that import numpy as they are imported.
+NUMPY_USERS = frozenset({
+    "numpy", "pandas", "scipy", "sklearn", "matplotlib", "mpl_toolkits", "seaborn", "statsmodels",
+    "patsy", "skimage", "xarray", "pyarrow", "h5py", "tables", "numba", "torch", "tensorflow",
+    "cv2", "imageio", "shapely", "geopandas", "plotnine", "numexpr", "bottleneck",
+})
+
+
+def numpy_in_use():
+    """Whether the code has imported numpy, itself or through a package that does (IPython's
+    %precision sets numpy's precision only then). numpy is loaded ahead here, so what the
+    code holds tells: a module, function, class or object of such a package."""
+    for value in list(api.namespace.values()):
+        try:
+            name = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
+            if not isinstance(name, str):
+                name = type(value).__module__
+        except Exception:  # an object whose attributes fail is no package's
+            continue
+        if isinstance(name, str) and name.partition(".")[0] in NUMPY_USERS:
+            return True
+    return False
 
 
 # ---- environment and files -----------------------------------------------------------------

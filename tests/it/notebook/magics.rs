@@ -366,6 +366,22 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| value_is(o, "inf"),
     },
     Idiom {
+        name: "%precision sets numpy's printing only once the code has imported it",
+        cells: &[
+            "%precision 3",
+            "import numpy as np\nbefore = str(np.array([1 / 3]))\n%precision 2\nprint(before, np.array([1 / 3]))",
+        ],
+        check: |o| stdout_is(o, "[0.33333333] [0.33]\n"),
+    },
+    Idiom {
+        name: "%precision after pandas (which imports numpy) sets numpy's printing",
+        cells: &[
+            "import pandas as pd\n%precision 2",
+            "import numpy as np\nprint(np.array([1 / 3]))",
+        ],
+        check: |o| stdout_is(o, "[0.33]\n"),
+    },
+    Idiom {
         name: "%save writes cells to a file",
         cells: &[
             "def area(r):\n    return 3.14159 * r * r",
