@@ -9,7 +9,7 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
@@ -281,9 +281,14 @@ impl HttpTool {
     ) -> Result<ToolValue, ToolFailure> {
         let max = self.door.settings.max_bytes;
         let status = response.status();
+        // A length sent beside a transfer coding is not the body's (HTTP/1.1
+        // reads the coding and ignores it): the body handed over is whole,
+        // so it would only contradict it. (A HEAD's answer has no body.)
+        let coded = response.headers().contains_key(header::TRANSFER_ENCODING) && method != "HEAD";
         let headers: Vec<Value> = response
             .headers()
             .iter()
+            .filter(|(k, _)| !(coded && *k == header::CONTENT_LENGTH))
             .map(|(k, v)| json!([k.as_str(), latin1_text(v.as_bytes())]))
             .collect();
         // Sized once from Content-Length (within the cap, and at most 8 MiB

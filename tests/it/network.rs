@@ -414,9 +414,9 @@ async fn a_slow_response_is_stopped_by_the_execution_timeout() {
     assert_eq!(run(&server, &id, "1 + 1").await["value"], "2");
 }
 
-/// A loopback server whose every answer carries a header HTTP does not allow
-/// (a DEL byte in its value); its address.
-async fn malformed_server() -> SocketAddr {
+/// A loopback server that writes `answer(path)`'s bytes, as they are, to each
+/// request (one per connection) and closes; its address.
+pub(crate) async fn raw_server(answer: fn(&str) -> &'static [u8]) -> SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -424,10 +424,10 @@ async fn malformed_server() -> SocketAddr {
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut request = [0u8; 4096];
-            let _ = stream.read(&mut request).await;
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\nX-Bad: a\x7fb\r\nContent-Length: 2\r\n\r\nok")
-                .await;
+            let read = stream.read(&mut request).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&request[..read]);
+            let path = head.split(' ').nth(1).unwrap_or("/");
+            let _ = stream.write_all(answer(path)).await;
         }
     });
     addr
@@ -435,7 +435,9 @@ async fn malformed_server() -> SocketAddr {
 
 #[tokio::test]
 async fn a_malformed_answer_is_said_to_be_one_not_an_unreachable_server() {
-    let addr = malformed_server().await;
+    // Every answer carries a header HTTP does not allow (a DEL byte).
+    let addr =
+        raw_server(|_| b"HTTP/1.1 200 OK\r\nX-Bad: a\x7fb\r\nContent-Length: 2\r\n\r\nok").await;
     let origin = format!("http://{addr}");
     let (server, id) = sandbox_allowing(&origin).await;
     let got = run(

@@ -1,7 +1,8 @@
 //! The HTTP clients at their edges: a proxy setting (HTTPS_PROXY,
 //! `proxies=`, urllib3's ProxyManager) is not used, and the request goes to
 //! its own target through the door, never to the proxy's address; aiohttp's
-//! `expect100=True` gets its `100 Continue` and its answer.
+//! `expect100=True` gets its `100 Continue` and its answer; empty, chunked and
+//! self-contradicting answers read as they do natively.
 
 use serde_json::{Value, json};
 
@@ -105,4 +106,46 @@ async fn aiohttp_expect100_gets_its_answer() {
     )
     .await;
     assert_eq!(got["value"], "(200, 'POST', 'xxxxxxxxxx')", "{got}");
+}
+
+/// The answers of the odd server: empty, chunked, and a length beside a
+/// transfer coding (which HTTP/1.1 ignores).
+fn odd_answer(path: &str) -> &'static [u8] {
+    match path {
+        "/empty" => b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n",
+        "/chunked" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\na,b\n\r\n4\r\n1,2\n\r\n0\r\n\r\n",
+        _ => b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n6\r\nabcdef\r\n0\r\n\r\n",
+    }
+}
+
+#[tokio::test]
+async fn empty_chunked_and_contradicting_answers_read_as_natively() {
+    let index = crate::real_wheels::index().await;
+    let odd = crate::network::raw_server(odd_answer).await;
+    let origin = format!("http://{odd}");
+    let (server, id) = door_sandbox(
+        &index.url,
+        &[
+            ("SANDBOX_ALLOW_HOSTS", &origin),
+            ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
+        ],
+        "%pip install -q requests\nimport requests\n'ready'",
+    )
+    .await;
+    // An empty answer is not closed before it is read (a file wrapper refused
+    // it), a chunked one is read line by line through a text wrapper (it was
+    // taken for closed after its last byte), and a length beside a transfer
+    // coding is not held against the body.
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "import io, csv\ne = requests.get('{origin}/empty', stream=True)\nc = requests.get('{origin}/chunked', stream=True)\n(e.raw.closed, io.TextIOWrapper(e.raw).read(), list(csv.reader(io.TextIOWrapper(c.raw, encoding='utf-8'))), requests.get('{origin}/both').text)"
+        ),
+    )
+    .await;
+    assert_eq!(
+        got["value"], "(False, '', [['a', 'b'], ['1', '2']], 'abcdef')",
+        "{got}"
+    );
 }

@@ -72,16 +72,34 @@ class Original:
 
 
 class Body(io.BytesIO):
-    """A response's body in memory, read as urllib3 reads http.client's response: it
-    says it is closed (`isclosed()`) once every byte has been read, so a stream of
-    chunks of no fixed size (`stream(None)`, requests' `iter_content(None)`) ends."""
+    """A response's body in memory, read as urllib3 reads http.client's response, which
+    says it is closed (`isclosed()`) once a read has reached the end: with a length, the
+    read that returns its last byte; without one (the server sent it chunked or until it
+    closed), the read that finds nothing more, or a read of everything. So a stream of
+    chunks of no fixed size (`stream(None)`, requests' `iter_content(None)`) ends, and
+    an empty body is not closed before it is read."""
 
-    def __init__(self, data):
+    def __init__(self, data, sized):
         super().__init__(data)
-        self.size = len(data)
+        self.size, self.sized, self.ended = len(data), sized, False
+
+    def read(self, size=-1):
+        data = super().read(size)
+        self.note_read(size, data)
+        return data
+
+    def read1(self, size=-1):
+        data = super().read1(size)
+        self.note_read(size, data)
+        return data
+
+    def note_read(self, size, data):
+        everything = size is None or size < 0
+        self.ended = self.ended or everything or (
+            self.tell() >= self.size if self.sized else (not data and size != 0))
 
     def isclosed(self):
-        return self.closed or self.tell() >= self.size
+        return self.closed or self.ended
 
 
 def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None):
@@ -93,7 +111,7 @@ def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None
     for name, value in got.headers:  # what HTTPHeaderDict(pairs) does, without its type checks
         headers.add(name, value)
     return HTTPResponse(
-        body=Body(got.body),
+        body=Body(got.body, sized="content-length" in headers),
         headers=headers,
         status=got.status,
         version=11,
