@@ -153,6 +153,8 @@ pub enum FailureKind {
     TooLarge,
     /// The execution has used all the calls or time it may.
     BudgetExceeded,
+    /// A server's answer broke off before its body ended.
+    BrokenAnswer,
 }
 
 impl FailureKind {
@@ -167,6 +169,7 @@ impl FailureKind {
             Self::Timeout => "timeout",
             Self::TooLarge => "too_large",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::BrokenAnswer => "broken_answer",
         }
     }
 }

@@ -327,8 +327,13 @@ impl HttpTool {
                         )
                     } else {
                         ToolFailure::new(
-                            FailureKind::ToolError,
-                            format!("reading the response of {} failed: {e}", origin(url)),
+                            FailureKind::BrokenAnswer,
+                            format!(
+                                "the answer of {} broke off before its body ended ({} bytes came): {}",
+                                origin(url),
+                                body.len(),
+                                with_causes(&e)
+                            ),
                         )
                     });
                 }
@@ -504,21 +509,20 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
         return ToolFailure::new(FailureKind::Denied, why);
     }
     log.note(record(method, url, None, 0, None));
-    let kind = if e.is_timeout() {
-        FailureKind::Timeout
-    } else {
-        FailureKind::ToolError
-    };
-    let mut text = e.to_string();
+    let text = with_causes(e);
     let mut malformed = false;
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {
-        text.push_str(&format!(": {inner}"));
         malformed |= inner
             .downcast_ref::<hyper::Error>()
             .is_some_and(hyper::Error::is_parse);
         source = inner.source();
     }
+    let kind = if e.is_timeout() {
+        FailureKind::Timeout
+    } else {
+        FailureKind::ToolError
+    };
     let message = if malformed {
         // The server was reached: it is its answer that cannot be read.
         format!("the answer of {} is not valid HTTP: {text}", origin(url))
@@ -526,6 +530,17 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
         format!("could not reach {}: {text}", origin(url))
     };
     ToolFailure::new(kind, message)
+}
+
+/// `e`'s message followed by those of the errors under it.
+fn with_causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        text.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    text
 }
 
 /// Whether `e`, or an error under it, is a timeout.

@@ -108,12 +108,13 @@ async fn aiohttp_expect100_gets_its_answer() {
     assert_eq!(got["value"], "(200, 'POST', 'xxxxxxxxxx')", "{got}");
 }
 
-/// The answers of the odd server: empty, chunked, and a length beside a
-/// transfer coding (which HTTP/1.1 ignores).
+/// The answers of the odd server: empty, chunked, a length beside a transfer
+/// coding (which HTTP/1.1 ignores), and a body shorter than its length.
 fn odd_answer(path: &str) -> &'static [u8] {
     match path {
         "/empty" => b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n",
         "/chunked" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\na,b\n\r\n4\r\n1,2\n\r\n0\r\n\r\n",
+        "/short" => b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nonly half of it",
         _ => b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n6\r\nabcdef\r\n0\r\n\r\n",
     }
 }
@@ -129,7 +130,7 @@ async fn empty_chunked_and_contradicting_answers_read_as_natively() {
             ("SANDBOX_ALLOW_HOSTS", &origin),
             ("SANDBOX_ALLOW_NETWORKS", "127.0.0.1/32"),
         ],
-        "%pip install -q requests\nimport requests\n'ready'",
+        "%pip install -q requests httpx aiohttp\nimport requests, httpx, urllib3, aiohttp\n'ready'",
     )
     .await;
     // An empty answer is not closed before it is read (a file wrapper refused
@@ -146,6 +147,20 @@ async fn empty_chunked_and_contradicting_answers_read_as_natively() {
     .await;
     assert_eq!(
         got["value"], "(False, '', [['a', 'b'], ['1', '2']], 'abcdef')",
+        "{got}"
+    );
+    // A body that breaks off raises what each client raises natively for one
+    // (urllib3 retries it, as it does natively, then gives up).
+    let got = run(
+        &server,
+        &id,
+        &format!(
+            "u = '{origin}/short'\ndef kind(f):\n    try:\n        f()\n    except Exception as e:\n        return type(e).__name__\nasync def with_aiohttp():\n    async with aiohttp.ClientSession() as s:\n        async with s.get(u) as r:\n            await r.read()\ntry:\n    await with_aiohttp()\nexcept Exception as e:\n    by_aiohttp = type(e).__name__\n' '.join([kind(lambda: requests.get(u)), kind(lambda: httpx.get(u)), kind(lambda: urllib3.request('GET', u)), by_aiohttp])"
+        ),
+    )
+    .await;
+    assert_eq!(
+        got["value"], "'ChunkedEncodingError RemoteProtocolError MaxRetryError ClientPayloadError'",
         "{got}"
     );
 }

@@ -24,6 +24,9 @@ import math
 from _sandbox_http import MAX_BODY_BYTES, DoorFailure, fetch, named
 
 REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
+# A server's answer that broke off before its body ended: each client raises what it
+# raises natively for a body cut short.
+BROKE_OFF = "broken_answer"
 
 
 def seconds(value):
@@ -200,6 +203,8 @@ def patch_urllib3(urllib3):
                     raise TimeoutError(str(failure)) from None
                 if failure.kind in REFUSALS:
                     raise NetworkRefused(str(failure)) from None
+                if failure.kind == BROKE_OFF:
+                    raise exceptions.ProtocolError(f"Connection broken: {failure}") from None
                 raise exceptions.NewConnectionError(self, str(failure)) from None
             return urllib3_response(got, method, url, preload=preload, decode=decode, enforce=enforce)
 
@@ -372,7 +377,8 @@ def send_straight(adapter, request, target, stream, timeout, verify, cert, proxi
 
 def urllib3_error(adapter, request, target, failure, read):
     """The urllib3 error urllib3's path raises for a failed fetch, and the requests
-    exception class it becomes there."""
+    exception class it becomes there (an answer that broke off is one requests' reading
+    of the body finds)."""
     from requests import exceptions
     from urllib3 import exceptions as raised
 
@@ -380,6 +386,8 @@ def urllib3_error(adapter, request, target, failure, read):
     if failure.kind == "timeout":
         message = f"Read timed out. (read timeout={read})"
         return raised.ReadTimeoutError(pool, target, message), exceptions.ReadTimeout
+    if failure.kind == BROKE_OFF:
+        return raised.ProtocolError(f"Connection broken: {failure}"), exceptions.ChunkedEncodingError
     reason = raised.NewConnectionError(None, str(failure))
     return raised.MaxRetryError(pool, request.path_url, reason), exceptions.ConnectionError
 
@@ -406,6 +414,8 @@ def patch_httpx(httpx):
                 raise httpx.ReadTimeout(str(failure), request=request) from None
             if failure.kind in REFUSALS:
                 raise NetworkRefused(str(failure), request=request) from None
+            if failure.kind == BROKE_OFF:
+                raise httpx.RemoteProtocolError(str(failure), request=request) from None
             raise httpx.ConnectError(str(failure), request=request) from None
         return httpx.Response(
             got.status,
@@ -576,6 +586,8 @@ def patch_aiohttp(aiohttp):
             return aiohttp.ServerTimeoutError(str(failure))
         if failure.kind in REFUSALS:
             return NetworkRefused(str(failure))
+        if failure.kind == BROKE_OFF:
+            return aiohttp.ClientPayloadError(str(failure))
         return aiohttp.ClientConnectionError(str(failure))
 
     async def _create_direct_connection(self, req, traces, timeout, *, client_error=None):
