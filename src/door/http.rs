@@ -295,6 +295,7 @@ impl HttpTool {
         // before the bytes arrive), not grown chunk by chunk.
         let expected = response.content_length().unwrap_or(0).min(max).min(8 << 20);
         let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
+        let mut broken = None;
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
@@ -315,31 +316,34 @@ impl HttpTool {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => {
+                Err(e) if is_timeout(&e) => {
                     log.note(record(method, url, Some(status), body.len() as u64, None));
-                    return Err(if is_timeout(&e) {
-                        ToolFailure::new(
-                            FailureKind::Timeout,
-                            format!(
-                                "the response of {} did not end within the time left (the request's own timeout, the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
-                                origin(url)
-                            ),
-                        )
-                    } else {
-                        ToolFailure::new(
-                            FailureKind::BrokenAnswer,
-                            format!(
-                                "the answer of {} broke off before its body ended ({} bytes came): {}",
-                                origin(url),
-                                body.len(),
-                                with_causes(&e)
-                            ),
-                        )
-                    });
+                    return Err(ToolFailure::new(
+                        FailureKind::Timeout,
+                        format!(
+                            "the response of {} did not end within the time left (the request's own timeout, the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
+                            origin(url)
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    broken = Some(format!(
+                        "the answer of {} broke off before its body ended ({} bytes came): {}",
+                        origin(url),
+                        body.len(),
+                        with_causes(&e)
+                    ));
+                    break;
                 }
             }
         }
-        log.note(record(method, url, Some(status), body.len() as u64, None));
+        log.note(RequestRecord {
+            broken: broken.is_some(),
+            ..record(method, url, Some(status), body.len() as u64, None)
+        });
+        if let (Some(why), false) = (&broken, raw_body) {
+            return Err(ToolFailure::new(FailureKind::BrokenAnswer, why.clone()));
+        }
         let mut value = json!({
             "status": status.as_u16(),
             "reason": status.canonical_reason().unwrap_or(""),
@@ -347,7 +351,12 @@ impl HttpTool {
             "headers": headers,
         });
         if raw_body {
+            // The sandbox's clients read what came, and fail where a socket's
+            // reader would.
             value["body_bytes"] = json!(body.len());
+            if let Some(why) = broken {
+                value["broken"] = json!(why);
+            }
             return Ok(ToolValue {
                 value,
                 raw: Some(body),
@@ -586,6 +595,7 @@ fn record(
         bytes,
         refused,
         cut: false,
+        broken: false,
     }
 }
 

@@ -65,4 +65,7 @@ pub struct RequestRecord {
     /// response came.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cut: bool,
+    /// The answer broke off before its body ended (`bytes` is what came).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub broken: bool,
 }

@@ -149,18 +149,29 @@ async fn empty_chunked_and_contradicting_answers_read_as_natively() {
         got["value"], "(False, '', [['a', 'b'], ['1', '2']], 'abcdef')",
         "{got}"
     );
-    // A body that breaks off raises what each client raises natively for one
-    // (urllib3 retries it, as it does natively, then gives up).
+    // A body that breaks off raises what each client raises natively for one,
+    // where it does: when the body is read, after the status and headers came
+    // (urllib3, reading it at once, retries as it does natively, then gives
+    // up; requests reads it after its adapter, so nothing is sent twice).
     let got = run(
         &server,
         &id,
         &format!(
-            "u = '{origin}/short'\ndef kind(f):\n    try:\n        f()\n    except Exception as e:\n        return type(e).__name__\nasync def with_aiohttp():\n    async with aiohttp.ClientSession() as s:\n        async with s.get(u) as r:\n            await r.read()\ntry:\n    await with_aiohttp()\nexcept Exception as e:\n    by_aiohttp = type(e).__name__\n' '.join([kind(lambda: requests.get(u)), kind(lambda: httpx.get(u)), kind(lambda: urllib3.request('GET', u)), by_aiohttp])"
+            "u = '{origin}/short'\ndef kind(f):\n    try:\n        f()\n    except Exception as e:\n        return type(e).__name__\nasync def with_aiohttp():\n    async with aiohttp.ClientSession() as s:\n        async with s.get(u) as r:\n            await r.read()\ntry:\n    await with_aiohttp()\nexcept Exception as e:\n    by_aiohttp = type(e).__name__\nimport urllib.request, http.client\nstreamed = requests.get(u, stream=True)\nc = http.client.HTTPConnection('{odd}')\nc.request('GET', '/short')\nnames = [kind(lambda: requests.get(u)), kind(lambda: httpx.get(u)), kind(lambda: urllib3.request('GET', u)), by_aiohttp, kind(lambda: urllib.request.urlopen(u).read()), kind(c.getresponse().read), str(streamed.status_code), kind(lambda: streamed.content)]\n' '.join(names)"
         ),
     )
     .await;
     assert_eq!(
-        got["value"], "'ChunkedEncodingError RemoteProtocolError MaxRetryError ClientPayloadError'",
+        got["value"],
+        "'ChunkedEncodingError RemoteProtocolError MaxRetryError ClientPayloadError IncompleteRead IncompleteRead 200 ChunkedEncodingError'",
+        "{got}"
+    );
+    // The usage records say each answer broke off, and what came.
+    let records = door_requests(&got);
+    assert!(
+        records
+            .iter()
+            .all(|r| r["broken"] == true && r["bytes"] == 15),
         "{got}"
     );
 }

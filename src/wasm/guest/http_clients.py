@@ -24,9 +24,6 @@ import math
 from _sandbox_http import MAX_BODY_BYTES, DoorFailure, fetch, named
 
 REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
-# A server's answer that broke off before its body ended: each client raises what it
-# raises natively for a body cut short.
-BROKE_OFF = "broken_answer"
 
 
 def seconds(value):
@@ -80,11 +77,14 @@ class Body(io.BytesIO):
     read that returns its last byte; without one (the server sent it chunked or until it
     closed), the read that finds nothing more, or a read of everything. So a stream of
     chunks of no fixed size (`stream(None)`, requests' `iter_content(None)`) ends, and
-    an empty body is not closed before it is read."""
+    an empty body is not closed before it is read. A body that broke off (`broken`) is
+    never done: with a length, urllib3 finds it short (IncompleteRead, as from a
+    socket); chunked, a read of everything or at its end raises IncompleteRead."""
 
-    def __init__(self, data, sized):
+    def __init__(self, data, sized, broken=False, promised=None):
         super().__init__(data)
-        self.size, self.sized, self.ended = len(data), sized, False
+        self.size, self.sized, self.broken, self.ended = len(data), sized, broken, False
+        self.promised = promised  # of a body that broke off, the length it was to have
 
     def read(self, size=-1):
         data = super().read(size)
@@ -98,6 +98,13 @@ class Body(io.BytesIO):
 
     def note_read(self, size, data):
         everything = size is None or size < 0
+        if self.broken:
+            if everything or (not self.sized and not data and size != 0):
+                import http.client
+
+                left = None if self.promised is None else max(self.promised - self.tell(), 0)
+                raise http.client.IncompleteRead(data, left)
+            return
         self.ended = self.ended or everything or (
             self.tell() >= self.size if self.sized else (not data and size != 0))
 
@@ -114,7 +121,8 @@ def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None
     for name, value in got.headers:  # what HTTPHeaderDict(pairs) does, without its type checks
         headers.add(name, value)
     return HTTPResponse(
-        body=Body(got.body, sized="content-length" in headers),
+        body=Body(got.body, sized="content-length" in headers, broken=got.broken is not None,
+                  promised=got.declared_length()),
         headers=headers,
         status=got.status,
         version=11,
@@ -203,8 +211,6 @@ def patch_urllib3(urllib3):
                     raise TimeoutError(str(failure)) from None
                 if failure.kind in REFUSALS:
                     raise NetworkRefused(str(failure)) from None
-                if failure.kind == BROKE_OFF:
-                    raise exceptions.ProtocolError(f"Connection broken: {failure}") from None
                 raise exceptions.NewConnectionError(self, str(failure)) from None
             return urllib3_response(got, method, url, preload=preload, decode=decode, enforce=enforce)
 
@@ -377,8 +383,7 @@ def send_straight(adapter, request, target, stream, timeout, verify, cert, proxi
 
 def urllib3_error(adapter, request, target, failure, read):
     """The urllib3 error urllib3's path raises for a failed fetch, and the requests
-    exception class it becomes there (an answer that broke off is one requests' reading
-    of the body finds)."""
+    exception class it becomes there."""
     from requests import exceptions
     from urllib3 import exceptions as raised
 
@@ -386,8 +391,6 @@ def urllib3_error(adapter, request, target, failure, read):
     if failure.kind == "timeout":
         message = f"Read timed out. (read timeout={read})"
         return raised.ReadTimeoutError(pool, target, message), exceptions.ReadTimeout
-    if failure.kind == BROKE_OFF:
-        return raised.ProtocolError(f"Connection broken: {failure}"), exceptions.ChunkedEncodingError
     reason = raised.NewConnectionError(None, str(failure))
     return raised.MaxRetryError(pool, request.path_url, reason), exceptions.ConnectionError
 
@@ -414,15 +417,13 @@ def patch_httpx(httpx):
                 raise httpx.ReadTimeout(str(failure), request=request) from None
             if failure.kind in REFUSALS:
                 raise NetworkRefused(str(failure), request=request) from None
-            if failure.kind == BROKE_OFF:
-                raise httpx.RemoteProtocolError(str(failure), request=request) from None
             raise httpx.ConnectError(str(failure), request=request) from None
         return httpx.Response(
             got.status,
             # As bytes, which httpx decodes as it does a server's (ASCII, UTF-8, latin-1).
             headers=[(name.encode("latin-1", "replace"), value.encode("latin-1", "replace"))
                      for name, value in got.headers],
-            stream=httpx.ByteStream(got.body),
+            stream=httpx.ByteStream(got.body) if got.broken is None else broken_stream(httpx, got),
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": got.reason.encode("latin-1", "replace")},
         )
 
@@ -487,6 +488,8 @@ class DoorTransport:
             self._loop.call_soon(self._protocol.set_exception, self._failed(failure))
             return
         self._loop.call_soon(self._protocol.data_received, response_bytes(method, got))
+        if got.broken is not None:
+            self._loop.call_soon(self.close)  # the server closed before the body's end
 
     def is_closing(self):
         return self._closing
@@ -557,16 +560,48 @@ def take_request(buffer):
 
 
 def response_bytes(method, got):
-    """A fetched response as HTTP/1.1 bytes, its body sized by Content-Length."""
+    """A fetched response as HTTP/1.1 bytes, its body sized by Content-Length. A body that
+    broke off comes as it would from the server, for the client's own parser to find
+    short: under the length it promised, or chunked without its end."""
     keep_length = method == "HEAD" or got.status in (204, 304)
+    promised = got.declared_length() if got.broken is not None else None
     lines = [f"HTTP/1.1 {got.status} {got.reason}"]
     lines += [f"{name}: {value}" for name, value in got.headers
               if keep_length or name.lower() != "content-length"]
-    if not keep_length:
-        lines.append(f"Content-Length: {len(got.body)}")
+    body = got.body
+    if keep_length:
+        body = b""
+    elif got.broken is None:
+        lines.append(f"Content-Length: {len(body)}")
+    elif promised is not None:
+        lines.append(f"Content-Length: {promised}")
+    else:
+        lines.append("Transfer-Encoding: chunked")
+        body = b"%x\r\n%s\r\n" % (len(body), body) if body else b""
     # The door gives header bytes as latin-1 text: the same bytes go back.
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
-    return head if keep_length else head + got.body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body
+
+
+def broken_stream(httpx, got):
+    """httpx's stream of a body that broke off: what came, then the error httpx raises
+    when a server closes before the body ends."""
+    promised = got.declared_length()
+    told = (f"received {len(got.body)} bytes, expected {promised}" if promised is not None
+            else "incomplete chunked read")
+    message = f"peer closed connection without sending complete message body ({told})"
+
+    class Broken(httpx.SyncByteStream, httpx.AsyncByteStream):
+        def __iter__(self):
+            if got.body:
+                yield got.body
+            raise httpx.RemoteProtocolError(message)
+
+        async def __aiter__(self):
+            if got.body:
+                yield got.body
+            raise httpx.RemoteProtocolError(message)
+
+    return Broken()
 
 
 def patch_aiohttp(aiohttp):
@@ -586,8 +621,6 @@ def patch_aiohttp(aiohttp):
             return aiohttp.ServerTimeoutError(str(failure))
         if failure.kind in REFUSALS:
             return NetworkRefused(str(failure))
-        if failure.kind == BROKE_OFF:
-            return aiohttp.ClientPayloadError(str(failure))
         return aiohttp.ClientConnectionError(str(failure))
 
     async def _create_direct_connection(self, req, traces, timeout, *, client_error=None):

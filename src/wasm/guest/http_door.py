@@ -82,12 +82,21 @@ def call(tool, args):
 
 class Fetched:
     """A response the host fetched: status, reason, final URL, headers as (name, value)
-    pairs in order (repeated names kept), and the whole body."""
+    pairs in order (repeated names kept), and the whole body; or, when the answer broke
+    off before its body ended, what came, and `broken` says so (else None)."""
 
-    __slots__ = ("status", "reason", "url", "headers", "body")
+    __slots__ = ("status", "reason", "url", "headers", "body", "broken")
 
-    def __init__(self, status, reason, url, headers, body):
+    def __init__(self, status, reason, url, headers, body, broken=None):
         self.status, self.reason, self.url, self.headers, self.body = status, reason, url, headers, body
+        self.broken = broken
+
+    def declared_length(self):
+        """The body's length as the headers give it (one whole number), else None."""
+        values = [value for name, value in self.headers if name.lower() == "content-length"]
+        if len(values) == 1 and values[0].strip().isdigit():
+            return int(values[0])
+        return None
 
 
 def body_bytes(data):
@@ -144,7 +153,7 @@ def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=Tru
     if len(raw) != value.get("body_bytes"):
         raise DoorFailure("tool_error", "the door's answer was cut short")
     headers = [(name, text) for name, text in value["headers"] if name.lower() not in HOST_TRANSPORT]
-    return Fetched(value["status"], value["reason"], value["url"], headers, raw)
+    return Fetched(value["status"], value["reason"], value["url"], headers, raw, value.get("broken"))
 
 
 # ---- urllib.request -------------------------------------------------------------------------
@@ -176,7 +185,7 @@ def patch_urllib(request_module):
         message = http.client.HTTPMessage()
         for name, text in got.headers:
             message.set_raw(name, text)  # as message[name] = text stores it (compat32)
-        return DoorResponse(got.body, message, got.url, got.status, got.reason)
+        return DoorResponse(got.body, message, got.url, got.status, got.reason, got)
 
     request_module.AbstractHTTPHandler.do_open = door_open
     http.client.HTTPResponse.register(DoorResponse)
@@ -195,19 +204,46 @@ def patch_urllib(request_module):
 class DoorResponse(io.BytesIO):
     """A response the host fetched, its body in memory, with the interface urllib's HTTP
     responses have (status, reason, headers, info(), geturl(), getheader(), length,
-    isclosed(), peek()...). A plain BytesIO underneath: read() hands back the body without
-    a copy, and no file wrapper warns when it is left unclosed. isinstance() takes it for
-    an http.client.HTTPResponse (registered as one)."""
+    isclosed(), peek()...), read as http.client reads one: reading a closed response
+    gives nothing, it cannot seek, and a body that broke off raises IncompleteRead where
+    http.client does. A BytesIO underneath: read() hands back the body without a copy,
+    and no file wrapper warns when it is left unclosed. isinstance() takes it for an
+    http.client.HTTPResponse (registered as one)."""
 
     version = 11
     will_close = True  # urllib asks for "Connection: close"
+    debuglevel = 0
 
-    def __init__(self, body, headers, url, status, reason):
+    def __init__(self, body, headers, url, status, reason, fetched=None):
         super().__init__(body)
         self.headers, self.url, self.status, self.reason = headers, url, status, reason
         self.msg = reason  # what urllib leaves in .msg of an HTTP response
-        self.size = len(body)
+        self.size, self.ended = len(body), False
         self.sized = headers.get("Content-Length") is not None
+        self.broken = fetched is not None and fetched.broken is not None
+        # A body that broke off: the length its headers promised (None: chunked).
+        self.promised = fetched.declared_length() if self.broken else None
+
+    def read(self, size=-1):
+        """The body; of one that broke off, a read of all of it (or, chunked, any read
+        it cannot fill) raises IncompleteRead with what came."""
+        if self.closed:
+            return b""
+        data = super().read(size)
+        at = io.BytesIO.tell(self)
+        if self.broken and (size is None or size < 0 or (self.promised is None and len(data) < size)):
+            import http.client
+
+            left = None if self.promised is None else max(self.promised - at, 0)
+            raise http.client.IncompleteRead(data, left)
+        self.ended = self.ended or (not self.broken and at >= self.size)
+        return data
+
+    def readline(self, size=-1):
+        return b"" if self.closed else super().readline(size)
+
+    def readable(self):
+        return True
 
     @property
     def code(self):
@@ -218,23 +254,33 @@ class DoorResponse(io.BytesIO):
         """Bytes of the body not read yet, or None when the server gave no length."""
         if not self.sized:
             return None
-        return 0 if self.closed else self.size - self.tell()
+        total = self.size if self.promised is None else self.promised
+        return 0 if self.closed else total - io.BytesIO.tell(self)
 
     def isclosed(self):
-        """Whether the body has been read to its end (or closed), as http.client says."""
-        return self.closed or self.tell() >= self.size
+        """Whether the body has been read to its end (or closed), as http.client says: an
+        empty one only once read."""
+        if self.closed or self.ended:
+            return True
+        return not self.broken and self.size > 0 and io.BytesIO.tell(self) >= self.size
 
     def peek(self, n=0):
         """Bytes ahead, left to be read."""
         if self.closed:
             return b""
-        at = self.tell()
-        ahead = self.read(n if n > 0 else 8192)
-        self.seek(at)
+        at = io.BytesIO.tell(self)
+        ahead = super().read(n if n > 0 else 8192)
+        io.BytesIO.seek(self, at)
         return ahead
 
     def seekable(self):
         return False
+
+    def seek(self, *args):
+        raise io.UnsupportedOperation("seek")
+
+    def tell(self):
+        raise io.UnsupportedOperation("seek")  # as io's tell(), which seeks
 
     def writable(self):
         return False
