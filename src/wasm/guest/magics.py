@@ -5,6 +5,7 @@
 __sandbox_internal__ = True
 
 import os
+import re
 import sys
 
 import _sandbox_api as api
@@ -157,21 +158,32 @@ def precision(line=""):
 NUMPY_USERS = frozenset({
     "numpy", "pandas", "scipy", "sklearn", "matplotlib", "mpl_toolkits", "seaborn", "statsmodels",
     "patsy", "skimage", "xarray", "pyarrow", "h5py", "tables", "numba", "torch", "tensorflow",
-    "cv2", "imageio", "shapely", "geopandas", "plotnine", "numexpr", "bottleneck",
+    "cv2", "imageio", "shapely", "geopandas", "plotnine", "numexpr", "bottleneck", "joblib",
+    "contourpy", "formulaic", "pylab",
 })
+# An import statement's module names (`from a.b import c`, `import a, b as c`).
+IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_][\w.]*)[ \t]+import\b|import[ \t]+([A-Za-z_][\w., \t]*))",
+                         re.MULTILINE)
+# Magics that import matplotlib (and so numpy).
+LOADING_MAGIC = re.compile(r"^[ \t]*%(?:matplotlib|pylab)\b", re.MULTILINE)
 
 
 def numpy_in_use():
     """Whether the code has imported numpy, itself or through a package that does (IPython's
-    %precision sets numpy's precision only then). numpy is loaded ahead here, so what the
-    code holds tells: a module, function, class or object of such a package."""
-    for value in list(api.namespace.values()):
-        try:
-            name = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
-            if not isinstance(name, str):
-                name = type(value).__module__
-        except Exception:  # an object whose attributes fail is no package's
+    %precision sets numpy's precision only then). numpy is loaded ahead here, so the cells
+    run so far tell (an import of such a package, %matplotlib), or what the namespace holds
+    (a module or an object of one); no attribute of the code's objects is read."""
+    for source in list(api.inputs):
+        if not isinstance(source, str):
             continue
+        if LOADING_MAGIC.search(source):
+            return True
+        for found in IMPORT_LINE.finditer(source):
+            names = [found[1]] if found[1] else [part.split()[0] for part in found[2].split(",") if part.split()]
+            if any(name.partition(".")[0] in NUMPY_USERS for name in names):
+                return True
+    for value in list(api.namespace.values()):
+        name = value.__dict__.get("__name__") if isinstance(value, type(sys)) else type(value).__module__
         if isinstance(name, str) and name.partition(".")[0] in NUMPY_USERS:
             return True
     return False

@@ -374,6 +374,14 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| stdout_is(o, "[0.33333333] [0.33]\n"),
     },
     Idiom {
+        name: "%precision after %matplotlib inline (which imports numpy) sets numpy's printing",
+        cells: &[
+            "%matplotlib inline\n%precision 2",
+            "from numpy import array\nprint(array([1 / 3]))",
+        ],
+        check: |o| stdout_is(o, "[0.33]\n"),
+    },
+    Idiom {
         name: "%precision after pandas (which imports numpy) sets numpy's printing",
         cells: &[
             "import pandas as pd\n%precision 2",
