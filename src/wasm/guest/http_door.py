@@ -236,11 +236,42 @@ class DoorResponse(io.BytesIO):
 
             left = None if self.promised is None else max(self.promised - at, 0)
             raise http.client.IncompleteRead(data, left)
-        self.ended = self.ended or (not self.broken and at >= self.size)
+        self.ended = self.ended or (not self.broken and at >= self.size) or (self.broken and not data and size != 0)
         return data
 
+    def read1(self, size=-1):
+        """As read(), in one piece; of a chunked body that broke off, a read at its end
+        raises IncompleteRead (a text wrapper reads lines with it)."""
+        if self.closed:
+            return b""
+        data = super().read1(size)
+        self.note_end(bool(data) or size == 0)
+        return data
+
+    def readinto(self, buffer):
+        if self.closed:
+            return 0
+        n = super().readinto(buffer)
+        self.note_end(n > 0 or len(buffer) == 0)
+        return n
+
+    def note_end(self, got_some):
+        """After a read that found the end (nothing more) or not: a body that broke off
+        is then done, and a chunked one raises IncompleteRead, as http.client's does."""
+        if got_some or not self.broken:
+            return
+        self.ended = True
+        if self.promised is None:
+            import http.client
+
+            raise http.client.IncompleteRead(b"")
+
     def readline(self, size=-1):
-        return b"" if self.closed else super().readline(size)
+        if self.closed:
+            return b""
+        line = super().readline(size)
+        self.ended = self.ended or (self.broken and not line and size != 0)
+        return line
 
     def readable(self):
         return True

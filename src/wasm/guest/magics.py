@@ -182,8 +182,14 @@ def numpy_in_use():
             names = [found[1]] if found[1] else [part.split()[0] for part in found[2].split(",") if part.split()]
             if any(name.partition(".")[0] in NUMPY_USERS for name in names):
                 return True
+    module_dict = type(sys).__dict__["__dict__"].__get__  # a module's own, no subclass's
+    type_module = type.__dict__["__module__"].__get__  # a type's own, no metaclass's
     for value in list(api.namespace.values()):
-        name = value.__dict__.get("__name__") if isinstance(value, type(sys)) else type(value).__module__
+        kind = type(value)
+        try:
+            name = module_dict(value).get("__name__") if issubclass(kind, type(sys)) else type_module(kind)
+        except Exception:  # no package's
+            continue
         if isinstance(name, str) and name.partition(".")[0] in NUMPY_USERS:
             return True
     return False

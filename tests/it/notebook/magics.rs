@@ -382,6 +382,13 @@ pub const IDIOMS: &[Idiom] = &[
         check: |o| stdout_is(o, "[0.33]\n"),
     },
     Idiom {
+        name: "%precision runs no code of the namespace's objects",
+        cells: &[
+            "class Evil:\n    @property\n    def __class__(self):\n        raise RuntimeError('ran')\nevil = Evil()\n%precision 3\n1 / 3",
+        ],
+        check: |o| value_is(o, "0.333"),
+    },
+    Idiom {
         name: "%precision after pandas (which imports numpy) sets numpy's printing",
         cells: &[
             "import pandas as pd\n%precision 2",
