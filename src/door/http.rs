@@ -279,69 +279,10 @@ impl HttpTool {
         raw_body: bool,
         log: &RequestLog,
     ) -> Result<ToolValue, ToolFailure> {
-        let max = self.door.settings.max_bytes;
         let status = response.status();
-        // A length sent beside a transfer coding is not the body's (HTTP/1.1
-        // reads the coding and ignores it): the body handed over is whole,
-        // so it would only contradict it. (A HEAD's answer has no body.)
-        let coded = response.headers().contains_key(header::TRANSFER_ENCODING) && method != "HEAD";
-        let headers: Vec<Value> = response
-            .headers()
-            .iter()
-            .filter(|(k, _)| !(coded && *k == header::CONTENT_LENGTH))
-            .map(|(k, v)| json!([k.as_str(), latin1_text(v.as_bytes())]))
-            .collect();
-        // Sized once from Content-Length (within the cap, and at most 8 MiB
-        // before the bytes arrive), not grown chunk by chunk.
-        let expected = response.content_length().unwrap_or(0).min(max).min(8 << 20);
-        let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
-        let mut broken = None;
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len() as u64 + chunk.len() as u64 > max {
-                        let why = format!(
-                            "the response of {} is over {max} bytes (SANDBOX_GUEST_HTTP_MAX_BYTES)",
-                            origin(url)
-                        );
-                        log.note(record(
-                            method,
-                            url,
-                            Some(status),
-                            body.len() as u64,
-                            Some(why.clone()),
-                        ));
-                        return Err(ToolFailure::new(FailureKind::TooLarge, why));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) if is_timeout(&e) => {
-                    log.note(record(method, url, Some(status), body.len() as u64, None));
-                    return Err(ToolFailure::new(
-                        FailureKind::Timeout,
-                        format!(
-                            "the response of {} did not end within the time left (the request's own timeout, the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
-                            origin(url)
-                        ),
-                    ));
-                }
-                Err(e) => {
-                    broken = Some(format!(
-                        "the answer of {} broke off before its body ended ({} bytes came): {}",
-                        origin(url),
-                        body.len(),
-                        with_causes(&e)
-                    ));
-                    break;
-                }
-            }
-        }
-        log.note(RequestRecord {
-            broken: broken.is_some(),
-            ..record(method, url, Some(status), body.len() as u64, None)
-        });
-        if let (Some(why), false) = (&broken, raw_body) {
+        let headers = answer_headers(method, &response);
+        let read = self.read_body(method, url, &mut response, log).await?;
+        if let (Some(why), false) = (&read.broken, raw_body) {
             return Err(ToolFailure::new(FailureKind::BrokenAnswer, why.clone()));
         }
         let mut value = json!({
@@ -353,18 +294,93 @@ impl HttpTool {
         if raw_body {
             // The sandbox's clients read what came, and fail where a socket's
             // reader would.
-            value["body_bytes"] = json!(body.len());
-            if let Some(why) = broken {
+            value["body_bytes"] = json!(read.body.len());
+            if let Some(why) = read.broken {
                 value["broken"] = json!(why);
             }
             return Ok(ToolValue {
                 value,
-                raw: Some(body),
+                raw: Some(read.body),
             });
         }
-        value["body"] = bytes_value(&body);
+        value["body"] = bytes_value(&read.body);
         Ok(value.into())
     }
+
+    /// Reads `response`'s body within the cap, and notes the request. An
+    /// answer that breaks off is what came, with why.
+    async fn read_body(
+        &self,
+        method: &str,
+        url: &Url,
+        response: &mut reqwest::Response,
+        log: &RequestLog,
+    ) -> Result<ReadBody, ToolFailure> {
+        let max = self.door.settings.max_bytes;
+        let status = Some(response.status());
+        // Sized once from Content-Length (within the cap, and at most 8 MiB
+        // before the bytes arrive), not grown chunk by chunk.
+        let expected = response.content_length().unwrap_or(0).min(max).min(8 << 20);
+        let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
+        let broken = loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) if body.len() as u64 + chunk.len() as u64 > max => {
+                    let why = format!(
+                        "the response of {} is over {max} bytes (SANDBOX_GUEST_HTTP_MAX_BYTES)",
+                        origin(url)
+                    );
+                    let refused = Some(why.clone());
+                    log.note(record(method, url, status, body.len() as u64, refused));
+                    return Err(ToolFailure::new(FailureKind::TooLarge, why));
+                }
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) => break None,
+                Err(e) if is_timeout(&e) => {
+                    log.note(record(method, url, status, body.len() as u64, None));
+                    return Err(ToolFailure::new(
+                        FailureKind::Timeout,
+                        format!(
+                            "the response of {} did not end within the time left (the request's own timeout, the execution's timeout, or its door time: SANDBOX_DOOR_MAX_SECONDS)",
+                            origin(url)
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    break Some(format!(
+                        "the answer of {} broke off before its body ended ({} bytes came): {}",
+                        origin(url),
+                        body.len(),
+                        with_causes(&e)
+                    ));
+                }
+            }
+        };
+        log.note(RequestRecord {
+            broken: broken.is_some(),
+            ..record(method, url, status, body.len() as u64, None)
+        });
+        Ok(ReadBody { body, broken })
+    }
+}
+
+/// A response's body as it came: whole, or broken off (`broken` says why).
+struct ReadBody {
+    body: Vec<u8>,
+    broken: Option<String>,
+}
+
+/// A response's headers as the tool gives them, as (name, latin-1 text)
+/// pairs. A length sent beside a transfer coding is not the body's (HTTP/1.1
+/// reads the coding and ignores it): the body handed over is whole, so it
+/// would only contradict it. (A HEAD's answer has no body.)
+fn answer_headers(method: &str, response: &reqwest::Response) -> Vec<Value> {
+    let coded = response.headers().contains_key(header::TRANSFER_ENCODING) && method != "HEAD";
+    response
+        .headers()
+        .iter()
+        .filter(|(k, _)| !(coded && *k == header::CONTENT_LENGTH))
+        .map(|(k, v)| json!([k.as_str(), latin1_text(v.as_bytes())]))
+        .collect()
 }
 
 /// The arguments, checked: a method token, an http(s) URL, headers that are
