@@ -122,7 +122,7 @@ def urllib3_response(got, method, url, *, preload, decode, enforce, retries=None
         headers.add(name, value)
     return HTTPResponse(
         body=Body(got.body, sized="content-length" in headers, broken=got.broken is not None,
-                  promised=got.declared_length()),
+                  promised=None if got.broken is None else got.declared_length()),
         headers=headers,
         status=got.status,
         version=11,

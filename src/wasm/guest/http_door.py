@@ -185,7 +185,7 @@ def patch_urllib(request_module):
         message = http.client.HTTPMessage()
         for name, text in got.headers:
             message.set_raw(name, text)  # as message[name] = text stores it (compat32)
-        return DoorResponse(got.body, message, got.url, got.status, got.reason, got)
+        return DoorResponse(got, message)
 
     request_module.AbstractHTTPHandler.do_open = door_open
     http.client.HTTPResponse.register(DoorResponse)
@@ -214,13 +214,13 @@ class DoorResponse(io.BytesIO):
     will_close = True  # urllib asks for "Connection: close"
     debuglevel = 0
 
-    def __init__(self, body, headers, url, status, reason, fetched=None):
-        super().__init__(body)
-        self.headers, self.url, self.status, self.reason = headers, url, status, reason
-        self.msg = reason  # what urllib leaves in .msg of an HTTP response
-        self.size, self.ended = len(body), False
+    def __init__(self, fetched, headers):
+        super().__init__(fetched.body)
+        self.headers, self.url, self.status, self.reason = headers, fetched.url, fetched.status, fetched.reason
+        self.msg = fetched.reason  # what urllib leaves in .msg of an HTTP response
+        self.size, self.ended = len(fetched.body), False
         self.sized = headers.get("Content-Length") is not None
-        self.broken = fetched is not None and fetched.broken is not None
+        self.broken = fetched.broken is not None
         # A body that broke off: the length its headers promised (None: chunked).
         self.promised = fetched.declared_length() if self.broken else None
 
