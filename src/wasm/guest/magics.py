@@ -174,25 +174,31 @@ def numpy_in_use():
     run so far tell (an import of such a package, %matplotlib), or what the namespace holds
     (a module or an object of one); no attribute of the code's objects is read."""
     for source in list(api.inputs):
-        if not isinstance(source, str):
-            continue
-        if LOADING_MAGIC.search(source):
+        if isinstance(source, str) and (LOADING_MAGIC.search(source) or any(
+                name in NUMPY_USERS for name in imported_packages(source))):
             return True
-        for found in IMPORT_LINE.finditer(source):
-            names = [found[1]] if found[1] else [part.split()[0] for part in found[2].split(",") if part.split()]
-            if any(name.partition(".")[0] in NUMPY_USERS for name in names):
-                return True
-    module_dict = type(sys).__dict__["__dict__"].__get__  # a module's own, no subclass's
-    type_module = type.__dict__["__module__"].__get__  # a type's own, no metaclass's
-    for value in list(api.namespace.values()):
-        kind = type(value)
-        try:
-            name = module_dict(value).get("__name__") if issubclass(kind, type(sys)) else type_module(kind)
-        except Exception:  # no package's
-            continue
-        if isinstance(name, str) and name.partition(".")[0] in NUMPY_USERS:
-            return True
-    return False
+    return any(package_of(value) in NUMPY_USERS for value in list(api.namespace.values()))
+
+
+def imported_packages(source):
+    """The top-level packages a cell's import statements name."""
+    for found in IMPORT_LINE.finditer(source):
+        modules = [found[1]] if found[1] else [part.split()[0] for part in found[2].split(",") if part.split()]
+        yield from (module.partition(".")[0] for module in modules)
+
+
+def package_of(value):
+    """The top-level package a module is, or an object's type comes from (None if not
+    known), read through the base descriptors, so no property of the code's runs."""
+    kind = type(value)
+    try:
+        if issubclass(kind, type(sys)):
+            name = type(sys).__dict__["__dict__"].__get__(value).get("__name__")
+        else:
+            name = type.__dict__["__module__"].__get__(kind)
+    except Exception:
+        return None
+    return name.partition(".")[0] if isinstance(name, str) else None
 
 
 # ---- environment and files -----------------------------------------------------------------
