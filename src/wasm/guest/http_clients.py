@@ -568,6 +568,8 @@ def response_bytes(method, got):
     lines = [f"HTTP/1.1 {got.status} {got.reason}"]
     lines += [f"{name}: {value}" for name, value in got.headers
               if keep_length or name.lower() != "content-length"]
+    if got.closes:
+        lines.append("Connection: close")  # the server's word, so the client reconnects
     body = got.body
     if keep_length:
         body = b""
@@ -679,7 +681,9 @@ class DoorSocket:
         pass
 
     def close(self):
-        self._answers.clear()
+        # A response being read keeps what it was answered (http.client hands the
+        # socket's file to a response that closes its connection, then closes it).
+        self._answers = bytearray()
 
 
 # Most bytes a DoorSocket holds of requests not yet whole: a body the door takes, and room

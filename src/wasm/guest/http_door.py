@@ -85,11 +85,12 @@ class Fetched:
     pairs in order (repeated names kept), and the whole body; or, when the answer broke
     off before its body ended, what came, and `broken` says so (else None)."""
 
-    __slots__ = ("status", "reason", "url", "headers", "body", "broken")
+    __slots__ = ("status", "reason", "url", "headers", "body", "broken", "closes")
 
-    def __init__(self, status, reason, url, headers, body, broken=None):
+    def __init__(self, status, reason, url, headers, body, broken=None, closes=False):
         self.status, self.reason, self.url, self.headers, self.body = status, reason, url, headers, body
         self.broken = broken
+        self.closes = closes  # the server said it closes the connection after this answer
 
     def declared_length(self):
         """The body's length as the headers give it (one whole number), else None."""
@@ -153,7 +154,8 @@ def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=Tru
     if len(raw) != value.get("body_bytes"):
         raise DoorFailure("tool_error", "the door's answer was cut short")
     headers = [(name, text) for name, text in value["headers"] if name.lower() not in HOST_TRANSPORT]
-    return Fetched(value["status"], value["reason"], value["url"], headers, raw, value.get("broken"))
+    closes = any(name.lower() == "connection" and "close" in text.lower() for name, text in value["headers"])
+    return Fetched(value["status"], value["reason"], value["url"], headers, raw, value.get("broken"), closes)
 
 
 # ---- urllib.request -------------------------------------------------------------------------
