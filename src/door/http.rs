@@ -535,14 +535,11 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
     }
     log.note(record(method, url, None, 0, None));
     let text = with_causes(e);
-    let mut malformed = false;
-    let mut source = std::error::Error::source(e);
-    while let Some(inner) = source {
-        malformed |= inner
+    let malformed = causes(e).skip(1).any(|inner| {
+        inner
             .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_parse);
-        source = inner.source();
-    }
+            .is_some_and(hyper::Error::is_parse)
+    });
     let kind = if e.is_timeout() {
         FailureKind::Timeout
     } else {
@@ -557,44 +554,37 @@ fn send_failed(method: &str, url: &Url, e: &reqwest::Error, log: &RequestLog) ->
     ToolFailure::new(kind, message)
 }
 
+/// `e` and the errors under it, `e` first.
+fn causes(e: &reqwest::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |inner| {
+        inner.source()
+    })
+}
+
 /// `e`'s message followed by those of the errors under it.
 fn with_causes(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(inner) = source {
-        text.push_str(&format!(": {inner}"));
-        source = inner.source();
-    }
-    text
+    causes(e)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Whether `e`, or an error under it, is a timeout.
 fn is_timeout(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(inner) = source {
-        let timed_out = inner
+    causes(e).any(|inner| {
+        inner
             .downcast_ref::<reqwest::Error>()
             .is_some_and(reqwest::Error::is_timeout)
             || inner
                 .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
-        if timed_out {
-            return true;
-        }
-        source = inner.source();
-    }
-    false
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+    })
 }
 
 fn find_refusal(e: &reqwest::Error) -> Option<&AddressRefused> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(inner) = source {
-        if let Some(refused) = inner.downcast_ref::<AddressRefused>() {
-            return Some(refused);
-        }
-        source = inner.source();
-    }
-    None
+    causes(e)
+        .skip(1)
+        .find_map(|inner| inner.downcast_ref::<AddressRefused>())
 }
 
 fn record(

@@ -140,7 +140,6 @@ def rerun(line=""):
 _rerunning = []  # a mark while %rerun runs cells
 
 
-
 @magic("line")
 def recall(line=""):
     """%recall: cannot put code into a next cell here."""

@@ -21,7 +21,7 @@ __sandbox_internal__ = True
 import io
 import math
 
-from _sandbox_http import MAX_BODY_BYTES, DoorFailure, fetch, named
+from _sandbox_http import MAX_BODY_BYTES, DoorFailure, fetch, incomplete, named
 
 REFUSALS = ("denied", "too_large", "budget_exceeded", "no_door", "closed", "protocol", "invalid_arguments")
 
@@ -79,7 +79,10 @@ class Body(io.BytesIO):
     chunks of no fixed size (`stream(None)`, requests' `iter_content(None)`) ends, and
     an empty body is not closed before it is read. A body that broke off (`broken`) is
     never done: with a length, urllib3 finds it short (IncompleteRead, as from a
-    socket); chunked, a read of everything or at its end raises IncompleteRead."""
+    socket); chunked, a read of everything or at its end raises IncompleteRead. (urllib's
+    response, http_door.DoorResponse, fails a chunked read it cannot fill at once, as
+    http.client's read(n) does; urllib3 reads a chunked body chunk by chunk, and gets what
+    came before the error.)"""
 
     def __init__(self, data, sized, broken=False, promised=None):
         super().__init__(data)
@@ -100,10 +103,7 @@ class Body(io.BytesIO):
         everything = size is None or size < 0
         if self.broken:
             if everything or (not self.sized and not data and size != 0):
-                import http.client
-
-                left = None if self.promised is None else max(self.promised - self.tell(), 0)
-                raise http.client.IncompleteRead(data, left)
+                raise incomplete(data, self.promised, self.tell())
             return
         self.ended = self.ended or everything or (
             self.tell() >= self.size if self.sized else (not data and size != 0))

@@ -158,6 +158,14 @@ def fetch(method, url, headers=(), body=None, timeout=None, follow_redirects=Tru
     return Fetched(value["status"], value["reason"], value["url"], headers, raw, value.get("broken"), closes)
 
 
+def incomplete(data, promised, at):
+    """http.client's IncompleteRead for a body that broke off: what the read got, and what
+    its headers promised beyond `at` (None: chunked, no length promised)."""
+    import http.client
+
+    return http.client.IncompleteRead(data, None if promised is None else max(promised - at, 0))
+
+
 # ---- urllib.request -------------------------------------------------------------------------
 
 def patch_urllib(request_module):
@@ -234,10 +242,7 @@ class DoorResponse(io.BytesIO):
         data = super().read(size)
         at = io.BytesIO.tell(self)
         if self.broken and (size is None or size < 0 or (self.promised is None and len(data) < size)):
-            import http.client
-
-            left = None if self.promised is None else max(self.promised - at, 0)
-            raise http.client.IncompleteRead(data, left)
+            raise incomplete(data, self.promised, at)
         self.ended = self.ended or (not self.broken and at >= self.size) or (self.broken and not data and size != 0)
         return data
 
@@ -264,9 +269,7 @@ class DoorResponse(io.BytesIO):
             return
         self.ended = True
         if self.promised is None:
-            import http.client
-
-            raise http.client.IncompleteRead(b"")
+            raise incomplete(b"", None, 0)
 
     def readline(self, size=-1):
         if self.closed:

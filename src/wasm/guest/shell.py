@@ -32,6 +32,7 @@ def magic_words(line):
     except ValueError as exc:
         raise UsageError(f"{exc} in {line!r}") from None
 
+
 # What to use instead of a shell command, for the commands notebooks run most.
 INSTEAD = {
     "ls": "os.listdir('.') or pathlib.Path('.').iterdir() (or the list_files tool)",
